@@ -1,0 +1,193 @@
+// colikv/store.h: the C++ API. A Store is one SQLite file holding any number
+// of conversations, each the KV cache of one chat, under a model signature.
+//
+// Error model: every failing call throws colikv::Error (error.h) and changes
+// nothing. Thread safety: a Store may be shared by threads (calls are
+// serialized on it); many Stores, in many threads or processes, may open the
+// same file: readers never block, one writer at a time, and a writer waits up
+// to Options::busy_timeout_ms for another's lock.
+#ifndef COLIKV_STORE_H
+#define COLIKV_STORE_H
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "colikv/error.h"
+#include "colikv/model.h"
+#include "colikv/options.h"
+
+namespace colikv {
+
+// The engine's KV buffers, read by append: Lc[layer] + pos*kv_lora,
+// Rc[layer] + pos*qk_rope, and Ic[layer] + pos*index_hd for the layers that
+// have an indexer. Lc and Rc have n_layers entries; Ic has n_layers entries,
+// exactly n_indexed of them non-null (Ic itself may be null when n_indexed is 0).
+struct KvSource {
+  const float* const* Lc = nullptr;
+  const float* const* Rc = nullptr;
+  const float* const* Ic = nullptr;
+};
+
+// The same buffers, written by load.
+struct KvTarget {
+  float* const* Lc = nullptr;
+  float* const* Rc = nullptr;
+  float* const* Ic = nullptr;
+};
+
+// One conversation's row, as list() and info() return it.
+struct ConversationInfo {
+  std::string id;            // the caller's id
+  ModelSignature model;
+  int64_t tokens = 0;        // committed token count
+  std::string title;         // "" unless set
+  std::string metadata;      // JSON text; "{}" unless set
+  std::string parent;        // id it was forked from; "" if none or deleted
+  int64_t forked_at = 0;     // tokens taken from the parent when forked
+  int64_t created_ms = 0;    // Unix time in milliseconds
+  int64_t updated_ms = 0;    // last append, truncate, rename or edit
+  int64_t last_used_ms = 0;  // last load, append or fork from it
+  int64_t raw_bytes = 0;     // its .coli_kv record bytes: tokens * record_bytes
+  int64_t stored_bytes = 0;  // bytes of the chunk blobs it references (shared ones counted fully)
+};
+
+struct ListOptions {
+  int64_t limit = 100;  // at most this many rows; default 100
+  int64_t offset = 0;   // skip this many rows first; default 0
+};
+
+// Progress of a long call: done and total in tokens.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+
+// One problem verify() found.
+struct VerifyProblem {
+  std::string conversation;  // "" for a problem of the file or of an unreferenced chunk
+  int64_t chunk_seq = -1;    // index in the conversation's chunk list; -1 if none
+  int64_t chunk_id = -1;     // chunks.chunk_id; -1 if none
+  int64_t first_pos = -1;    // positions [first_pos, end_pos) affected; -1 if none
+  int64_t end_pos = -1;
+  std::string what;          // one line
+};
+
+struct VerifyReport {
+  int64_t conversations = 0;  // conversations checked
+  int64_t chunks = 0;         // distinct chunks read and decoded
+  int64_t bytes = 0;          // decoded bytes checked
+  std::string integrity;      // PRAGMA integrity_check's result ("ok" when sound)
+  std::vector<VerifyProblem> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+// Sizes of one model's data, or of the whole store (model.n_layers == 0).
+// logical: what .coli_kv files of every conversation would take (tokens * record_bytes);
+// unique: the same for distinct chunks only; stored: bytes of the distinct chunk blobs.
+struct UsageStats {
+  ModelSignature model;
+  int64_t chunk_tokens = 0;
+  int64_t conversations = 0;
+  int64_t tokens = 0;
+  int64_t chunks = 0;
+  int64_t logical_bytes = 0;
+  int64_t unique_bytes = 0;
+  int64_t stored_bytes = 0;
+  int64_t saved_by_sharing() const { return logical_bytes - unique_bytes; }
+  int64_t saved_by_compression() const { return unique_bytes - stored_bytes; }
+};
+
+struct StoreStats {
+  std::vector<UsageStats> models;  // one per model signature, in creation order
+  UsageStats total;
+  int64_t file_bytes = 0;  // the database file plus its WAL
+};
+
+class Store {
+ public:
+  // Opens (or creates) the store at path and applies pending migrations.
+  // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
+  // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy.
+  explicit Store(const std::string& path, const Options& options = Options());
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+
+  const std::string& path() const;
+  const Options& options() const;
+  // The schema version of the file (PRAGMA user_version) and of this library.
+  int schema_version() const;
+  static int library_schema_version();
+
+  // Committed tokens of a conversation; 0 when it does not exist.
+  int64_t count(const std::string& id);
+  bool exists(const std::string& id);
+
+  // Creates an empty conversation. Throws kConflict if the id exists.
+  void create(const std::string& id, const ModelSignature& model,
+              const std::string& title = "", const std::string& metadata = "{}");
+
+  // Persists positions [committed, len) in one transaction, creating the
+  // conversation if absent. Requires tokens[0, committed) to equal the stored
+  // tokens (else kDiverged with the first differing position: truncate first),
+  // the model to equal the conversation's (else kModelMismatch), every token in
+  // [0, vocab) and len >= committed (else kInvalidArgument). If another writer
+  // commits to the conversation meanwhile, throws kConflict. len == committed
+  // is a no-op.
+  void append(const std::string& id, const ModelSignature& model, const int32_t* tokens,
+              int64_t len, const KvSource& kv);
+
+  // Fills tokens[0, n) and the KV buffers for positions [0, n), where n is the
+  // committed count, or limit when 0 <= limit < count. Returns n. Throws
+  // kNotFound, kModelMismatch (naming both signatures), kTooLarge when n >
+  // max_tokens, kCorrupt when a chunk fails its checks (no byte of that chunk
+  // reaches the buffers; earlier chunks may have been written).
+  int64_t load(const std::string& id, const ModelSignature& model, int32_t* tokens,
+               int64_t max_tokens, const KvTarget& kv, int64_t limit = -1);
+
+  // The committed token ids. Throws kNotFound, kCorrupt.
+  std::vector<int32_t> tokens(const std::string& id);
+
+  // Keeps the first len tokens (len <= count, else kInvalidArgument) and frees
+  // the chunks no other conversation uses.
+  void truncate(const std::string& id, int64_t len);
+
+  // Deletes a conversation and frees the chunks no other conversation uses.
+  void remove(const std::string& id);
+
+  // Creates dst holding the first len tokens of src (len < 0: all of them),
+  // sharing src's chunks; only a partial last chunk is re-encoded.
+  // Throws kNotFound (src), kConflict (dst exists), kInvalidArgument (len > count).
+  void fork(const std::string& src, const std::string& dst, int64_t len = -1);
+
+  void rename(const std::string& old_id, const std::string& new_id);
+  void set_title(const std::string& id, const std::string& title);
+  // metadata must be valid JSON text (else kInvalidArgument).
+  void set_metadata(const std::string& id, const std::string& metadata_json);
+
+  ConversationInfo info(const std::string& id);
+  // Most recently used first.
+  std::vector<ConversationInfo> list(const ListOptions& options = ListOptions());
+  int64_t conversation_count();
+
+  // Reads and checks every chunk of one conversation (or of all when id is
+  // ""): checksum, decompression, sizes, token ranges, chunk-list
+  // completeness against the count; and PRAGMA integrity_check for the whole
+  // file. Never throws for problems in the data: it reports them. Throws
+  // kNotFound for a missing id.
+  VerifyReport verify(const std::string& id = "", const ProgressFn& progress = ProgressFn());
+
+  StoreStats stats();
+
+  class Impl;
+  Impl& impl();  // for the library's own modules (import/export, verify)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace colikv
+
+#endif  // COLIKV_STORE_H

@@ -1,0 +1,77 @@
+// Chunk payload codec: planes -> byte-shuffle -> zstd (or stored as is when
+// not smaller), with a CRC-32C over the token ids and the decoded payload.
+// The byte layout is written down in docs/format.md.
+#ifndef COLIKV_SRC_CHUNK_CODEC_H
+#define COLIKV_SRC_CHUNK_CODEC_H
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace colikv {
+namespace detail {
+
+// Where one plane's values for the positions of a chunk lie in memory:
+// position i's `width` floats start at base + i * stride (stride >= width).
+// Engine buffers have stride == width; .coli_kv records have stride ==
+// record_bytes / 4.
+struct PlaneRef {
+  float* base = nullptr;
+  int64_t width = 0;
+  int64_t stride = 0;
+};
+
+// The planes of a chunk in payload order: for each layer l, its kv_lora plane
+// then its qk_rope plane; then one index_hd plane per indexed layer, in
+// ascending layer order.
+using PlaneList = std::vector<PlaneRef>;
+
+struct EncodedChunk {
+  std::vector<uint8_t> payload;  // the blob to store
+  bool compressed = false;       // true: payload is one zstd frame; false: stored as is
+  int64_t raw_size = 0;          // bytes of the decoded payload: 4 * values
+  uint32_t checksum = 0;         // chunk_checksum(tokens, decoded payload)
+};
+
+// CRC-32C (Castagnoli), extending crc; crc32c(0, p, n) is the plain checksum.
+// Uses the SSE4.2 instruction when the CPU has it.
+uint32_t crc32c(uint32_t crc, const void* data, size_t n);
+
+// Shuffles the planes (each plane's floats split into 4 byte streams: all
+// bytes 0, then all bytes 1, 2, 3), compresses with zstd at `level` and keeps
+// the compressed form only when it is smaller. Thread-safe: each thread reuses
+// its own zstd context and scratch buffers.
+EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,
+                          int zstd_level);
+
+// Verifies and decodes a payload into the planes. Decompression is bounded
+// by raw_size (never by the frame header). Checks, in order: the payload size
+// (== raw_size when not compressed), decompression to exactly raw_size bytes,
+// then the checksum over the tokens and the decoded bytes. Throws
+// Error(kCorrupt, <what is wrong>) before writing any byte of any plane.
+void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, int64_t raw_size,
+                  uint32_t checksum, int64_t n_tokens, const int32_t* tokens,
+                  const PlaneList& planes);
+
+// Raw size of a chunk: 4 * sum over planes of width * n_tokens.
+int64_t planes_raw_size(const PlaneList& planes, int64_t n_tokens);
+
+// SHA-256 chain that addresses chunks.
+using ChunkHash = std::array<uint8_t, 32>;
+// SHA-256("colikv chunk chain v1" NUL signature NUL precision)
+ChunkHash chain_seed(const std::string& signature, const std::string& precision);
+// SHA-256(prev || tokens as int32 little-endian)
+ChunkHash chain_next(const ChunkHash& prev, const int32_t* tokens, int64_t n);
+std::string hash_hex(const ChunkHash& h);
+
+// Token ids as a compact JSON array "[1,2,3]" and back. parse returns false
+// (leaving out unspecified) on anything but a well-formed array of int32s.
+std::string tokens_to_json(const int32_t* tokens, int64_t n);
+bool parse_tokens_json(const char* text, size_t len, std::vector<int32_t>& out);
+
+}  // namespace detail
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_CHUNK_CODEC_H

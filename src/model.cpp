@@ -1,0 +1,50 @@
+#include "colikv/model.h"
+
+#include "colikv/error.h"
+
+namespace colikv {
+
+namespace {
+constexpr int64_t kMaxRecordBytes = int64_t{1} << 30;
+
+void require(bool ok, const std::string& field, const std::string& why, const ModelSignature& m) {
+  if (!ok) throw Error(ErrorCode::kInvalidArgument, "invalid model signature: " + field + " " + why + " (" + m.to_string() + ")");
+}
+}  // namespace
+
+void ModelSignature::validate() const {
+  require(n_layers > 0, "n_layers", "must be positive", *this);
+  require(kv_lora > 0, "kv_lora", "must be positive", *this);
+  require(qk_rope > 0, "qk_rope", "must be positive", *this);
+  require(vocab > 0, "vocab", "must be positive", *this);
+  require(index_hd >= 0, "index_hd", "must not be negative", *this);
+  require(n_indexed >= 0, "n_indexed", "must not be negative", *this);
+  require(n_indexed <= n_layers, "n_indexed", "exceeds n_layers", *this);
+  require(!(index_hd > 0 && n_indexed == 0), "n_indexed", "is 0 while index_hd is not", *this);
+  require(!(index_hd == 0 && n_indexed > 0), "index_hd", "is 0 while n_indexed is not", *this);
+  // All factors are below 2^31, so the products below fit in int64.
+  require(record_bytes() <= kMaxRecordBytes, "n_layers/kv_lora/qk_rope/index_hd",
+          "give a record of " + std::to_string(record_bytes()) + " bytes, over the 1 GiB limit", *this);
+  require(weights_id.find('\0') == std::string::npos, "weights_id", "contains a NUL byte", *this);
+}
+
+int64_t ModelSignature::floats_per_token() const {
+  return int64_t{n_layers} * (int64_t{kv_lora} + qk_rope) + int64_t{n_indexed} * index_hd;
+}
+
+int64_t ModelSignature::record_bytes() const { return 4 + 4 * floats_per_token(); }
+
+std::string ModelSignature::to_string() const {
+  std::string s = "n_layers=" + std::to_string(n_layers) + " kv_lora=" + std::to_string(kv_lora) +
+                  " qk_rope=" + std::to_string(qk_rope) + " index_hd=" + std::to_string(index_hd) +
+                  " n_indexed=" + std::to_string(n_indexed) + " vocab=" + std::to_string(vocab);
+  if (!weights_id.empty()) s += " weights=" + weights_id;
+  return s;
+}
+
+bool ModelSignature::operator==(const ModelSignature& o) const {
+  return n_layers == o.n_layers && kv_lora == o.kv_lora && qk_rope == o.qk_rope && index_hd == o.index_hd &&
+         n_indexed == o.n_indexed && vocab == o.vocab && weights_id == o.weights_id;
+}
+
+}  // namespace colikv

@@ -1,0 +1,72 @@
+// Shared by the tests: temporary directories and engine-shaped KV buffers
+// filled with deterministic values.
+#ifndef COLIKV_TESTS_TEST_SUPPORT_H
+#define COLIKV_TESTS_TEST_SUPPORT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "colikv/model.h"
+#include "colikv/store.h"
+
+namespace colikv_test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its content.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Small shapes used throughout the tests.
+colikv::ModelSignature tiny_model();          // 3 layers, 16+8, no indexer, vocab 1000
+colikv::ModelSignature tiny_indexed_model();  // 4 layers, 16+8, indexer 8 on 2 layers
+colikv::ModelSignature sample_model();        // the shape of shared/samples/glm_tiny_nodsa_51.coli_kv
+
+// The engine's per-layer KV buffers for up to `capacity` positions.
+class EngineBuffers {
+ public:
+  EngineBuffers(const colikv::ModelSignature& m, int64_t capacity);
+  // Which layers have an indexer: the last n_indexed layers.
+  bool indexed(int layer) const;
+  // Fills positions [from, to) with values derived from (seed, position, layer, index).
+  void fill(int64_t from, int64_t to, uint32_t seed);
+  // Sets every float to a NaN pattern so that unwritten positions are visible.
+  void poison();
+  colikv::KvSource source() const;
+  colikv::KvTarget target();
+  // Bit-exact comparison of positions [0, n) with other; returns "" or a description.
+  std::string compare(const EngineBuffers& other, int64_t n) const;
+
+  colikv::ModelSignature model;
+  int64_t capacity;
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> lc, rc, ic;
+
+ private:
+  std::vector<float*> lp_, rp_, ip_;
+  std::vector<const float*> lcp_, rcp_, icp_;
+  void refresh_pointers();
+};
+
+// Deterministic token ids in [0, vocab).
+std::vector<int32_t> make_tokens(int64_t n, int32_t vocab, uint32_t seed);
+
+// Writes a .coli_kv file in the engine's layout from buffers (positions [0, n)),
+// with header count nrec (default n).
+void write_coli_kv(const std::string& path, const EngineBuffers& b, int64_t n, int64_t nrec = -1);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& bytes);
+
+}  // namespace colikv_test
+
+#endif  // COLIKV_TESTS_TEST_SUPPORT_H

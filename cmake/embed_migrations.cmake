@@ -3,6 +3,7 @@
 set(body "// Generated from migrations/*.sql by cmake/embed_migrations.cmake. Do not edit.\n")
 string(APPEND body "#include \"migrations.h\"\n\nnamespace colikv {\nnamespace detail {\n\n")
 string(APPEND body "const std::vector<Migration>& embedded_migrations() {\n  static const std::vector<Migration> all = {\n")
+string(REPLACE "|" ";" FILES "${FILES}")
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME_WE)
   string(REGEX MATCH "^[0-9]+" number ${name})

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-struct sqlite3;
+#include <SQLiteCpp/Database.h>
 
 namespace colikv {
 namespace detail {
@@ -26,7 +26,7 @@ int latest_schema_version();
 // in its own BEGIN IMMEDIATE transaction that also sets user_version. up_to < 0
 // means all. Throws Error(kVersion) when the file's version is newer than the
 // library's, naming both. `what` names the store in messages.
-void apply_migrations(sqlite3* db, const std::string& what, int up_to = -1);
+void apply_migrations(SQLite::Database& db, const std::string& what, int up_to = -1);
 
 }  // namespace detail
 }  // namespace colikv

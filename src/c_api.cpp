@@ -1,0 +1,179 @@
+// The C API: a thin shell over colikv::Store that never lets an exception
+// escape and keeps the last error message per handle.
+#include "colikv/colikv.h"
+
+#include <memory>
+#include <new>
+#include <string>
+
+#include "colikv/store.h"
+
+struct colikv_store {
+  std::unique_ptr<colikv::Store> store;  // null when the open failed
+  std::string errmsg;
+};
+
+namespace {
+
+colikv::ModelSignature to_signature(const colikv_model* m) {
+  colikv::ModelSignature s;
+  s.n_layers = m->n_layers;
+  s.kv_lora = m->kv_lora;
+  s.qk_rope = m->qk_rope;
+  s.index_hd = m->index_hd;
+  s.n_indexed = m->n_indexed;
+  s.vocab = m->vocab;
+  s.weights_id = m->weights_id ? m->weights_id : "";
+  return s;
+}
+
+// Runs f, returning its result, or the error's negative code with the message
+// kept in s.
+template <class R, class F>
+R guarded(colikv_store* s, F&& f) {
+  if (!s) return static_cast<R>(COLIKV_ERR_INVALID);
+  s->errmsg.clear();
+  try {
+    if (!s->store) throw colikv::Error(colikv::ErrorCode::kInvalidArgument, "the store handle failed to open");
+    return f(*s->store);
+  } catch (const colikv::Error& e) {
+    s->errmsg = e.what();
+    return static_cast<R>(e.code());
+  } catch (const std::bad_alloc&) {
+    s->errmsg = "out of memory";
+    return static_cast<R>(COLIKV_ERR_INTERNAL);
+  } catch (const std::exception& e) {
+    s->errmsg = std::string("internal error: ") + e.what();
+    return static_cast<R>(COLIKV_ERR_INTERNAL);
+  } catch (...) {
+    s->errmsg = "internal error: unknown exception";
+    return static_cast<R>(COLIKV_ERR_INTERNAL);
+  }
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) throw colikv::Error(colikv::ErrorCode::kInvalidArgument, what);
+}
+
+}  // namespace
+
+extern "C" {
+
+int colikv_open(const char* path, int flags, colikv_store** out) {
+  if (!out) return COLIKV_ERR_INVALID;
+  *out = nullptr;
+  colikv_store* s = new (std::nothrow) colikv_store();
+  if (!s) return COLIKV_ERR_INTERNAL;
+  *out = s;
+  s->errmsg.clear();
+  try {
+    require(path != nullptr, "colikv_open: path is NULL");
+    colikv::Options o;
+    o.create_if_missing = (flags & COLIKV_CREATE) != 0;
+    o.read_only = (flags & COLIKV_READONLY) != 0;
+    o.synchronous = (flags & COLIKV_SYNC_NORMAL) ? colikv::Synchronous::kNormal : colikv::Synchronous::kFull;
+    s->store.reset(new colikv::Store(path, o));
+    return COLIKV_OK;
+  } catch (const colikv::Error& e) {
+    s->errmsg = e.what();
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    s->errmsg = std::string("internal error: ") + e.what();
+    return COLIKV_ERR_INTERNAL;
+  } catch (...) {
+    s->errmsg = "internal error: unknown exception";
+    return COLIKV_ERR_INTERNAL;
+  }
+}
+
+void colikv_close(colikv_store* s) {
+  try {
+    delete s;
+  } catch (...) {
+  }
+}
+
+const char* colikv_errmsg(const colikv_store* s) {
+  if (!s) return "no store handle (NULL)";
+  return s->errmsg.c_str();
+}
+
+int64_t colikv_count(colikv_store* s, const char* conv) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) {
+    require(conv != nullptr, "colikv_count: conv is NULL");
+    return st.count(conv);
+  });
+}
+
+int colikv_append(colikv_store* s, const char* conv, const colikv_model* m, const int32_t* tokens, int64_t len,
+                  const float* const* Lc, const float* const* Rc, const float* const* Ic) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(conv != nullptr, "colikv_append: conv is NULL");
+    require(m != nullptr, "colikv_append: model is NULL");
+    colikv::KvSource kv;
+    kv.Lc = Lc;
+    kv.Rc = Rc;
+    kv.Ic = Ic;
+    st.append(conv, to_signature(m), tokens, len, kv);
+    return COLIKV_OK;
+  });
+}
+
+static int64_t load_impl(colikv_store* s, const char* conv, const colikv_model* m, int32_t* tokens, int64_t max_tokens,
+                         int64_t limit, float* const* Lc, float* const* Rc, float* const* Ic) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
+    require(conv != nullptr, "colikv_load: conv is NULL");
+    require(m != nullptr, "colikv_load: model is NULL");
+    if (!st.exists(conv)) return 0;
+    colikv::KvTarget kv;
+    kv.Lc = Lc;
+    kv.Rc = Rc;
+    kv.Ic = Ic;
+    return st.load(conv, to_signature(m), tokens, max_tokens, kv, limit);
+  });
+}
+
+int64_t colikv_load(colikv_store* s, const char* conv, const colikv_model* m, int32_t* tokens, int64_t max_tokens,
+                    float* const* Lc, float* const* Rc, float* const* Ic) {
+  return load_impl(s, conv, m, tokens, max_tokens, -1, Lc, Rc, Ic);
+}
+
+int64_t colikv_load_prefix(colikv_store* s, const char* conv, const colikv_model* m, int64_t k, int32_t* tokens,
+                           float* const* Lc, float* const* Rc, float* const* Ic) {
+  if (k < 0) {
+    if (s) s->errmsg = "colikv_load_prefix: k is negative";
+    return COLIKV_ERR_INVALID;
+  }
+  return load_impl(s, conv, m, tokens, k, k, Lc, Rc, Ic);
+}
+
+int colikv_truncate(colikv_store* s, const char* conv, int64_t len) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(conv != nullptr, "colikv_truncate: conv is NULL");
+    st.truncate(conv, len);
+    return COLIKV_OK;
+  });
+}
+
+int colikv_delete(colikv_store* s, const char* conv) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(conv != nullptr, "colikv_delete: conv is NULL");
+    st.remove(conv);
+    return COLIKV_OK;
+  });
+}
+
+int colikv_fork(colikv_store* s, const char* src, const char* dst, int64_t len) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(src != nullptr && dst != nullptr, "colikv_fork: src or dst is NULL");
+    st.fork(src, dst, len);
+    return COLIKV_OK;
+  });
+}
+
+const char* colikv_strerror(int code) {
+  if (code > 0) return "not an error code";
+  return colikv::error_code_name(static_cast<colikv::ErrorCode>(code));
+}
+
+}  // extern "C"

@@ -1,0 +1,316 @@
+#include "colikv/coli_kv.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "store_impl.h"
+
+namespace colikv {
+
+namespace {
+
+const char kMagic[8] = {'C', 'O', 'L', 'I', 'K', 'V', '1', '\0'};
+
+ErrorCode code_for_errno(int err) {
+  switch (err) {
+    case ENOENT: return ErrorCode::kNotFound;
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG: return ErrorCode::kDiskFull;
+    case EROFS:
+    case EACCES:
+    case EPERM: return ErrorCode::kReadOnly;
+    default: return ErrorCode::kIO;
+  }
+}
+
+[[noreturn]] void throw_errno(const std::string& what, int err) {
+  throw Error(code_for_errno(err), what + ": " + std::strerror(err));
+}
+
+// A file descriptor closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+ private:
+  int fd_;
+};
+
+// Reads exactly n bytes at offset; returns false at end of file.
+bool pread_full(int fd, void* buf, size_t n, int64_t offset, const std::string& what) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(what + ": read", errno);
+    }
+    if (r == 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += r;
+  }
+  return true;
+}
+
+void write_full(int fd, const void* buf, size_t n, const std::string& what) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(what + ": write", errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// The header as the file has it, and every problem of its shape.
+struct ParsedHeader {
+  int64_t file_bytes = 0;
+  bool read = false;
+  int32_t fields[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  ModelSignature model;
+  bool model_ok = false;
+  int64_t record_bytes = 0;
+  int64_t records_on_disk = 0;
+  int64_t trailing_bytes = 0;
+  std::vector<std::string> problems;
+};
+
+ParsedHeader parse_header(int fd, const std::string& path) {
+  ParsedHeader h;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw_errno(path, errno);
+  h.file_bytes = static_cast<int64_t>(st.st_size);
+  if (h.file_bytes == 0) {
+    h.problems.push_back("the file is empty");
+    return h;
+  }
+  char magic[8];
+  if (h.file_bytes < 8 || !pread_full(fd, magic, 8, 0, path)) {
+    h.problems.push_back("the file is " + std::to_string(h.file_bytes) + " bytes, shorter than the 8-byte magic");
+    return h;
+  }
+  if (std::memcmp(magic, kMagic, 8) != 0) {
+    h.problems.push_back("wrong magic: not a .coli_kv file (expected \"COLIKV1\\0\")");
+    return h;
+  }
+  if (h.file_bytes < kColiKvHeaderBytes || !pread_full(fd, h.fields, sizeof h.fields, 8, path)) {
+    h.problems.push_back("the file is " + std::to_string(h.file_bytes) + " bytes, shorter than the " +
+                         std::to_string(kColiKvHeaderBytes) + "-byte header");
+    return h;
+  }
+  h.read = true;
+  h.model.n_layers = h.fields[0];
+  h.model.kv_lora = h.fields[1];
+  h.model.qk_rope = h.fields[2];
+  h.model.index_hd = h.fields[3];
+  h.model.n_indexed = h.fields[4];
+  h.model.vocab = h.fields[5];
+  try {
+    h.model.validate();
+    h.model_ok = true;
+  } catch (const Error& e) {
+    h.problems.push_back(std::string("header: ") + e.what());
+  }
+  if (h.fields[6] < 0) h.problems.push_back("header: record count nrec is negative (" + std::to_string(h.fields[6]) + ")");
+  if (h.fields[7] != 0)
+    h.problems.push_back("header: the reserved eighth field is " + std::to_string(h.fields[7]) + ", expected 0");
+  if (h.model_ok) {
+    h.record_bytes = h.model.record_bytes();
+    const int64_t body = h.file_bytes - kColiKvHeaderBytes;
+    h.records_on_disk = body / h.record_bytes;
+    h.trailing_bytes = body % h.record_bytes;
+  }
+  return h;
+}
+
+Fd open_for_reading(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno(path, errno);
+  return Fd(fd);
+}
+
+std::string default_id_for(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  const std::string ext = ".coli_kv";
+  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
+    name.resize(name.size() - ext.size());
+  return name;
+}
+
+}  // namespace
+
+ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens) {
+  Fd fd = open_for_reading(path);
+  ParsedHeader h = parse_header(fd.get(), path);
+  ColiKvInspection r;
+  r.path = path;
+  r.file_bytes = h.file_bytes;
+  r.header_read = h.read;
+  r.model = h.model;
+  r.header_count = h.fields[6];
+  r.record_bytes = h.record_bytes;
+  r.records_on_disk = h.records_on_disk;
+  r.trailing_bytes = h.trailing_bytes;
+  r.problems = h.problems;
+  if (!h.model_ok) return r;
+  if (r.header_count > r.records_on_disk)
+    r.problems.push_back("header counts " + std::to_string(r.header_count) + " records but only " +
+                         std::to_string(r.records_on_disk) + " complete records are present");
+  const int64_t counted = std::min<int64_t>(std::max<int64_t>(r.header_count, 0), r.records_on_disk);
+  int64_t bad = 0;
+  for (int64_t p = 0; p < counted; ++p) {
+    int32_t token;
+    pread_full(fd.get(), &token, 4, kColiKvHeaderBytes + p * r.record_bytes, path);
+    if (p < first_tokens) r.first_tokens.push_back(token);
+    if (token < 0 || token >= h.model.vocab) {
+      if (bad++ == 0)
+        r.problems.push_back("record " + std::to_string(p) + ": token id " + std::to_string(token) + " is outside [0, " +
+                             std::to_string(h.model.vocab) + ") (records written under another shape's header?)");
+    }
+  }
+  if (bad > 1) r.problems.push_back(std::to_string(bad) + " records in all have a token id outside the vocabulary");
+  return r;
+}
+
+ImportResult import_coli_kv(Store& store, const std::string& path, const ImportOptions& options) {
+  Store::Impl& s = store.impl();
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  Fd fd = open_for_reading(path);
+  ParsedHeader h = parse_header(fd.get(), path);
+  if (!h.problems.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": " + h.problems.front());
+  ImportResult result;
+  result.id = options.id.empty() ? default_id_for(path) : options.id;
+  result.model = h.model;
+  result.model.weights_id = options.weights_id;
+  result.model.validate();
+  result.header_count = h.fields[6];
+  int64_t n = result.header_count;
+  if (n > h.records_on_disk) {
+    if (!options.salvage)
+      throw Error(ErrorCode::kInvalidArgument,
+                  path + ": header counts " + std::to_string(n) + " records but only " +
+                      std::to_string(h.records_on_disk) + " complete records are present (a torn append?); "
+                      "--salvage keeps those " + std::to_string(h.records_on_disk));
+    n = h.records_on_disk;
+    result.salvaged = true;
+  }
+  result.tokens = n;
+  result.ignored_records = std::max<int64_t>(0, h.records_on_disk - n);
+  result.ignored_bytes = h.file_bytes - kColiKvHeaderBytes - n * h.record_bytes;
+
+  const ModelSignature model = result.model;
+  const int64_t rb = h.record_bytes;
+  const int level = s.options.zstd_level;
+  const int file = fd.get();
+  detail::AppendRequest req;
+  req.id = result.id;
+  req.model = model;
+  req.len = n;
+  req.must_create = true;
+  req.progress = options.progress;
+  req.produce = [&, file, rb, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
+    // Each worker reuses its own record buffer: memory stays a few chunks.
+    thread_local std::vector<uint8_t> records;
+    records.resize(static_cast<size_t>(count * rb));
+    if (!pread_full(file, records.data(), records.size(), kColiKvHeaderBytes + first * rb, path))
+      throw Error(ErrorCode::kIO, path + ": the file shrank while it was imported");
+    out.tokens.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      int32_t t;
+      std::memcpy(&t, records.data() + i * rb, 4);
+      if (t < 0 || t >= model.vocab)
+        throw Error(ErrorCode::kInvalidArgument,
+                    path + ": record " + std::to_string(first + i) + ": token id " + std::to_string(t) +
+                        " is outside [0, " + std::to_string(model.vocab) +
+                        ") (records written under another shape's header?)");
+      out.tokens[static_cast<size_t>(i)] = t;
+    }
+    out.encoded = detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level);
+  };
+  s.append(req);
+  return result;
+}
+
+int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
+  Store::Impl& s = store.impl();
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  struct stat st;
+  if (!options.force && ::stat(path.c_str(), &st) == 0)
+    throw Error(ErrorCode::kConflict, path + ": the file exists (use force to overwrite it)");
+  const std::string dir = path.find_last_of('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/'));
+  std::string tmp_name = path + ".tmp.XXXXXX";
+  std::vector<char> tmpl(tmp_name.begin(), tmp_name.end());
+  tmpl.push_back('\0');
+  Fd fd(::mkstemp(tmpl.data()));
+  if (fd.get() < 0) throw_errno(path + ": cannot create a temporary file beside it", errno);
+  tmp_name = tmpl.data();
+  struct Unlink {
+    std::string name;
+    bool keep = false;
+    ~Unlink() {
+      if (!keep) ::unlink(name.c_str());
+    }
+  } cleanup{tmp_name};
+  ::fchmod(fd.get(), 0644);
+
+  int64_t written = 0;
+  int64_t total = 0;
+  ModelSignature model;
+  s.scan(
+      id, nullptr, -1,
+      [&](const detail::ScanStart& start) {
+        model = start.model.sig;
+        total = start.n;
+        int32_t h[8] = {model.n_layers, model.kv_lora, model.qk_rope, model.index_hd, model.n_indexed, model.vocab,
+                        static_cast<int32_t>(start.n), 0};
+        if (start.n > INT32_MAX)
+          throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": " + std::to_string(start.n) +
+                                                       " tokens exceed what a .coli_kv header can count");
+        write_full(fd.get(), kMagic, 8, tmp_name);
+        write_full(fd.get(), h, sizeof h, tmp_name);
+        written = kColiKvHeaderBytes;
+      },
+      [&](detail::StoredChunk& c) {
+        const int64_t rb = model.record_bytes();
+        c.out.resize(static_cast<size_t>(c.n_tokens * rb));
+        for (int64_t i = 0; i < c.n_tokens; ++i) std::memcpy(c.out.data() + i * rb, &c.tokens[static_cast<size_t>(i)], 4);
+        detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
+                             c.tokens.data(), detail::record_planes(model, c.out.data()));
+      },
+      [&](detail::StoredChunk& c) {
+        write_full(fd.get(), c.out.data(), c.out.size(), tmp_name);
+        written += static_cast<int64_t>(c.out.size());
+        c.out = std::vector<uint8_t>();
+        if (options.progress) options.progress(c.first_pos + c.n_tokens, total);
+      });
+  if (::fsync(fd.get()) != 0) throw_errno(tmp_name + ": fsync", errno);
+  if (::close(fd.release()) != 0) throw_errno(tmp_name + ": close", errno);
+  if (::rename(tmp_name.c_str(), path.c_str()) != 0) throw_errno(path + ": rename", errno);
+  cleanup.keep = true;
+  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.get() >= 0) ::fsync(dfd.get());  // make the rename durable
+  return written;
+}
+
+}  // namespace colikv

@@ -1,0 +1,64 @@
+#include "sqlite_util.h"
+
+#include <sqlite3.h>
+
+namespace colikv {
+namespace detail {
+
+ErrorCode error_code_for_sqlite(int extended_code) {
+  switch (extended_code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return ErrorCode::kBusy;
+    case SQLITE_FULL: return ErrorCode::kDiskFull;
+    case SQLITE_IOERR:
+      return extended_code == SQLITE_IOERR_NOMEM ? ErrorCode::kInternal : ErrorCode::kIO;
+    case SQLITE_READONLY: return ErrorCode::kReadOnly;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return ErrorCode::kCorrupt;
+    case SQLITE_CANTOPEN: return ErrorCode::kIO;
+    case SQLITE_PERM: return ErrorCode::kReadOnly;
+    case SQLITE_TOOBIG: return ErrorCode::kInvalidArgument;
+    case SQLITE_CONSTRAINT: return ErrorCode::kConflict;
+    default: return ErrorCode::kInternal;
+  }
+}
+
+void rethrow_sqlite(const SQLite::Exception& e, const std::string& what) {
+  int ext = e.getExtendedErrorCode();
+  if (ext < 0) ext = e.getErrorCode();
+  ErrorCode code = ext < 0 ? ErrorCode::kInternal : error_code_for_sqlite(ext);
+  std::string msg = what + ": " + e.what();
+  if (code == ErrorCode::kDiskFull) msg += " (the disk or the store's size limit is full)";
+  if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
+  throw Error(code, msg);
+}
+
+void exec(SQLite::Database& db, const std::string& sql, const std::string& what) {
+  with_context(what, [&] { db.exec(sql); });
+}
+
+int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what) {
+  return with_context(what, [&] {
+    SQLite::Statement q(db, sql);
+    if (!q.executeStep()) return int64_t{0};
+    return q.getColumn(0).getInt64();
+  });
+}
+
+SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind)
+    : db_(db), what_(what) {
+  exec(db_, kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED", what_);
+  open_ = true;
+}
+
+SqlTransaction::~SqlTransaction() {
+  if (open_) sqlite3_exec(db_.getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+void SqlTransaction::commit() {
+  exec(db_, "COMMIT", what_);
+  open_ = false;
+}
+
+}  // namespace detail
+}  // namespace colikv

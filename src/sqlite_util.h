@@ -1,0 +1,59 @@
+// SQLite plumbing shared by the library: SQLite errors become colikv::Error,
+// and a write-transaction guard that rolls back in its destructor.
+#ifndef COLIKV_SRC_SQLITE_UTIL_H
+#define COLIKV_SRC_SQLITE_UTIL_H
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
+#include <SQLiteCpp/Statement.h>
+
+#include <cstdint>
+#include <string>
+
+#include "colikv/error.h"
+
+namespace colikv {
+namespace detail {
+
+// The colikv code for an SQLite (extended) result code.
+ErrorCode error_code_for_sqlite(int extended_code);
+
+// Throws the colikv::Error for an SQLite exception, prefixed by `what`
+// (which names the store and the operation).
+[[noreturn]] void rethrow_sqlite(const SQLite::Exception& e, const std::string& what);
+
+// Runs f(), turning SQLite exceptions into colikv::Error with context.
+template <class F>
+auto with_context(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const SQLite::Exception& e) {
+    rethrow_sqlite(e, what);
+  }
+}
+
+void exec(SQLite::Database& db, const std::string& sql, const std::string& what);
+int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what);
+
+// BEGIN IMMEDIATE (or DEFERRED for a read snapshot) ... COMMIT; rolls back in
+// the destructor unless committed. Rollback errors are swallowed there: the
+// original error is the one worth reporting.
+class SqlTransaction {
+ public:
+  enum Kind { kWrite, kRead };
+  SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind = kWrite);
+  ~SqlTransaction();
+  SqlTransaction(const SqlTransaction&) = delete;
+  SqlTransaction& operator=(const SqlTransaction&) = delete;
+  void commit();
+
+ private:
+  SQLite::Database& db_;
+  std::string what_;
+  bool open_ = false;
+};
+
+}  // namespace detail
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_SQLITE_UTIL_H

@@ -1,0 +1,1341 @@
+#include "colikv/store.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+
+#include "chunk_codec.h"
+#include "migrations.h"
+#include "sqlite_util.h"
+#include "store_impl.h"
+
+namespace colikv {
+
+using detail::ChunkHash;
+using detail::ConversationRow;
+using detail::EncodedChunk;
+using detail::ModelRow;
+using detail::PlaneList;
+using detail::PlaneRef;
+using detail::SqlTransaction;
+using detail::StoredChunk;
+using detail::with_context;
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+int64_t file_size_or_zero(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+int open_flags(const Options& o) {
+  if (o.read_only) return SQLite::OPEN_READONLY;
+  return SQLite::OPEN_READWRITE | (o.create_if_missing ? SQLite::OPEN_CREATE : 0);
+}
+
+SQLite::Database open_database(const std::string& path, const Options& o) {
+  if (!o.create_if_missing && !file_exists(path))
+    throw Error(ErrorCode::kNotFound, "store " + path + ": no such file");
+  if (o.read_only && !file_exists(path))
+    throw Error(ErrorCode::kNotFound, "store " + path + ": no such file (opened read-only)");
+  return with_context("store " + path + ": open", [&] {
+    return SQLite::Database(path, open_flags(o), o.busy_timeout_ms);
+  });
+}
+
+// The largest power of two of tokens whose chunk stays within target bytes.
+int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes) {
+  const int64_t per_token = 4 * m.floats_per_token();
+  int64_t c = 1;
+  while (c < 1024 && (c * 2) * per_token <= target_bytes) c *= 2;
+  return c;
+}
+
+ChunkHash blob_to_hash(const SQLite::Column& col) {
+  ChunkHash h{};
+  if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());
+  return h;
+}
+
+std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t expect_n,
+                                           const std::string& where) {
+  std::vector<int32_t> out;
+  const char* text = static_cast<const char*>(col.getBlob());
+  if (!detail::parse_tokens_json(text ? text : "", static_cast<size_t>(col.getBytes()), out) ||
+      static_cast<int64_t>(out.size()) != expect_n)
+    throw Error(ErrorCode::kCorrupt, where + ": token list is not a JSON array of " +
+                                         std::to_string(expect_n) + " token ids");
+  return out;
+}
+
+std::string range_text(int64_t a, int64_t b) {
+  return "positions [" + std::to_string(a) + ", " + std::to_string(b) + ")";
+}
+
+void check_kv_pointers(const ModelSignature& m, const void* const* lc, const void* const* rc,
+                       const void* const* ic, const std::string& where) {
+  if (!lc || !rc) throw Error(ErrorCode::kInvalidArgument, where + ": Lc and Rc must not be null");
+  int64_t indexed = 0;
+  for (int l = 0; l < m.n_layers; ++l) {
+    if (!lc[l] || !rc[l])
+      throw Error(ErrorCode::kInvalidArgument, where + ": Lc[" + std::to_string(l) + "] or Rc[" +
+                                                   std::to_string(l) + "] is null");
+    if (ic && ic[l]) ++indexed;
+  }
+  if (indexed != m.n_indexed)
+    throw Error(ErrorCode::kInvalidArgument,
+                where + ": Ic has " + std::to_string(indexed) + " non-null layers but the model has n_indexed=" +
+                    std::to_string(m.n_indexed));
+}
+
+template <class Ptr>
+PlaneList engine_planes_of(const ModelSignature& m, Ptr const* lc, Ptr const* rc, Ptr const* ic, int64_t first) {
+  PlaneList planes;
+  planes.reserve(static_cast<size_t>(2 * m.n_layers + m.n_indexed));
+  for (int l = 0; l < m.n_layers; ++l) {
+    planes.push_back({const_cast<float*>(lc[l]) + first * m.kv_lora, m.kv_lora, m.kv_lora});
+    planes.push_back({const_cast<float*>(rc[l]) + first * m.qk_rope, m.qk_rope, m.qk_rope});
+  }
+  if (m.n_indexed > 0)
+    for (int l = 0; l < m.n_layers; ++l)
+      if (ic[l]) planes.push_back({const_cast<float*>(ic[l]) + first * m.index_hd, m.index_hd, m.index_hd});
+  return planes;
+}
+
+}  // namespace
+
+namespace detail {
+
+PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t first_pos) {
+  return engine_planes_of(m, kv.Lc, kv.Rc, kv.Ic, first_pos);
+}
+
+PlaneList engine_planes(const ModelSignature& m, const KvTarget& kv, int64_t first_pos) {
+  return engine_planes_of(m, kv.Lc, kv.Rc, kv.Ic, first_pos);
+}
+
+PlaneList record_planes(const ModelSignature& m, uint8_t* records) {
+  const int64_t stride = m.record_bytes() / 4;
+  float* f = reinterpret_cast<float*>(records + 4);
+  PlaneList planes;
+  for (int l = 0; l < m.n_layers; ++l) {
+    planes.push_back({f, m.kv_lora, stride});
+    f += m.kv_lora;
+    planes.push_back({f, m.qk_rope, stride});
+    f += m.qk_rope;
+  }
+  for (int k = 0; k < m.n_indexed; ++k) {
+    planes.push_back({f, m.index_hd, stride});
+    f += m.index_hd;
+  }
+  return planes;
+}
+
+PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n) {
+  PlaneList planes;
+  for (int l = 0; l < m.n_layers; ++l) {
+    planes.push_back({buf, m.kv_lora, m.kv_lora});
+    buf += n * m.kv_lora;
+    planes.push_back({buf, m.qk_rope, m.qk_rope});
+    buf += n * m.qk_rope;
+  }
+  for (int k = 0; k < m.n_indexed; ++k) {
+    planes.push_back({buf, m.index_hd, m.index_hd});
+    buf += n * m.index_hd;
+  }
+  return planes;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+// Opening
+
+Store::Impl::Impl(const std::string& p, const Options& o)
+    : path(p), options(o), db(open_database(p, o)), pool(o.threads) {
+  const std::string what = "store " + path;
+  sqlite3* h = db.getHandle();
+  if (options.defensive) {
+    // A store may come from someone else: no schema-defined code runs, and
+    // SQL cannot corrupt the file on purpose.
+    sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+    sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
+  }
+  // Any read fails here on a file that is not a database.
+  const int64_t version = detail::query_int(db, "PRAGMA user_version", what);
+  const int64_t tables = detail::query_int(db, "SELECT count(*) FROM sqlite_schema", what);
+  if (version == 0 && tables > 0)
+    throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (schema version 0 with " +
+                                         std::to_string(tables) + " objects of another application)");
+  if (version > detail::latest_schema_version())
+    throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(version) +
+                                         " is newer than this library's " +
+                                         std::to_string(detail::latest_schema_version()) +
+                                         "; upgrade colikv to open it");
+  if (options.read_only) {
+    if (version < detail::latest_schema_version())
+      throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(version) +
+                                           " needs migrating to " +
+                                           std::to_string(detail::latest_schema_version()) +
+                                           ", which a read-only open cannot do");
+  } else {
+    if (version == 0 && tables == 0) {
+      int ps = std::clamp(options.page_size, 512, 65536);
+      detail::exec(db, "PRAGMA page_size=" + std::to_string(ps), what);
+    }
+    std::string mode = with_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
+    if (mode != "wal")
+      throw Error(ErrorCode::kIO, what + ": cannot use the WAL journal (PRAGMA journal_mode answered '" + mode + "')");
+  }
+  detail::exec(db, options.synchronous == Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+               what);
+  detail::exec(db, "PRAGMA foreign_keys=ON", what);
+  if (!options.read_only) detail::apply_migrations(db, what);
+}
+
+std::string Store::Impl::where(const std::string& id) const {
+  return id.empty() ? "store " + path : "store " + path + ": conversation '" + id + "'";
+}
+
+void Store::Impl::require_writable(const std::string& op) const {
+  if (options.read_only)
+    throw Error(ErrorCode::kReadOnly, "store " + path + ": " + op + ": the store is opened read-only");
+}
+
+std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {
+  return with_context(where(id), [&]() -> std::optional<ConversationRow> {
+    SQLite::Statement q(db,
+                        "SELECT conversation_id, model_id, token_count, generation, precision "
+                        "FROM conversations WHERE name = ?");
+    q.bind(1, id);
+    if (!q.executeStep()) return std::nullopt;
+    ConversationRow r;
+    r.id = q.getColumn(0).getInt64();
+    r.name = id;
+    r.model_id = q.getColumn(1).getInt64();
+    r.count = q.getColumn(2).getInt64();
+    r.generation = q.getColumn(3).getInt64();
+    r.precision = q.getColumn(4).getString();
+    return r;
+  });
+}
+
+ConversationRow Store::Impl::get_conversation(const std::string& id) {
+  auto r = find_conversation(id);
+  if (!r) throw Error(ErrorCode::kNotFound, where(id) + ": no such conversation");
+  return *r;
+}
+
+ModelRow Store::Impl::model_by_id(int64_t model_id) {
+  auto it = models_by_id_.find(model_id);
+  if (it != models_by_id_.end()) return it->second;
+  return with_context(where(), [&] {
+    SQLite::Statement q(db,
+                        "SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
+                        "chunk_tokens, signature FROM models WHERE model_id = ?");
+    q.bind(1, model_id);
+    if (!q.executeStep())
+      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + " is missing");
+    ModelRow r;
+    r.id = model_id;
+    r.sig.n_layers = q.getColumn(0).getInt();
+    r.sig.kv_lora = q.getColumn(1).getInt();
+    r.sig.qk_rope = q.getColumn(2).getInt();
+    r.sig.index_hd = q.getColumn(3).getInt();
+    r.sig.n_indexed = q.getColumn(4).getInt();
+    r.sig.vocab = q.getColumn(5).getInt();
+    r.sig.weights_id = q.getColumn(6).getString();
+    r.chunk_tokens = q.getColumn(7).getInt64();
+    r.text = r.sig.to_string();
+    try {
+      r.sig.validate();
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": " + e.what());
+    }
+    if (r.chunk_tokens < 1 || r.chunk_tokens > (int64_t{1} << 20) || r.text != q.getColumn(8).getString())
+      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) +
+                                           " is inconsistent (chunk_tokens or signature text)");
+    models_by_id_[model_id] = r;
+    return r;
+  });
+}
+
+std::optional<ModelRow> Store::Impl::find_model(const ModelSignature& sig) {
+  int64_t id = with_context(where(), [&]() -> int64_t {
+    SQLite::Statement q(db, "SELECT model_id FROM models WHERE signature = ?");
+    q.bind(1, sig.to_string());
+    return q.executeStep() ? q.getColumn(0).getInt64() : 0;
+  });
+  if (id == 0) return std::nullopt;
+  return model_by_id(id);
+}
+
+ModelRow Store::Impl::ensure_model(const ModelSignature& sig) {
+  if (auto m = find_model(sig)) return *m;
+  with_context(where(), [&] {
+    SQLite::Statement q(db,
+                        "INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, "
+                        "weights_id, record_bytes, chunk_tokens, created_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+    q.bind(1, sig.to_string());
+    q.bind(2, sig.n_layers);
+    q.bind(3, sig.kv_lora);
+    q.bind(4, sig.qk_rope);
+    q.bind(5, sig.index_hd);
+    q.bind(6, sig.n_indexed);
+    q.bind(7, sig.vocab);
+    q.bind(8, sig.weights_id);
+    q.bind(9, static_cast<int64_t>(sig.record_bytes()));
+    q.bind(10, static_cast<int64_t>(chunk_tokens_for(sig, options.chunk_target_bytes)));
+    q.bind(11, static_cast<int64_t>(now_ms()));
+    q.exec();
+  });
+  return *find_model(sig);
+}
+
+void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
+  if (chunk_ids.empty()) return;
+  with_context(where(), [&] {
+    SQLite::Statement del(db,
+                          "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
+                          "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1)");
+    for (int64_t id : chunk_ids) {
+      del.bind(1, id);
+      del.exec();
+      del.reset();
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Append
+
+namespace {
+
+// What a conversation holds before an append, read outside the write lock.
+struct ChunkSummary {
+  int64_t chunk_id;
+  ChunkHash hash;
+  int64_t n_tokens;
+};
+
+std::vector<ChunkSummary> chunk_summaries(SQLite::Database& db, int64_t conversation_id) {
+  std::vector<ChunkSummary> out;
+  SQLite::Statement q(db,
+                      "SELECT ch.chunk_id, ch.hash, ch.n_tokens FROM conversation_chunks cc "
+                      "JOIN chunks ch ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+  q.bind(1, conversation_id);
+  while (q.executeStep())
+    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), q.getColumn(2).getInt64()});
+  return out;
+}
+
+std::vector<int32_t> chunk_tokens_by_id(SQLite::Database& db, int64_t chunk_id, int64_t n, const std::string& where) {
+  SQLite::Statement q(db, "SELECT tokens FROM chunks WHERE chunk_id = ?");
+  q.bind(1, chunk_id);
+  if (!q.executeStep()) throw Error(ErrorCode::kCorrupt, where + ": chunk " + std::to_string(chunk_id) + " is missing");
+  return parse_tokens_or_throw(q.getColumn(0), n, where + ": chunk " + std::to_string(chunk_id));
+}
+
+struct WriteChunk {
+  int64_t seq = 0;
+  int64_t first_pos = 0;
+  ChunkHash hash{};
+  detail::ProducedChunk produced;
+};
+
+// Stores one chunk (or finds its identical twin) and returns its id.
+int64_t put_chunk(SQLite::Database& db, int64_t model_id, const WriteChunk& w, const std::string& precision) {
+  {
+    SQLite::Statement q(db, "SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
+    q.bind(1, model_id);
+    q.bind(2, w.hash.data(), static_cast<int>(w.hash.size()));
+    if (q.executeStep()) {
+      int64_t id = q.getColumn(0).getInt64();
+      bool evicted = q.getColumn(1).getInt() != 0;
+      if (!evicted) return id;
+      if (w.produced.reuse) return 0;  // evicted meanwhile: the caller encodes it
+      SQLite::Statement u(db, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
+      const EncodedChunk& e = w.produced.encoded;
+      u.bind(1, e.compressed ? "zstd" : "none");
+      u.bind(2, static_cast<int64_t>(e.raw_size));
+      u.bind(3, static_cast<int64_t>(e.checksum));
+      u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
+      u.bind(5, id);
+      u.exec();
+      return id;
+    }
+  }
+  if (w.produced.reuse) return 0;  // vanished meanwhile: the caller re-encodes it
+  const EncodedChunk& e = w.produced.encoded;
+  SQLite::Statement ins(db,
+                        "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
+                        "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  ins.bind(1, model_id);
+  ins.bind(2, w.hash.data(), static_cast<int>(w.hash.size()));
+  ins.bind(3, static_cast<int64_t>(w.first_pos));
+  ins.bind(4, static_cast<int64_t>(w.produced.tokens.size()));
+  ins.bind(5, detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size())));
+  ins.bind(6, precision);
+  ins.bind(7, e.compressed ? "zstd" : "none");
+  ins.bind(8, static_cast<int64_t>(e.raw_size));
+  ins.bind(9, static_cast<int64_t>(e.checksum));
+  ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
+  ins.exec();
+  return db.getLastInsertRowid();
+}
+
+}  // namespace
+
+void Store::Impl::append(const detail::AppendRequest& req) {
+  const std::string here = where(req.id);
+  require_writable("append to conversation '" + req.id + "'");
+  req.model.validate();
+  if (req.id.empty()) throw Error(ErrorCode::kInvalidArgument, where() + ": conversation id is empty");
+  if (req.len < 0) throw Error(ErrorCode::kInvalidArgument, here + ": negative length " + std::to_string(req.len));
+  if (req.len > 0 && req.tokens == nullptr && !req.must_create)
+    throw Error(ErrorCode::kInvalidArgument, here + ": tokens is null");
+  if (req.tokens)
+    for (int64_t p = 0; p < req.len; ++p)
+      if (req.tokens[p] < 0 || req.tokens[p] >= req.model.vocab)
+        throw Error(ErrorCode::kInvalidArgument, here + ": token id " + std::to_string(req.tokens[p]) +
+                                                     " at position " + std::to_string(p) + " is outside [0, " +
+                                                     std::to_string(req.model.vocab) + ")");
+
+  // 1. Read what is committed, outside the write lock.
+  std::optional<ConversationRow> conv;
+  std::vector<ChunkSummary> existing;
+  std::optional<ModelRow> model;
+  {
+    SqlTransaction snapshot(db, here, SqlTransaction::kRead);
+    conv = find_conversation(req.id);
+    if (conv && req.must_create)
+      throw Error(ErrorCode::kConflict, here + ": a conversation with this id exists already");
+    if (conv) {
+      model = model_by_id(conv->model_id);
+      if (model->sig != req.model)
+        throw Error(ErrorCode::kModelMismatch, here + ": stored for model [" + model->text +
+                                                   "], but the caller's model is [" + req.model.to_string() + "]");
+      existing = with_context(here, [&] { return chunk_summaries(db, conv->id); });
+    } else {
+      model = find_model(req.model);
+    }
+  }
+  const int64_t committed = conv ? conv->count : 0;
+  if (req.len < committed)
+    throw Error(ErrorCode::kInvalidArgument, here + ": append of " + std::to_string(req.len) +
+                                                 " tokens is shorter than the " + std::to_string(committed) +
+                                                 " committed; truncate first");
+  const int64_t C = model ? model->chunk_tokens : chunk_tokens_for(req.model, options.chunk_target_bytes);
+  const std::string precision = conv ? conv->precision : "f32";
+
+  // 2. The caller's tokens [0, committed) must be the stored ones: compare
+  // chunk hashes, then the tokens of the first chunk that differs.
+  ChunkHash chain = detail::chain_seed(req.model.to_string(), precision);
+  const int64_t keep_chunks = committed / C;  // full chunks that stay as they are
+  for (size_t k = 0; k < existing.size(); ++k) {
+    const int64_t first = static_cast<int64_t>(k) * C;
+    const int64_t n = existing[k].n_tokens;
+    ChunkHash h = detail::chain_next(chain, req.tokens + first, n);
+    if (h != existing[k].hash) {
+      std::vector<int32_t> stored = with_context(here, [&] {
+        return chunk_tokens_by_id(db, existing[k].chunk_id, n, here);
+      });
+      for (int64_t i = 0; i < n; ++i)
+        if (stored[i] != req.tokens[first + i])
+          throw Error(ErrorCode::kDiverged,
+                      here + ": the caller's token at position " + std::to_string(first + i) + " is " +
+                          std::to_string(req.tokens[first + i]) + " but the stored one is " +
+                          std::to_string(stored[i]) + "; truncate to " + std::to_string(first + i) +
+                          " before appending",
+                      first + i);
+      throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(existing[k].chunk_id) + " (" +
+                                           range_text(first, first + n) +
+                                           ") does not match its hash: its token list was altered");
+    }
+    if (static_cast<int64_t>(k) < keep_chunks) chain = h;
+  }
+  if (req.len == committed && !req.must_create) return;
+
+  // 3. Plan the chunks to write: the partial last chunk is re-encoded whole.
+  std::vector<WriteChunk> plan;
+  for (int64_t first = keep_chunks * C; first < req.len; first += C) {
+    WriteChunk w;
+    w.seq = first / C;
+    w.first_pos = first;
+    w.produced.tokens.clear();
+    plan.push_back(std::move(w));
+  }
+  // With tokens known up front, hash now and skip encoding chunks stored already.
+  if (req.tokens) {
+    ChunkHash h = chain;
+    SqlTransaction snapshot(db, here, SqlTransaction::kRead);
+    for (auto& w : plan) {
+      const int64_t n = std::min(C, req.len - w.first_pos);
+      h = detail::chain_next(h, req.tokens + w.first_pos, n);
+      w.hash = h;
+      w.produced.tokens.assign(req.tokens + w.first_pos, req.tokens + w.first_pos + n);
+      if (model) {
+        w.produced.reuse = with_context(here, [&] {
+          SQLite::Statement q(db, "SELECT 1 FROM chunks WHERE model_id = ? AND hash = ? AND payload IS NOT NULL");
+          q.bind(1, model->id);
+          q.bind(2, w.hash.data(), static_cast<int>(w.hash.size()));
+          return q.executeStep();
+        });
+      }
+    }
+  }
+
+  int64_t raw_total = 0;
+  for (auto& w : plan) raw_total += std::min(C, req.len - w.first_pos) * 4 * req.model.floats_per_token();
+  const bool staged = raw_total <= options.max_staged_bytes;
+
+  auto produce = [&](size_t i) -> detail::ProducedChunk {
+    WriteChunk& w = plan[i];
+    detail::ProducedChunk out;
+    out.tokens = w.produced.tokens;
+    out.reuse = w.produced.reuse;
+    if (!out.reuse) req.produce(w.first_pos, std::min(C, req.len - w.first_pos), out);
+    return out;
+  };
+
+  int64_t done_tokens = committed;
+  auto progress = [&](const WriteChunk& w) {
+    done_tokens = w.first_pos + static_cast<int64_t>(w.produced.tokens.size());
+    if (req.progress) req.progress(done_tokens, req.len);
+  };
+
+  // 4. One write transaction: chunks, chunk list and count together.
+  auto write_all = [&](const std::function<void(const std::function<void(WriteChunk&)>&)>& each_chunk) {
+    SqlTransaction txn(db, here);
+    with_context(here, [&] {
+      auto now_conv = find_conversation(req.id);
+      if (conv.has_value() != now_conv.has_value() || (conv && now_conv->generation != conv->generation))
+        throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation while this append was "
+                                                 "prepared; reload and retry");
+      ModelRow m = ensure_model(req.model);
+      if (m.chunk_tokens != C)
+        throw Error(ErrorCode::kConflict, here + ": the model's chunk size was set by another writer meanwhile; retry");
+      int64_t conv_id;
+      if (!conv) {
+        SQLite::Statement ins(db,
+                              "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
+                              "last_used_ms) VALUES (?, ?, ?, ?, ?, ?)");
+        const int64_t t = now_ms();
+        ins.bind(1, req.id);
+        ins.bind(2, m.id);
+        ins.bind(3, precision);
+        ins.bind(4, t);
+        ins.bind(5, t);
+        ins.bind(6, t);
+        ins.exec();
+        conv_id = db.getLastInsertRowid();
+      } else {
+        conv_id = conv->id;
+      }
+      std::vector<int64_t> replaced;
+      if (committed % C != 0 && !existing.empty()) replaced.push_back(existing.back().chunk_id);
+      SQLite::Statement link(db, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+      ChunkHash h = chain;
+      each_chunk([&](WriteChunk& w) {
+        if (!req.tokens) {  // hashes follow the tokens the producer read
+          h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
+          w.hash = h;
+        }
+        int64_t id = put_chunk(db, m.id, w, precision);
+        if (id == 0) {  // a shared chunk was freed between our read and our lock
+          w.produced.reuse = false;
+          req.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
+          id = put_chunk(db, m.id, w, precision);
+        }
+        link.bind(1, conv_id);
+        link.bind(2, static_cast<int64_t>(w.seq));
+        link.bind(3, id);
+        link.exec();
+        link.reset();
+      });
+      SQLite::Statement upd(db,
+                            "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
+                            "last_used_ms = ? WHERE conversation_id = ?");
+      const int64_t t = now_ms();
+      upd.bind(1, static_cast<int64_t>(req.len));
+      upd.bind(2, t);
+      upd.bind(3, t);
+      upd.bind(4, conv_id);
+      upd.exec();
+      // The replaced partial chunk may still be linked (same seq was rewritten
+      // to a new id) only if no chunk was written at its seq, which cannot be.
+      free_unused_chunks(replaced);
+    });
+    txn.commit();
+  };
+
+  std::function<detail::ProducedChunk(size_t)> produce_fn = produce;
+  if (staged) {
+    std::function<void(size_t, detail::ProducedChunk&)> keep = [&](size_t i, detail::ProducedChunk& r) {
+      plan[i].produced = std::move(r);
+    };
+    detail::ordered_map(pool, plan.size(), plan.size(), produce_fn, keep);
+    write_all([&](const std::function<void(WriteChunk&)>& write) {
+      for (auto& w : plan) {
+        write(w);
+        progress(w);
+      }
+    });
+  } else {
+    write_all([&](const std::function<void(WriteChunk&)>& write) {
+      std::function<void(size_t, detail::ProducedChunk&)> consume = [&](size_t i, detail::ProducedChunk& r) {
+        plan[i].produced = std::move(r);
+        write(plan[i]);
+        progress(plan[i]);
+        plan[i].produced = detail::ProducedChunk();  // bounded memory: drop it once written
+      };
+      detail::ordered_map(pool, plan.size(), window(), produce_fn, consume);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Scan (load, export)
+
+void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int64_t limit,
+                       const std::function<void(const detail::ScanStart&)>& on_start,
+                       const std::function<void(StoredChunk&)>& decode,
+                       const std::function<void(StoredChunk&)>& consume) {
+  const std::string here = where(id);
+  SqlTransaction snapshot(db, here, SqlTransaction::kRead);
+  detail::ScanStart start;
+  start.conv = get_conversation(id);
+  start.model = model_by_id(start.conv.model_id);
+  if (expect && *expect != start.model.sig)
+    throw Error(ErrorCode::kModelMismatch, here + ": stored for model [" + start.model.text +
+                                               "], but the caller's model is [" + expect->to_string() + "]");
+  start.n = (limit >= 0 && limit < start.conv.count) ? limit : start.conv.count;
+  on_start(start);
+  if (start.n == 0) return;
+  const int64_t C = start.model.chunk_tokens;
+  const int64_t n_chunks = (start.n + C - 1) / C;
+
+  with_context(here, [&] {
+    SQLite::Statement q(db,
+                        "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
+                        "ch.raw_size, ch.checksum, ch.payload FROM conversation_chunks cc "
+                        "JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                        "WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq");
+    q.bind(1, start.conv.id);
+    q.bind(2, static_cast<int64_t>(n_chunks));
+    // Rows are stepped on this thread; decoding runs on the pool, a window at a time.
+    std::deque<std::pair<StoredChunk*, std::future<void>>> inflight;
+    std::vector<std::unique_ptr<StoredChunk>> owned;
+    struct Drain {
+      std::deque<std::pair<StoredChunk*, std::future<void>>>& q;
+      ~Drain() {
+        for (auto& f : q)
+          if (f.second.valid()) f.second.wait();
+      }
+    } drain{inflight};
+    auto finish_front = [&] {
+      inflight.front().second.get();
+      consume(*inflight.front().first);
+      inflight.pop_front();
+    };
+    int64_t expected_seq = 0;
+    while (q.executeStep()) {
+      auto c = std::make_unique<StoredChunk>();
+      c->seq = q.getColumn(0).getInt64();
+      c->chunk_id = q.getColumn(1).getInt64();
+      c->first_pos = q.getColumn(2).getInt64();
+      c->n_tokens = q.getColumn(3).getInt64();
+      const std::string cw = here + ": chunk " + std::to_string(c->chunk_id) + " (seq " + std::to_string(c->seq) + ", " +
+                             range_text(c->seq * C, c->seq * C + c->n_tokens) + ")";
+      if (c->seq != expected_seq || c->first_pos != c->seq * C || c->n_tokens < 1 || c->n_tokens > C ||
+          (c->first_pos + c->n_tokens < start.n && c->n_tokens != C) ||
+          c->first_pos + c->n_tokens > start.conv.count)
+        throw Error(ErrorCode::kCorrupt, cw + ": the chunk list does not cover positions [" +
+                                             std::to_string(expected_seq * C) + ", ...) as the count of " +
+                                             std::to_string(start.conv.count) + " says");
+      ++expected_seq;
+      c->wanted = std::min(c->n_tokens, start.n - c->first_pos);
+      c->tokens = parse_tokens_or_throw(q.getColumn(4), c->n_tokens, cw);
+      for (int32_t t : c->tokens)
+        if (t < 0 || t >= start.model.sig.vocab)
+          throw Error(ErrorCode::kCorrupt, cw + ": token id " + std::to_string(t) + " is outside the vocabulary");
+      const std::string compression = q.getColumn(5).getString();
+      c->compressed = compression == "zstd";
+      c->raw_size = q.getColumn(6).getInt64();
+      c->checksum = static_cast<uint32_t>(q.getColumn(7).getInt64());
+      SQLite::Column payload = q.getColumn(8);
+      if (payload.isNull())
+        throw Error(ErrorCode::kNotFound, cw + ": its KV data was evicted; only its token ids are kept");
+      if (!c->compressed && compression != "none")
+        throw Error(ErrorCode::kCorrupt, cw + ": unknown compression '" + compression + "'");
+      const uint8_t* p = static_cast<const uint8_t*>(payload.getBlob());
+      c->payload.assign(p, p + payload.getBytes());
+      if (inflight.size() >= window()) finish_front();
+      StoredChunk* raw = c.get();
+      owned.push_back(std::move(c));
+      inflight.emplace_back(raw, pool.submit([raw, &decode, cw] {
+        try {
+          decode(*raw);
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kCorrupt) throw;
+          throw Error(ErrorCode::kCorrupt, cw + ": " + e.what());
+        }
+        raw->payload = std::vector<uint8_t>();
+      }));
+    }
+    if (expected_seq != n_chunks)
+      throw Error(ErrorCode::kCorrupt, here + ": the chunk list ends at seq " + std::to_string(expected_seq) +
+                                           " but " + std::to_string(n_chunks) + " chunks cover the count of " +
+                                           std::to_string(start.conv.count));
+    while (!inflight.empty()) finish_front();
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Store
+
+Store::Store(const std::string& path, const Options& options) : impl_(new Impl(path, options)) {}
+Store::~Store() = default;
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+
+Store::Impl& Store::impl() { return *impl_; }
+const std::string& Store::path() const { return impl_->path; }
+const Options& Store::options() const { return impl_->options; }
+
+int Store::schema_version() const {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  return static_cast<int>(detail::query_int(impl_->db, "PRAGMA user_version", impl_->where()));
+}
+
+int Store::library_schema_version() { return detail::latest_schema_version(); }
+
+int64_t Store::count(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  auto c = impl_->find_conversation(id);
+  return c ? c->count : 0;
+}
+
+bool Store::exists(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  return impl_->find_conversation(id).has_value();
+}
+
+void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
+                   const std::string& metadata) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  detail::AppendRequest req;
+  req.id = id;
+  req.model = model;
+  req.len = 0;
+  req.must_create = true;
+  s.append(req);
+  if (!title.empty()) set_title(id, title);
+  if (metadata != "{}") set_metadata(id, metadata);
+}
+
+void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                   const KvSource& kv) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  model.validate();
+  if (len > 0)
+    check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
+                      reinterpret_cast<const void* const*>(kv.Ic), s.where(id));
+  detail::AppendRequest req;
+  req.id = id;
+  req.model = model;
+  req.len = len;
+  req.tokens = tokens;
+  const int level = s.options.zstd_level;
+  req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
+    out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level);
+  };
+  s.append(req);
+}
+
+int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
+                    const KvTarget& kv, int64_t limit) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  model.validate();
+  int64_t n = 0;
+  s.scan(
+      id, &model, limit,
+      [&](const detail::ScanStart& st) {
+        n = st.n;
+        if (n > max_tokens)
+          throw Error(ErrorCode::kTooLarge, here + ": " + std::to_string(n) + " tokens do not fit the caller's maximum of " +
+                                                std::to_string(max_tokens));
+        if (n > 0) {
+          if (!tokens) throw Error(ErrorCode::kInvalidArgument, here + ": tokens is null");
+          check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
+                            reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
+                            here);
+        }
+      },
+      [&](StoredChunk& c) {
+        if (c.wanted == c.n_tokens) {
+          detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
+                               c.tokens.data(), detail::engine_planes(model, kv, c.first_pos));
+          return;
+        }
+        // Only a prefix of this chunk is wanted: decode it aside, copy that part.
+        std::vector<float> buf(static_cast<size_t>(c.n_tokens * model.floats_per_token()));
+        PlaneList packed = detail::packed_planes(model, buf.data(), c.n_tokens);
+        detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
+                             c.tokens.data(), packed);
+        PlaneList dst = detail::engine_planes(model, kv, c.first_pos);
+        for (size_t p = 0; p < dst.size(); ++p)
+          std::memcpy(dst[p].base, packed[p].base, static_cast<size_t>(c.wanted * packed[p].width) * 4);
+      },
+      [&](StoredChunk& c) { std::copy(c.tokens.begin(), c.tokens.begin() + c.wanted, tokens + c.first_pos); });
+  if (!s.options.read_only) {
+    // Recency for list() and eviction. It must neither fail the load nor wait
+    // for another writer's lock: it is skipped when the database is busy.
+    sqlite3_busy_timeout(s.db.getHandle(), 0);
+    try {
+      SQLite::Statement u(s.db, "UPDATE conversations SET last_used_ms = ? WHERE name = ?");
+      u.bind(1, static_cast<int64_t>(now_ms()));
+      u.bind(2, id);
+      u.exec();
+    } catch (const SQLite::Exception&) {
+    }
+    sqlite3_busy_timeout(s.db.getHandle(), s.options.busy_timeout_ms);
+  }
+  return n;
+}
+
+std::vector<int32_t> Store::tokens(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
+  ConversationRow c = s.get_conversation(id);
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(c.count));
+  with_context(here, [&] {
+    SQLite::Statement q(s.db,
+                        "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
+                        "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+    q.bind(1, c.id);
+    while (q.executeStep()) {
+      auto t = parse_tokens_or_throw(q.getColumn(2), q.getColumn(1).getInt64(),
+                                     here + ": chunk " + std::to_string(q.getColumn(0).getInt64()));
+      out.insert(out.end(), t.begin(), t.end());
+    }
+  });
+  if (static_cast<int64_t>(out.size()) != c.count)
+    throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(out.size()) + " tokens but its count is " +
+                                         std::to_string(c.count));
+  return out;
+}
+
+namespace {
+
+// A chunk holding the first `keep` positions of a stored chunk: re-encoded
+// from its decoded content (for a truncate or a fork that ends inside it).
+struct PrefixChunk {
+  detail::ProducedChunk produced;
+  ChunkHash hash;
+};
+
+PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk_id,
+                            int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) {
+  PrefixChunk out;
+  with_context(here, [&] {
+    SQLite::Statement q(s.db, "SELECT n_tokens, tokens, compression, raw_size, checksum, payload FROM chunks WHERE chunk_id = ?");
+    q.bind(1, chunk_id);
+    if (!q.executeStep()) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
+    const int64_t n = q.getColumn(0).getInt64();
+    const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
+    std::vector<int32_t> toks = parse_tokens_or_throw(q.getColumn(1), n, cw);
+    SQLite::Column payload = q.getColumn(5);
+    if (payload.isNull()) throw Error(ErrorCode::kNotFound, cw + ": its KV data was evicted");
+    std::vector<float> buf(static_cast<size_t>(n * model.sig.floats_per_token()));
+    PlaneList packed = detail::packed_planes(model.sig, buf.data(), n);
+    try {
+      detail::decode_chunk(static_cast<const uint8_t*>(payload.getBlob()), static_cast<size_t>(payload.getBytes()),
+                           q.getColumn(2).getString() == "zstd", q.getColumn(3).getInt64(),
+                           static_cast<uint32_t>(q.getColumn(4).getInt64()), n, toks.data(), packed);
+    } catch (const Error& e) {
+      throw Error(e.code(), cw + ": " + e.what());
+    }
+    toks.resize(static_cast<size_t>(keep));
+    out.produced.tokens = toks;
+    // The packed planes of the first `keep` positions have stride == width.
+    out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options.zstd_level);
+    out.hash = detail::chain_next(prev, toks.data(), keep);
+  });
+  return out;
+}
+
+}  // namespace
+
+void Store::truncate(const std::string& id, int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  s.require_writable("truncate conversation '" + id + "'");
+  ConversationRow c;
+  std::vector<ChunkSummary> chunks;
+  ModelRow model;
+  {
+    SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
+    c = s.get_conversation(id);
+    model = s.model_by_id(c.model_id);
+    chunks = with_context(here, [&] { return chunk_summaries(s.db, c.id); });
+  }
+  if (len < 0 || len > c.count)
+    throw Error(ErrorCode::kInvalidArgument, here + ": cannot truncate to " + std::to_string(len) + " tokens; it holds " +
+                                                 std::to_string(c.count));
+  if (len == c.count) return;
+  const int64_t C = model.chunk_tokens;
+  const int64_t keep_full = len / C;
+  std::optional<PrefixChunk> tail;
+  if (len % C != 0) {
+    ChunkHash prev = keep_full > 0 ? chunks[keep_full - 1].hash : detail::chain_seed(model.text, c.precision);
+    tail = reencode_prefix(s, model, chunks[keep_full].chunk_id, keep_full, len % C, prev, here);
+  }
+  SqlTransaction txn(s.db, here);
+  with_context(here, [&] {
+    auto now = s.find_conversation(id);
+    if (!now || now->generation != c.generation)
+      throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation meanwhile; retry");
+    std::vector<int64_t> dropped;
+    for (size_t k = static_cast<size_t>(keep_full); k < chunks.size(); ++k) dropped.push_back(chunks[k].chunk_id);
+    SQLite::Statement del(s.db, "DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
+    del.bind(1, c.id);
+    del.bind(2, keep_full);
+    del.exec();
+    if (tail) {
+      WriteChunk w{keep_full, keep_full * C, tail->hash, std::move(tail->produced)};
+      int64_t chunk_id = put_chunk(s.db, model.id, w, c.precision);
+      SQLite::Statement link(s.db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+      link.bind(1, c.id);
+      link.bind(2, keep_full);
+      link.bind(3, chunk_id);
+      link.exec();
+    }
+    SQLite::Statement upd(s.db,
+                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
+                          "WHERE conversation_id = ?");
+    upd.bind(1, len);
+    upd.bind(2, static_cast<int64_t>(now_ms()));
+    upd.bind(3, c.id);
+    upd.exec();
+    s.free_unused_chunks(dropped);
+  });
+  txn.commit();
+}
+
+void Store::remove(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  s.require_writable("delete conversation '" + id + "'");
+  SqlTransaction txn(s.db, here);
+  ConversationRow c = s.get_conversation(id);
+  with_context(here, [&] {
+    std::vector<int64_t> ids;
+    for (const auto& ch : chunk_summaries(s.db, c.id)) ids.push_back(ch.chunk_id);
+    SQLite::Statement del_links(s.db, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
+    del_links.bind(1, c.id);
+    del_links.exec();
+    SQLite::Statement del(s.db, "DELETE FROM conversations WHERE conversation_id = ?");
+    del.bind(1, c.id);
+    del.exec();
+    s.free_unused_chunks(ids);
+  });
+  txn.commit();
+}
+
+void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(src);
+  s.require_writable("fork conversation '" + src + "'");
+  if (dst.empty()) throw Error(ErrorCode::kInvalidArgument, here + ": fork target id is empty");
+  ConversationRow c;
+  std::vector<ChunkSummary> chunks;
+  ModelRow model;
+  {
+    SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
+    c = s.get_conversation(src);
+    model = s.model_by_id(c.model_id);
+    chunks = with_context(here, [&] { return chunk_summaries(s.db, c.id); });
+    if (s.find_conversation(dst))
+      throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
+  }
+  if (len < 0) len = c.count;
+  if (len > c.count)
+    throw Error(ErrorCode::kInvalidArgument, here + ": cannot fork " + std::to_string(len) + " tokens; it holds " +
+                                                 std::to_string(c.count));
+  const int64_t C = model.chunk_tokens;
+  int64_t shared = len / C;  // chunks taken as they are
+  std::optional<PrefixChunk> tail;
+  if (len % C != 0) {
+    if (chunks[shared].n_tokens == len % C) {
+      ++shared;  // the source's own partial last chunk: share it too
+    } else {
+      ChunkHash prev = shared > 0 ? chunks[shared - 1].hash : detail::chain_seed(model.text, c.precision);
+      tail = reencode_prefix(s, model, chunks[shared].chunk_id, shared, len % C, prev, here);
+    }
+  }
+  SqlTransaction txn(s.db, here);
+  with_context(here, [&] {
+    auto now = s.find_conversation(src);
+    if (!now || now->generation != c.generation)
+      throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation meanwhile; retry");
+    if (s.find_conversation(dst))
+      throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
+    const int64_t t = now_ms();
+    SQLite::Statement ins(s.db,
+                          "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
+                          "parent_id, forked_at, created_ms, updated_ms, last_used_ms) "
+                          "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ? "
+                          "FROM conversations WHERE conversation_id = ?");
+    ins.bind(1, dst);
+    ins.bind(2, len);
+    ins.bind(3, len);
+    ins.bind(4, t);
+    ins.bind(5, t);
+    ins.bind(6, t);
+    ins.bind(7, c.id);
+    ins.exec();
+    const int64_t dst_id = s.db.getLastInsertRowid();
+    SQLite::Statement link(s.db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+    for (int64_t k = 0; k < shared; ++k) {
+      link.bind(1, dst_id);
+      link.bind(2, k);
+      link.bind(3, chunks[k].chunk_id);
+      link.exec();
+      link.reset();
+    }
+    if (tail) {
+      WriteChunk w{shared, shared * C, tail->hash, std::move(tail->produced)};
+      link.bind(1, dst_id);
+      link.bind(2, shared);
+      link.bind(3, put_chunk(s.db, model.id, w, c.precision));
+      link.exec();
+    }
+    SQLite::Statement used(s.db, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
+    used.bind(1, t);
+    used.bind(2, c.id);
+    used.exec();
+  });
+  txn.commit();
+}
+
+namespace {
+
+void update_text_column(Store::Impl& s, const std::string& id, const char* column, const std::string& value) {
+  const std::string here = s.where(id);
+  s.require_writable(std::string("set ") + column + " of conversation '" + id + "'");
+  SqlTransaction txn(s.db, here);
+  with_context(here, [&] {
+    SQLite::Statement u(s.db, std::string("UPDATE conversations SET ") + column +
+                                  " = ?, generation = generation + 1, updated_ms = ? WHERE name = ?");
+    u.bind(1, value);
+    u.bind(2, static_cast<int64_t>(now_ms()));
+    u.bind(3, id);
+    if (u.exec() == 0) throw Error(ErrorCode::kNotFound, here + ": no such conversation");
+  });
+  txn.commit();
+}
+
+}  // namespace
+
+void Store::rename(const std::string& old_id, const std::string& new_id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  if (new_id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(old_id) + ": the new id is empty");
+  if (old_id == new_id) {
+    s.get_conversation(old_id);
+    return;
+  }
+  s.require_writable("rename conversation '" + old_id + "'");
+  s.get_conversation(old_id);
+  // Checked here for a clear message; the UNIQUE constraint catches a race.
+  if (s.find_conversation(new_id))
+    throw Error(ErrorCode::kConflict, s.where(new_id) + ": cannot rename '" + old_id + "' to it: the id is taken");
+  update_text_column(s, old_id, "name", new_id);
+}
+
+void Store::set_title(const std::string& id, const std::string& title) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  update_text_column(*impl_, id, "title", title);
+}
+
+void Store::set_metadata(const std::string& id, const std::string& metadata_json) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  bool valid = with_context(s.where(id), [&] {
+    SQLite::Statement q(s.db, "SELECT json_valid(?)");
+    q.bind(1, metadata_json);
+    q.executeStep();
+    return q.getColumn(0).getInt() == 1;
+  });
+  if (!valid) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
+  update_text_column(s, id, "metadata", metadata_json);
+}
+
+namespace {
+
+const char* kInfoSelect =
+    "SELECT c.name, c.model_id, c.token_count, c.title, c.metadata, coalesce(p.name, ''), c.forked_at, "
+    "c.created_ms, c.updated_ms, c.last_used_ms, "
+    "(SELECT coalesce(sum(length(ch.payload)), 0) FROM conversation_chunks cc JOIN chunks ch "
+    "   ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = c.conversation_id) "
+    "FROM conversations c LEFT JOIN conversations p ON p.conversation_id = c.parent_id ";
+
+ConversationInfo info_from_row(Store::Impl& s, SQLite::Statement& q) {
+  ConversationInfo i;
+  i.id = q.getColumn(0).getString();
+  ModelRow m = s.model_by_id(q.getColumn(1).getInt64());
+  i.model = m.sig;
+  i.tokens = q.getColumn(2).getInt64();
+  i.title = q.getColumn(3).getString();
+  i.metadata = q.getColumn(4).getString();
+  i.parent = q.getColumn(5).getString();
+  i.forked_at = q.getColumn(6).getInt64();
+  i.created_ms = q.getColumn(7).getInt64();
+  i.updated_ms = q.getColumn(8).getInt64();
+  i.last_used_ms = q.getColumn(9).getInt64();
+  i.stored_bytes = q.getColumn(10).getInt64();
+  i.raw_bytes = i.tokens * m.sig.record_bytes();
+  return i;
+}
+
+}  // namespace
+
+ConversationInfo Store::info(const std::string& id) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  return with_context(s.where(id), [&] {
+    SQLite::Statement q(s.db, std::string(kInfoSelect) + "WHERE c.name = ?");
+    q.bind(1, id);
+    if (!q.executeStep()) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
+    return info_from_row(s, q);
+  });
+}
+
+std::vector<ConversationInfo> Store::list(const ListOptions& options) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  return with_context(s.where(), [&] {
+    SQLite::Statement q(s.db, std::string(kInfoSelect) +
+                                  "ORDER BY c.last_used_ms DESC, c.conversation_id DESC LIMIT ? OFFSET ?");
+    q.bind(1, static_cast<int64_t>(options.limit < 0 ? -1 : options.limit));
+    q.bind(2, static_cast<int64_t>(std::max<int64_t>(0, options.offset)));
+    std::vector<ConversationInfo> out;
+    while (q.executeStep()) out.push_back(info_from_row(s, q));
+    return out;
+  });
+}
+
+int64_t Store::conversation_count() {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  return detail::query_int(impl_->db, "SELECT count(*) FROM conversations", impl_->where());
+}
+
+// ---------------------------------------------------------------------------
+// Verify and stats
+
+VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  VerifyReport report;
+  SqlTransaction snapshot(s.db, s.where(id), SqlTransaction::kRead);
+  if (!id.empty()) s.get_conversation(id);
+  with_context(s.where(id), [&] {
+    {
+      SQLite::Statement q(s.db, "PRAGMA integrity_check");
+      std::string all;
+      while (q.executeStep()) all += (all.empty() ? "" : "; ") + q.getColumn(0).getString();
+      report.integrity = all;
+      if (all != "ok") report.problems.push_back({"", -1, -1, -1, -1, "PRAGMA integrity_check: " + all});
+    }
+    struct Conv {
+      int64_t id;
+      std::string name;
+      int64_t model_id, count;
+      std::string precision;
+    };
+    std::vector<Conv> convs;
+    {
+      SQLite::Statement q(s.db, id.empty() ? "SELECT conversation_id, name, model_id, token_count, precision FROM conversations ORDER BY name"
+                                           : "SELECT conversation_id, name, model_id, token_count, precision FROM conversations WHERE name = ?");
+      if (!id.empty()) q.bind(1, id);
+      while (q.executeStep())
+        convs.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString(), q.getColumn(2).getInt64(),
+                         q.getColumn(3).getInt64(), q.getColumn(4).getString()});
+    }
+    int64_t total_tokens = 0, done_tokens = 0;
+    for (auto& c : convs) total_tokens += c.count;
+    std::map<int64_t, std::string> chunk_result;  // chunk_id -> "" or its problem
+    for (auto& c : convs) {
+      ++report.conversations;
+      auto problem = [&](int64_t seq, int64_t chunk_id, int64_t a, int64_t b, const std::string& what) {
+        report.problems.push_back({c.name, seq, chunk_id, a, b, what});
+      };
+      ModelRow m;
+      try {
+        m = s.model_by_id(c.model_id);
+      } catch (const Error& e) {
+        problem(-1, -1, 0, c.count, e.what());
+        continue;
+      }
+      const int64_t C = m.chunk_tokens;
+      ChunkHash chain = detail::chain_seed(m.text, c.precision);
+      SQLite::Statement q(s.db,
+                          "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
+                          "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id FROM conversation_chunks cc "
+                          "LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+      q.bind(1, c.id);
+      int64_t covered = 0, expected_seq = 0;
+      bool chain_ok = true;
+      while (q.executeStep()) {
+        const int64_t seq = q.getColumn(0).getInt64();
+        const int64_t first = seq * C;
+        if (q.getColumn(1).isNull()) {
+          problem(seq, -1, first, first + C, "the chunk list names a chunk that does not exist");
+          chain_ok = false;
+          continue;
+        }
+        const int64_t chunk_id = q.getColumn(1).getInt64();
+        const int64_t n = q.getColumn(3).getInt64();
+        if (seq != expected_seq) problem(seq, chunk_id, expected_seq * C, first, "chunk list has a gap before this chunk");
+        expected_seq = seq + 1;
+        if (q.getColumn(2).getInt64() != first || n < 1 || n > C || q.getColumn(10).getInt64() != c.model_id) {
+          problem(seq, chunk_id, first, first + std::max<int64_t>(n, 0), "chunk position, size or model does not fit its place in the list");
+          chain_ok = false;
+          continue;
+        }
+        if (first + n < c.count && n != C) problem(seq, chunk_id, first, first + n, "a partial chunk before the last one");
+        covered = first + n;
+        std::vector<int32_t> toks;
+        SQLite::Column tcol = q.getColumn(4);
+        const char* text = static_cast<const char*>(tcol.getBlob());
+        if (!detail::parse_tokens_json(text ? text : "", static_cast<size_t>(tcol.getBytes()), toks) ||
+            static_cast<int64_t>(toks.size()) != n) {
+          problem(seq, chunk_id, first, first + n, "token list is not a JSON array of " + std::to_string(n) + " ids");
+          chain_ok = false;
+          continue;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          if (toks[i] < 0 || toks[i] >= m.sig.vocab) {
+            problem(seq, chunk_id, first + i, first + i + 1, "token id " + std::to_string(toks[i]) + " is outside the vocabulary");
+            break;
+          }
+        if (chain_ok) {
+          ChunkHash h = detail::chain_next(chain, toks.data(), n);
+          if (h != blob_to_hash(q.getColumn(9))) {
+            problem(seq, chunk_id, first, first + n, "chunk hash does not match the token ids before and in it");
+            chain_ok = false;
+          }
+          chain = h;
+        }
+        auto seen = chunk_result.find(chunk_id);
+        if (seen == chunk_result.end()) {
+          std::string what;
+          SQLite::Column payload = q.getColumn(8);
+          if (payload.isNull()) {
+            what = "";  // evicted: only token ids are kept, by design
+          } else {
+            const std::string comp = q.getColumn(5).getString();
+            try {
+              if (comp != "zstd" && comp != "none") throw Error(ErrorCode::kCorrupt, "unknown compression '" + comp + "'");
+              std::vector<float> buf(static_cast<size_t>(n * m.sig.floats_per_token()));
+              detail::decode_chunk(static_cast<const uint8_t*>(payload.getBlob()), static_cast<size_t>(payload.getBytes()),
+                                   comp == "zstd", q.getColumn(6).getInt64(), static_cast<uint32_t>(q.getColumn(7).getInt64()),
+                                   n, toks.data(), detail::packed_planes(m.sig, buf.data(), n));
+              ++report.chunks;
+              report.bytes += static_cast<int64_t>(buf.size()) * 4;
+            } catch (const Error& e) {
+              what = e.what();
+            }
+          }
+          seen = chunk_result.emplace(chunk_id, what).first;
+        }
+        if (!seen->second.empty()) problem(seq, chunk_id, first, first + n, seen->second);
+      }
+      if (covered != c.count)
+        problem(-1, -1, std::min(covered, c.count), std::max(covered, c.count),
+                "chunks cover " + std::to_string(covered) + " positions but the count is " + std::to_string(c.count));
+      done_tokens += c.count;
+      if (progress) progress(done_tokens, total_tokens);
+    }
+    if (id.empty()) {
+      SQLite::Statement q(s.db,
+                          "SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
+                          "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)");
+      while (q.executeStep())
+        report.problems.push_back({"", -1, q.getColumn(0).getInt64(), q.getColumn(1).getInt64(),
+                                   q.getColumn(1).getInt64() + q.getColumn(2).getInt64(),
+                                   "chunk is not used by any conversation"});
+    }
+  });
+  return report;
+}
+
+StoreStats Store::stats() {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  StoreStats out;
+  SqlTransaction snapshot(s.db, s.where(), SqlTransaction::kRead);
+  with_context(s.where(), [&] {
+    SQLite::Statement q(s.db,
+                        "SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
+                        " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id), "
+                        " (SELECT coalesce(sum(token_count), 0) FROM conversations c WHERE c.model_id = m.model_id), "
+                        " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id), "
+                        " (SELECT coalesce(sum(n_tokens), 0) FROM chunks ch WHERE ch.model_id = m.model_id), "
+                        " (SELECT coalesce(sum(length(payload)), 0) FROM chunks ch WHERE ch.model_id = m.model_id) "
+                        "FROM models m ORDER BY m.model_id");
+    while (q.executeStep()) {
+      UsageStats u;
+      u.model = s.model_by_id(q.getColumn(0).getInt64()).sig;
+      u.chunk_tokens = q.getColumn(1).getInt64();
+      const int64_t rb = q.getColumn(2).getInt64();
+      u.conversations = q.getColumn(3).getInt64();
+      u.tokens = q.getColumn(4).getInt64();
+      u.chunks = q.getColumn(5).getInt64();
+      u.logical_bytes = u.tokens * rb;
+      u.unique_bytes = q.getColumn(6).getInt64() * rb;
+      u.stored_bytes = q.getColumn(7).getInt64();
+      out.total.conversations += u.conversations;
+      out.total.tokens += u.tokens;
+      out.total.chunks += u.chunks;
+      out.total.logical_bytes += u.logical_bytes;
+      out.total.unique_bytes += u.unique_bytes;
+      out.total.stored_bytes += u.stored_bytes;
+      out.models.push_back(u);
+    }
+  });
+  out.file_bytes = file_size_or_zero(s.path) + file_size_or_zero(s.path + "-wal");
+  return out;
+}
+
+}  // namespace colikv

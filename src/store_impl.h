@@ -1,0 +1,132 @@
+// The store's internals, shared by the library's own modules (store.cpp,
+// coli_kv.cpp, c_api.cpp). Not installed.
+#ifndef COLIKV_SRC_STORE_IMPL_H
+#define COLIKV_SRC_STORE_IMPL_H
+
+#include <SQLiteCpp/Database.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chunk_codec.h"
+#include "colikv/store.h"
+#include "thread_pool.h"
+
+namespace colikv {
+
+namespace detail {
+
+struct ModelRow {
+  int64_t id = 0;
+  ModelSignature sig;
+  std::string text;  // sig.to_string()
+  int64_t chunk_tokens = 0;
+};
+
+struct ConversationRow {
+  int64_t id = 0;
+  std::string name;
+  int64_t model_id = 0;
+  int64_t count = 0;
+  int64_t generation = 0;
+  std::string precision;
+};
+
+// The planes of positions [first_pos, first_pos + n) in the engine's buffers.
+PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t first_pos);
+PlaneList engine_planes(const ModelSignature& m, const KvTarget& kv, int64_t first_pos);
+// The planes of n .coli_kv records laid out from `records` on.
+PlaneList record_planes(const ModelSignature& m, uint8_t* records);
+// Planes packed one after another from `buf` (n * floats_per_token floats).
+PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n);
+
+// A chunk produced for an append, on a worker thread.
+struct ProducedChunk {
+  std::vector<int32_t> tokens;  // the chunk's token ids
+  EncodedChunk encoded;
+  bool reuse = false;  // an identical chunk is stored already: nothing was encoded
+};
+using ChunkProducer = std::function<void(int64_t first_pos, int64_t n, ProducedChunk& out)>;
+
+struct AppendRequest {
+  std::string id;
+  ModelSignature model;
+  int64_t len = 0;                  // the conversation's length afterwards
+  const int32_t* tokens = nullptr;  // all len tokens when known up front; null when the
+                                    // producer supplies them (then the conversation must be new)
+  ChunkProducer produce;            // fills positions [first_pos, first_pos + n)
+  bool must_create = false;         // fail with kConflict if the id exists
+  ProgressFn progress;
+};
+
+// A stored chunk as read for a load or an export.
+struct StoredChunk {
+  int64_t seq = 0;
+  int64_t chunk_id = 0;
+  int64_t first_pos = 0;
+  int64_t n_tokens = 0;  // in the chunk
+  int64_t wanted = 0;    // positions of it the reader asked for (<= n_tokens)
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> payload;
+  bool compressed = false;
+  int64_t raw_size = 0;
+  uint32_t checksum = 0;
+  std::vector<uint8_t> out;  // the reader's own buffer, if it needs one
+};
+
+struct ScanStart {
+  ConversationRow conv;
+  ModelRow model;
+  int64_t n = 0;  // positions that will be delivered
+};
+
+}  // namespace detail
+
+class Store::Impl {
+ public:
+  Impl(const std::string& path, const Options& options);
+
+  void append(const detail::AppendRequest& req);
+
+  // Reads the first `limit` positions (all when limit < 0) of a conversation
+  // from one read snapshot. on_start runs first; decode(chunk) runs on worker
+  // threads and must verify and decode it (decode_chunk); consume(chunk) runs
+  // on the calling thread in position order. When expect is not null, a
+  // different model signature fails with kModelMismatch.
+  void scan(const std::string& id, const ModelSignature* expect, int64_t limit,
+            const std::function<void(const detail::ScanStart&)>& on_start,
+            const std::function<void(detail::StoredChunk&)>& decode,
+            const std::function<void(detail::StoredChunk&)>& consume);
+
+  // "store <path>: conversation <id>" and the like, for messages.
+  std::string where(const std::string& id = "") const;
+
+  std::string path;
+  Options options;
+  SQLite::Database db;
+  std::recursive_mutex mu;  // serializes calls on this Store
+  detail::ThreadPool pool;
+
+  // Helpers used by Store's methods.
+  std::optional<detail::ConversationRow> find_conversation(const std::string& id);
+  detail::ConversationRow get_conversation(const std::string& id);
+  detail::ModelRow model_by_id(int64_t model_id);
+  std::optional<detail::ModelRow> find_model(const ModelSignature& sig);
+  detail::ModelRow ensure_model(const ModelSignature& sig);  // inside a write transaction
+  void require_writable(const std::string& op) const;
+  void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
+  size_t window() const { return pool.size() * 2; }
+
+ private:
+  std::map<int64_t, detail::ModelRow> models_by_id_;
+};
+
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_STORE_IMPL_H

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The project's one entry point on a fresh Debian bookworm machine (as root):
+#   tools/dev.sh demo [STORE]  install what is needed, build, and run the main job
+#   tools/dev.sh test          install what is needed, build, and run the whole test suite
+#   tools/dev.sh build         install and build only
+# BUILD_DIR (default: build) and BUILD_TYPE (default: RelWithDebInfo) may be set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
+PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3)
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+build() {
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$@"
+  cmake --build "$BUILD_DIR" -j"$(nproc)"
+}
+
+cmd=${1:-}
+case "$cmd" in
+  demo)
+    install_deps
+    build
+    "$BUILD_DIR/examples/colikv_demo" "${2:-colikv-demo.db}"
+    ;;
+  test)
+    install_deps
+    build
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+    ;;
+  build)
+    install_deps
+    build
+    ;;
+  *)
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac

@@ -39,8 +39,8 @@ struct EncodedChunk {
 // Uses the SSE4.2 instruction when the CPU has it.
 uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 
-// Shuffles the planes (each plane's floats split into 4 byte streams: all
-// bytes 0, then all bytes 1, 2, 3), compresses with zstd at `level` and keeps
+// Shuffles the chunk (the floats of every plane in order, split into 4 byte
+// streams: all bytes 0, then all bytes 1, 2, 3), compresses with zstd at `level` and keeps
 // the compressed form only when it is smaller. Thread-safe: each thread reuses
 // its own zstd context and scratch buffers.
 EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,

@@ -22,9 +22,15 @@ void ModelSignature::validate() const {
   require(n_indexed <= n_layers, "n_indexed", "exceeds n_layers", *this);
   require(!(index_hd > 0 && n_indexed == 0), "n_indexed", "is 0 while index_hd is not", *this);
   require(!(index_hd == 0 && n_indexed > 0), "index_hd", "is 0 while n_indexed is not", *this);
-  // All factors are below 2^31, so the products below fit in int64.
-  require(record_bytes() <= kMaxRecordBytes, "n_layers/kv_lora/qk_rope/index_hd",
-          "give a record of " + std::to_string(record_bytes()) + " bytes, over the 1 GiB limit", *this);
+  // Bound each term by division before forming a product, so that no
+  // intermediate overflows int64 whatever the fields.
+  const int64_t max_floats = (kMaxRecordBytes - 4) / 4;
+  const int64_t per_layer = int64_t{kv_lora} + qk_rope;  // < 2^32
+  const int64_t indexed = n_indexed > 0 ? int64_t{index_hd} : 0;
+  const bool fits = per_layer <= max_floats / n_layers &&
+                    (indexed == 0 || indexed <= (max_floats - per_layer * n_layers) / n_indexed);
+  require(fits, "n_layers/kv_lora/qk_rope/index_hd",
+          "give a record over the 1 GiB limit", *this);
   require(weights_id.find('\0') == std::string::npos, "weights_id", "contains a NUL byte", *this);
 }
 

@@ -1,0 +1,181 @@
+// colikv_test_child: a small program that the multi-process tests start.
+//
+//   colikv_test_child append STORE CONV SEED TURNS TOKENS_PER_TURN
+//       Appends TURNS turns of TOKENS_PER_TURN tokens to CONV, one append per
+//       turn, printing (and flushing) the committed count after each. Finally
+//       loads CONV back and checks it bit for bit.
+//   colikv_test_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL [CONV SEED FINAL ...]
+//       Loads every CONV over and over while others write, checking that each
+//       load is a whole number of turns, never shrinks, and is bit-exact with
+//       the deterministic history of SEED. Once DONE_FILE exists it makes one
+//       last pass, in which every CONV must hold FINAL tokens, prints the
+//       number of loads and exits. READ_ONLY is 1 to open the store read-only.
+//
+// Data: tiny_model(), chunks of 4 tokens; the history of SEED is
+// EngineBuffers::fill(0, n, SEED) and make_tokens(n, vocab, SEED): a function
+// of (SEED, position) only, so any prefix is regenerated from SEED alone.
+//
+// Exit status: 0 success, 1 a check failed, 2 bad usage, 3 a colikv::Error.
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "test_support.h"
+
+using colikv::ModelSignature;
+using colikv_test::EngineBuffers;
+
+namespace {
+
+ModelSignature child_model() { return colikv_test::tiny_model(); }
+
+colikv::Options child_options(const ModelSignature& m) {
+  colikv::Options o;
+  o.chunk_target_bytes = 4 * m.record_bytes();
+  return o;
+}
+
+EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
+  return b;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: colikv_test_child append STORE CONV SEED TURNS TOKENS_PER_TURN\n"
+               "       colikv_test_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL ...\n");
+  return 2;
+}
+
+bool parse_i64(const char* s, int64_t& out) {
+  char* end = nullptr;
+  long long v = std::strtoll(s, &end, 10);
+  if (!*s || *end) return false;
+  out = v;
+  return true;
+}
+
+int run_append(int argc, char** argv) {
+  if (argc != 7) return usage();
+  const std::string store_path = argv[2], conv = argv[3];
+  int64_t seed, turns, per_turn;
+  if (!parse_i64(argv[4], seed) || !parse_i64(argv[5], turns) || !parse_i64(argv[6], per_turn) || turns < 1 ||
+      per_turn < 1)
+    return usage();
+  const ModelSignature m = child_model();
+  const int64_t n = turns * per_turn;
+  EngineBuffers h = history(m, n, static_cast<uint32_t>(seed));
+  colikv::Store store(store_path, child_options(m));
+  for (int64_t t = 1; t <= turns; ++t) {
+    store.append(conv, m, h.tokens.data(), t * per_turn, h.source());
+    std::printf("%" PRId64 "\n", store.count(conv));
+    std::fflush(stdout);
+  }
+  EngineBuffers out(m, n);
+  out.poison();
+  int64_t got = store.load(conv, m, out.tokens.data(), n, out.target());
+  std::string diff = got == n ? h.compare(out, n) : "loaded " + std::to_string(got) + " tokens";
+  if (!diff.empty()) {
+    std::fprintf(stderr, "append %s: final load differs: %s\n", conv.c_str(), diff.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+struct Watched {
+  std::string conv;
+  int64_t final_count = 0;
+  EngineBuffers expect;
+  EngineBuffers out;
+  int64_t last = 0;
+};
+
+int run_read(int argc, char** argv) {
+  if (argc < 9 || (argc - 6) % 3 != 0) return usage();
+  const std::string store_path = argv[2], done_file = argv[3];
+  int64_t per_turn, read_only;
+  if (!parse_i64(argv[4], per_turn) || !parse_i64(argv[5], read_only) || per_turn < 1) return usage();
+  const ModelSignature m = child_model();
+  std::vector<Watched> watched;
+  for (int i = 6; i + 2 < argc; i += 3) {
+    int64_t seed, final_count;
+    if (!parse_i64(argv[i + 1], seed) || !parse_i64(argv[i + 2], final_count) || final_count < 1) return usage();
+    watched.push_back(Watched{argv[i], final_count, history(m, final_count, static_cast<uint32_t>(seed)),
+                              EngineBuffers(m, final_count), 0});
+  }
+  colikv::Options o = child_options(m);
+  o.read_only = read_only != 0;
+  colikv::Store store(store_path, o);
+  int64_t loads = 0;
+  // The bound only keeps a broken parent from leaving this process behind.
+  for (int iter = 0; iter < 200000; ++iter) {
+    const bool last_pass = access(done_file.c_str(), F_OK) == 0;
+    for (auto& w : watched) {
+      int64_t n = 0;
+      w.out.poison();
+      try {
+        n = store.load(w.conv, m, w.out.tokens.data(), w.final_count, w.out.target());
+      } catch (const colikv::Error& e) {
+        if (e.code() != colikv::ErrorCode::kNotFound) throw;
+        n = 0;  // not created yet
+      }
+      ++loads;
+      if (n % per_turn != 0) {
+        std::fprintf(stderr, "read %s: %" PRId64 " tokens is not a whole number of turns\n", w.conv.c_str(), n);
+        return 1;
+      }
+      if (n < w.last) {
+        std::fprintf(stderr, "read %s: count went back from %" PRId64 " to %" PRId64 "\n", w.conv.c_str(), w.last, n);
+        return 1;
+      }
+      w.last = n;
+      std::string diff = w.expect.compare(w.out, n);
+      if (!diff.empty()) {
+        std::fprintf(stderr, "read %s: load of %" PRId64 " tokens differs: %s\n", w.conv.c_str(), n, diff.c_str());
+        return 1;
+      }
+      if (last_pass && n != w.final_count) {
+        std::fprintf(stderr, "read %s: %" PRId64 " tokens at the end, expected %" PRId64 "\n", w.conv.c_str(), n,
+                     w.final_count);
+        return 1;
+      }
+    }
+    if (last_pass) {
+      std::printf("loads %" PRId64 "\n", loads);
+      std::fflush(stdout);
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  std::fprintf(stderr, "read: %s never appeared\n", done_file.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  try {
+    if (std::strcmp(argv[1], "append") == 0) return run_append(argc, argv);
+    if (std::strcmp(argv[1], "read") == 0) return run_read(argc, argv);
+  } catch (const colikv::Error& e) {
+    std::fprintf(stderr, "colikv_test_child %s: %s error: %s\n", argv[1], colikv::error_code_name(e.code()), e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "colikv_test_child %s: %s\n", argv[1], e.what());
+    return 1;
+  }
+  return usage();
+}

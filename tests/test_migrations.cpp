@@ -1,0 +1,350 @@
+// Schema migrations: a store made by the FIRST schema (migrations/0001_initial.sql,
+// executed by hand from the source tree, rows inserted with plain SQL) opens
+// with the current library, is migrated to the latest version, and keeps its
+// data. Keep this test as schemas grow: it builds the store from the 0001 text
+// only, so every later migration runs over real version-1 data.
+#include <catch2/catch.hpp>
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "chunk_codec.h"
+#include "colikv/error.h"
+#include "colikv/model.h"
+#include "colikv/store.h"
+#include "test_support.h"
+
+#ifndef COLIKV_SOURCE_DIR
+#error "COLIKV_SOURCE_DIR must name the source tree (tests/CMakeLists.txt)"
+#endif
+
+using colikv::ErrorCode;
+using colikv::ModelSignature;
+using colikv::Store;
+using colikv_test::EngineBuffers;
+using colikv_test::TempDir;
+
+namespace {
+
+const std::string kMigrationsDir = std::string(COLIKV_SOURCE_DIR) + "/migrations";
+
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path, int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {
+    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) FAIL("cannot open " << path << ": " << sqlite3_errstr(rc));
+    sqlite3_busy_timeout(db_, 5000);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    std::string msg = err ? err : "";
+    sqlite3_free(err);
+    if (rc != SQLITE_OK) FAIL("SQL failed: " << msg << "\n" << sql.substr(0, 300));
+  }
+  int64_t last_id() { return sqlite3_last_insert_rowid(db_); }
+  sqlite3* get() { return db_; }
+
+  int64_t integer(const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    int64_t v = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+  }
+  std::string text(const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    std::string v = "<no row>";
+    if (sqlite3_step(st) == SQLITE_ROW)
+      v = sqlite3_column_type(st, 0) == SQLITE_NULL ? "<null>" : reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return v;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// A prepared INSERT with positional binds.
+class Insert {
+ public:
+  Insert(RawDb& db, const std::string& sql) : db_(db) {
+    int rc = sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &st_, nullptr);
+    if (rc != SQLITE_OK) FAIL("prepare failed: " << sqlite3_errmsg(db.get()) << "\n" << sql);
+  }
+  ~Insert() { sqlite3_finalize(st_); }
+  Insert(const Insert&) = delete;
+  Insert& operator=(const Insert&) = delete;
+  Insert& i(int64_t v) { sqlite3_bind_int64(st_, ++n_, v); return *this; }
+  Insert& t(const std::string& v) { sqlite3_bind_text(st_, ++n_, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT); return *this; }
+  Insert& null() { sqlite3_bind_null(st_, ++n_); return *this; }
+  Insert& b(const void* p, size_t size) {
+    sqlite3_bind_blob(st_, ++n_, p, static_cast<int>(size), SQLITE_TRANSIENT);
+    return *this;
+  }
+  int64_t run() {
+    int rc = sqlite3_step(st_);
+    if (rc != SQLITE_DONE) FAIL("insert failed: " << sqlite3_errmsg(db_.get()));
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+    n_ = 0;
+    return db_.last_id();
+  }
+
+ private:
+  RawDb& db_;
+  sqlite3_stmt* st_ = nullptr;
+  int n_ = 0;
+};
+
+EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
+  return b;
+}
+
+// The planes of positions [first, first + n) of b, in payload order.
+colikv::detail::PlaneList planes_of(EngineBuffers& b, int64_t first) {
+  const auto& m = b.model;
+  colikv::detail::PlaneList planes;
+  for (int l = 0; l < m.n_layers; ++l) {
+    planes.push_back({b.lc[l].data() + first * m.kv_lora, m.kv_lora, m.kv_lora});
+    planes.push_back({b.rc[l].data() + first * m.qk_rope, m.qk_rope, m.qk_rope});
+  }
+  for (int l = 0; l < m.n_layers; ++l)
+    if (b.indexed(l)) planes.push_back({b.ic[l].data() + first * m.index_hd, m.index_hd, m.index_hd});
+  return planes;
+}
+
+constexpr int64_t kChunkTokens = 4;
+constexpr int64_t kNow = 1700000000000;  // a fixed time, in Unix milliseconds
+
+// Inserts the chunks of positions [first_seq * 4, n) of b and links them as
+// conversation conv's seq first_seq.., chaining the hash from the start.
+void insert_chunks(RawDb& db, int64_t model_id, const ModelSignature& m, int64_t conv, EngineBuffers& b, int64_t n,
+                   int64_t first_seq, std::vector<int64_t>* ids_out) {
+  Insert chunk(db,
+               "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, raw_size, "
+               "checksum, payload) VALUES (?, ?, ?, ?, ?, 'f32', ?, ?, ?, ?)");
+  Insert link(db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  colikv::detail::ChunkHash h = colikv::detail::chain_seed(m.to_string(), "f32");
+  for (int64_t seq = 0; seq * kChunkTokens < n; ++seq) {
+    const int64_t first = seq * kChunkTokens;
+    const int64_t count = std::min(kChunkTokens, n - first);
+    const int32_t* toks = b.tokens.data() + first;
+    h = colikv::detail::chain_next(h, toks, count);
+    if (seq < first_seq) continue;  // shared with another conversation, already stored
+    auto enc = colikv::detail::encode_chunk(count, toks, planes_of(b, first), 1);
+    REQUIRE(enc.raw_size == 4 * count * m.floats_per_token());
+    int64_t id = chunk.i(model_id)
+                     .b(h.data(), h.size())
+                     .i(first)
+                     .i(count)
+                     .t(colikv::detail::tokens_to_json(toks, count))
+                     .t(enc.compressed ? "zstd" : "none")
+                     .i(enc.raw_size)
+                     .i(static_cast<int64_t>(enc.checksum))
+                     .b(enc.payload.data(), enc.payload.size())
+                     .run();
+    link.i(conv).i(seq).i(id).run();
+    if (ids_out) ids_out->push_back(id);
+  }
+}
+
+struct V1Store {
+  ModelSignature model;
+  EngineBuffers old_conv;   // "old": 10 tokens
+  EngineBuffers fork_conv;  // "old-fork": the first 8 tokens of "old", then 3 of its own
+};
+
+// Builds a version-1 store at path by the 0001 schema text and plain SQL.
+V1Store make_v1_store(const std::string& path) {
+  ModelSignature m = colikv_test::tiny_indexed_model();
+  m.weights_id = "v1-weights";
+  V1Store v{m, history(m, 10, 31), history(m, 11, 31)};
+  // The fork's own continuation from position 8.
+  {
+    EngineBuffers other = history(m, 11, 32);
+    v.fork_conv.fill(8, 11, 32);
+    for (int64_t p = 8; p < 11; ++p) v.fork_conv.tokens[static_cast<size_t>(p)] = other.tokens[static_cast<size_t>(p)];
+    if (v.fork_conv.tokens[8] == v.old_conv.tokens[8]) v.fork_conv.tokens[8] = (v.fork_conv.tokens[8] + 1) % m.vocab;
+  }
+
+  const std::string schema1 = colikv_test::read_file(kMigrationsDir + "/0001_initial.sql");
+  REQUIRE(schema1.find("CREATE TABLE chunks") != std::string::npos);
+  RawDb db(path);
+  db.exec("PRAGMA page_size=65536");
+  db.exec("PRAGMA journal_mode=WAL");
+  db.exec("BEGIN");
+  db.exec(schema1);
+  db.exec("PRAGMA user_version=1");
+  int64_t model_id =
+      Insert(db,
+             "INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
+             "record_bytes, chunk_tokens, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .t(m.to_string()).i(m.n_layers).i(m.kv_lora).i(m.qk_rope).i(m.index_hd).i(m.n_indexed).i(m.vocab)
+          .t(m.weights_id).i(m.record_bytes()).i(kChunkTokens).i(kNow)
+          .run();
+  Insert conv(db,
+              "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, parent_id, "
+              "forked_at, generation, created_ms, updated_ms, last_used_ms) VALUES (?, ?, ?, 'f32', ?, ?, ?, ?, ?, ?, ?, ?)");
+  int64_t old_id = conv.t("old").i(model_id).i(10).t("From schema 1").t(R"({"v":1})").null().i(0).i(3)
+                       .i(kNow).i(kNow + 10).i(kNow + 20).run();
+  std::vector<int64_t> old_chunks;
+  insert_chunks(db, model_id, m, old_id, v.old_conv, 10, 0, &old_chunks);
+  REQUIRE(old_chunks.size() == 3);
+  int64_t fork_id = conv.t("old-fork").i(model_id).i(11).t("").t("{}").i(old_id).i(8).i(1)
+                        .i(kNow + 30).i(kNow + 30).i(kNow + 40).run();
+  Insert link(db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  link.i(fork_id).i(0).i(old_chunks[0]).run();
+  link.i(fork_id).i(1).i(old_chunks[1]).run();
+  insert_chunks(db, model_id, m, fork_id, v.fork_conv, 11, 2, nullptr);
+  db.exec("COMMIT");
+  REQUIRE(db.integer("PRAGMA user_version") == 1);
+  REQUIRE(db.integer("SELECT count(*) FROM chunks") == 4);
+  return v;
+}
+
+std::string loads_as(Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
+  EngineBuffers out(expect.model, n + 2);
+  out.poison();
+  int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
+  if (got != n) return "load returned " + std::to_string(got) + ", expected " + std::to_string(n);
+  return expect.compare(out, n);
+}
+
+// The highest NNNN of migrations/NNNN_name.sql in the source tree.
+int newest_migration_file() {
+  int newest = 0;
+  const std::regex name_re("^([0-9]{4})_[A-Za-z0-9_]+\\.sql$");
+  for (const auto& e : std::filesystem::directory_iterator(kMigrationsDir)) {
+    std::smatch mt;
+    std::string fname = e.path().filename().string();
+    if (std::regex_match(fname, mt, name_re)) newest = std::max(newest, std::stoi(mt[1].str()));
+  }
+  return newest;
+}
+
+}  // namespace
+
+TEST_CASE("migrations: the library knows every migration of the source tree", "[migrations]") {
+  CHECK(Store::library_schema_version() == newest_migration_file());
+  CHECK(Store::library_schema_version() >= 2);
+  TempDir dir;
+  const std::string path = dir.file("new.colikv");
+  {
+    Store s(path);
+    CHECK(s.schema_version() == Store::library_schema_version());
+  }
+  RawDb db(path, SQLITE_OPEN_READONLY);
+  CHECK(db.integer("PRAGMA user_version") == Store::library_schema_version());
+  for (const char* table : {"models", "conversations", "chunks", "conversation_chunks"}) {
+    INFO(table);
+    CHECK(db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '") + table + "'") == 1);
+  }
+  for (const char* view : {"conversation_summary", "conversation_tokens", "model_summary"}) {
+    INFO(view);
+    CHECK(db.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = '") + view + "'") == 1);
+  }
+}
+
+TEST_CASE("migrations: a store made by the first schema migrates with its data intact", "[migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("v1.colikv");
+  V1Store v = make_v1_store(path);
+  const ModelSignature& m = v.model;
+
+  if (Store::library_schema_version() > 1) {
+    // A read-only open applies no migration: it refuses, naming both versions.
+    colikv::Options ro;
+    ro.read_only = true;
+    try {
+      Store s(path, ro);
+      FAIL("a read-only open of a version-1 store succeeded");
+    } catch (const colikv::Error& e) {
+      CHECK(e.code() == ErrorCode::kVersion);
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(std::to_string(Store::library_schema_version())) != std::string::npos);
+    }
+    RawDb db(path, SQLITE_OPEN_READONLY);
+    CHECK(db.integer("PRAGMA user_version") == 1);
+  }
+
+  {
+    Store s(path);
+    CHECK(s.schema_version() == Store::library_schema_version());
+    CHECK(s.conversation_count() == 2);
+    CHECK(s.count("old") == 10);
+    CHECK(s.count("old-fork") == 11);
+    CHECK(loads_as(s, "old", v.old_conv, 10) == "");
+    CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
+    CHECK(s.tokens("old") == std::vector<int32_t>(v.old_conv.tokens.begin(), v.old_conv.tokens.begin() + 10));
+
+    auto info = s.info("old");
+    CHECK(info.model == m);
+    CHECK(info.title == "From schema 1");
+    CHECK(info.metadata == R"({"v":1})");
+    CHECK(info.created_ms == kNow);
+    CHECK(info.updated_ms == kNow + 10);
+    CHECK(info.raw_bytes == 10 * m.record_bytes());
+    auto finfo = s.info("old-fork");
+    CHECK(finfo.parent == "old");
+    CHECK(finfo.forked_at == 8);
+
+    auto report = s.verify();
+    INFO((report.problems.empty() ? std::string() : report.problems[0].what));
+    CHECK(report.ok());
+    CHECK(report.conversations == 2);
+    CHECK(report.chunks == 4);
+
+    auto st = s.stats();
+    REQUIRE(st.models.size() == 1);
+    CHECK(st.models[0].model == m);
+    CHECK(st.models[0].chunk_tokens == kChunkTokens);
+    CHECK(st.models[0].chunks == 4);
+    CHECK(st.total.tokens == 21);
+    CHECK(st.total.saved_by_sharing() == 8 * m.record_bytes());
+
+    // The migrated conversations keep working: grow, fork, truncate, delete.
+    EngineBuffers longer = history(m, 17, 31);
+    s.append("old", m, longer.tokens.data(), 17, longer.source());
+    CHECK(loads_as(s, "old", longer, 17) == "");
+    CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");  // its shared chunks are untouched
+    s.fork("old", "new-fork", 13);
+    CHECK(loads_as(s, "new-fork", longer, 13) == "");
+    s.truncate("old-fork", 9);
+    CHECK(loads_as(s, "old-fork", v.fork_conv, 9) == "");
+    s.remove("old");
+    CHECK(loads_as(s, "new-fork", longer, 13) == "");
+    CHECK(loads_as(s, "old-fork", v.fork_conv, 9) == "");
+    CHECK(s.verify().ok());
+  }
+
+  // The views of later migrations exist and read the migrated rows.
+  RawDb db(path, SQLITE_OPEN_READONLY);
+  CHECK(db.integer("PRAGMA user_version") == Store::library_schema_version());
+  CHECK(db.integer("SELECT tokens FROM conversation_summary WHERE conversation = 'old-fork'") == 9);
+  CHECK(db.integer("SELECT raw_bytes FROM conversation_summary WHERE conversation = 'old-fork'") ==
+        9 * m.record_bytes());
+  CHECK(db.text("SELECT model FROM conversation_summary WHERE conversation = 'old-fork'") == m.to_string());
+  CHECK(db.integer("SELECT count(*) FROM conversation_summary") == 2);
+  CHECK(db.integer("SELECT count(*) FROM conversation_tokens WHERE conversation = 'new-fork'") == 13);
+  CHECK(db.integer("SELECT token FROM conversation_tokens WHERE conversation = 'new-fork' AND position = 12") ==
+        colikv_test::make_tokens(17, m.vocab, 31)[12]);
+  CHECK(db.integer("SELECT tokens FROM model_summary") == 22);
+  CHECK(db.integer("SELECT count(*) FROM chunks WHERE chunk_id NOT IN (SELECT chunk_id FROM conversation_chunks)") == 0);
+}

@@ -1,0 +1,161 @@
+// Several processes on one store: two append to different conversations at
+// the same time while a third reads both over and over (colikv_test_child).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "colikv/store.h"
+#include "test_support.h"
+
+#ifndef COLIKV_TEST_CHILD_PATH
+#error "COLIKV_TEST_CHILD_PATH must name the colikv_test_child program (tests/CMakeLists.txt)"
+#endif
+
+extern char** environ;
+
+using colikv::ModelSignature;
+using colikv_test::EngineBuffers;
+using colikv_test::TempDir;
+
+namespace {
+
+// What colikv_test_child uses: tiny_model(), 4-token chunks, histories by seed.
+ModelSignature child_model() { return colikv_test::tiny_model(); }
+colikv::Options child_options() {
+  colikv::Options o;
+  o.chunk_target_bytes = 4 * child_model().record_bytes();
+  return o;
+}
+EngineBuffers history(int64_t n, uint32_t seed) {
+  const ModelSignature m = child_model();
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
+  return b;
+}
+
+// Child processes started by this test; any still running when it ends
+// (a failed REQUIRE) are killed and reaped.
+class Children {
+ public:
+  ~Children() {
+    for (pid_t pid : running_) {
+      kill(pid, SIGKILL);
+      int st = 0;
+      waitpid(pid, &st, 0);
+    }
+  }
+  // Starts the child program with args, its stdout going to out_path.
+  pid_t spawn(const std::vector<std::string>& args, const std::string& out_path) {
+    std::vector<std::string> all{COLIKV_TEST_CHILD_PATH};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE(rc == 0);
+    running_.push_back(pid);
+    return pid;
+  }
+  // Waits for pid; returns its exit status, or 128 + the signal that ended it.
+  int wait(pid_t pid) {
+    int st = 0;
+    pid_t r;
+    do {
+      r = waitpid(pid, &st, 0);
+    } while (r < 0 && errno == EINTR);
+    for (auto it = running_.begin(); it != running_.end(); ++it)
+      if (*it == pid) {
+        running_.erase(it);
+        break;
+      }
+    if (r != pid) return -1;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return -1;
+  }
+
+ private:
+  std::vector<pid_t> running_;
+};
+
+std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
+  EngineBuffers out(expect.model, n + 1);
+  out.poison();
+  int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
+  if (got != n) return "load returned " + std::to_string(got) + ", expected " + std::to_string(n);
+  return expect.compare(out, n);
+}
+
+void run_two_appenders_and_a_reader(const TempDir& dir, const std::string& store_path, bool reader_read_only) {
+  const int64_t turns = 30, per_turn = 3, final_count = turns * per_turn;
+  const uint32_t seed_a = 101, seed_b = 202;
+  Children kids;
+  const std::string done = dir.file("appenders.done");
+  pid_t a = kids.spawn({"append", store_path, "alpha", std::to_string(seed_a), std::to_string(turns), std::to_string(per_turn)},
+                       dir.file("alpha.out"));
+  pid_t b = kids.spawn({"append", store_path, "beta", std::to_string(seed_b), std::to_string(turns), std::to_string(per_turn)},
+                       dir.file("beta.out"));
+  pid_t r = kids.spawn({"read", store_path, done, std::to_string(per_turn), reader_read_only ? "1" : "0", "alpha",
+                        std::to_string(seed_a), std::to_string(final_count), "beta", std::to_string(seed_b),
+                        std::to_string(final_count)},
+                       dir.file("reader.out"));
+  const int status_a = kids.wait(a);
+  const int status_b = kids.wait(b);
+  colikv_test::write_file(done, "done\n");  // the reader makes its last pass
+  const int status_r = kids.wait(r);
+  CHECK(status_a == 0);
+  CHECK(status_b == 0);
+  CHECK(status_r == 0);
+
+  // Each appender printed the committed count after every turn.
+  std::string expected_out;
+  for (int64_t t = 1; t <= turns; ++t) expected_out += std::to_string(t * per_turn) + "\n";
+  CHECK(colikv_test::read_file(dir.file("alpha.out")) == expected_out);
+  CHECK(colikv_test::read_file(dir.file("beta.out")) == expected_out);
+  CHECK(colikv_test::read_file(dir.file("reader.out")).rfind("loads ", 0) == 0);
+
+  colikv::Store s(store_path, child_options());
+  CHECK(s.conversation_count() == 2);
+  CHECK(loads_as(s, "alpha", history(final_count, seed_a), final_count) == "");
+  CHECK(loads_as(s, "beta", history(final_count, seed_b), final_count) == "");
+  auto report = s.verify();
+  INFO((report.problems.empty() ? std::string() : report.problems[0].what));
+  CHECK(report.ok());
+}
+
+}  // namespace
+
+TEST_CASE("multiprocess: two appenders and a reader on one store", "[multiprocess]") {
+  TempDir dir;
+  const std::string path = dir.file("shared.colikv");
+  { colikv::Store s(path, child_options()); }  // the store exists before the children start
+  run_two_appenders_and_a_reader(dir, path, true);
+}
+
+TEST_CASE("multiprocess: three processes open a missing store at once", "[multiprocess]") {
+  // Creating the file and applying the migrations race too: every process
+  // must end up with the same, complete store.
+  TempDir dir;
+  const std::string path = dir.file("fresh.colikv");
+  REQUIRE_FALSE(std::filesystem::exists(path));
+  run_two_appenders_and_a_reader(dir, path, false);
+  colikv::Store s(path, child_options());
+  CHECK(s.schema_version() == colikv::Store::library_schema_version());
+}

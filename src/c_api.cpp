@@ -2,6 +2,7 @@
 // escape and keeps the last error message per handle.
 #include "colikv/colikv.h"
 
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -72,6 +73,7 @@ int colikv_open(const char* path, int flags, colikv_store** out) {
     o.create_if_missing = (flags & COLIKV_CREATE) != 0;
     o.read_only = (flags & COLIKV_READONLY) != 0;
     o.synchronous = (flags & COLIKV_SYNC_NORMAL) ? colikv::Synchronous::kNormal : colikv::Synchronous::kFull;
+    if (flags & COLIKV_PRECISION_BF16) o.new_conversation_precision = colikv::Precision::kBf16;
     s->store.reset(new colikv::Store(path, o));
     return COLIKV_OK;
   } catch (const colikv::Error& e) {
@@ -169,6 +171,26 @@ int colikv_fork(colikv_store* s, const char* src, const char* dst, int64_t len) 
     st.fork(src, dst, len);
     return COLIKV_OK;
   });
+}
+
+int64_t colikv_match(colikv_store* s, const colikv_model* m, const int32_t* tokens, int64_t len, char* conv_out,
+                     size_t conv_cap) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
+    require(m != nullptr, "colikv_match: model is NULL");
+    require(conv_out != nullptr && conv_cap > 0, "colikv_match: conv_out is NULL or conv_cap is 0");
+    conv_out[0] = '\0';
+    colikv::PrefixMatch r = st.match(to_signature(m), tokens, len);
+    if (r.id.size() + 1 > conv_cap)
+      throw colikv::Error(colikv::ErrorCode::kTooLarge, "colikv_match: the matching conversation's id '" + r.id +
+                                                            "' needs " + std::to_string(r.id.size() + 1) +
+                                                            " bytes but conv_cap is " + std::to_string(conv_cap));
+    std::memcpy(conv_out, r.id.c_str(), r.id.size() + 1);
+    return r.tokens;
+  });
+}
+
+int64_t colikv_gc(colikv_store* s, int64_t max_bytes) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t { return st.gc(max_bytes).freed_bytes; });
 }
 
 const char* colikv_strerror(int code) {

@@ -243,6 +243,77 @@ void unshuffle_floats(const uint8_t* src, size_t stream_len, size_t n, float* ds
   }
 }
 
+inline uint16_t bf16_round(uint32_t u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Rounds float j to bfloat16 b and stores b's low byte at dst[j], its high
+// byte at dst[stream_len + j], for j in [0, n).
+void shuffle_bf16(const float* src, size_t n, uint8_t* dst, size_t stream_len) {
+  const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
+  uint8_t* d0 = dst;
+  uint8_t* d1 = dst + stream_len;
+  size_t j = 0;
+#if defined(COLIKV_SSE2_SHUFFLE)
+  const __m128i abs_mask = _mm_set1_epi32(0x7fffffff);
+  const __m128i inf = _mm_set1_epi32(0x7f800000);
+  const __m128i bias = _mm_set1_epi32(0x7fff);
+  const __m128i one = _mm_set1_epi32(1);
+  const __m128i quiet = _mm_set1_epi32(0x0040);
+  const __m128i low8 = _mm_set1_epi16(0x00ff);
+  auto round4 = [&](__m128i u) {
+    const __m128i hi = _mm_srli_epi32(u, 16);
+    const __m128i r = _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(u, bias), _mm_and_si128(hi, one)), 16);
+    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, abs_mask), inf);
+    const __m128i v = _mm_or_si128(_mm_and_si128(nan, _mm_or_si128(hi, quiet)), _mm_andnot_si128(nan, r));
+    return _mm_srai_epi32(_mm_slli_epi32(v, 16), 16);  // sign-extend: packs_epi32 keeps it exactly
+  };
+  for (; j + 16 <= n; j += 16) {
+    const uint8_t* q = s + 4 * j;
+    const __m128i a = _mm_packs_epi32(round4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))),
+                                      round4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))));
+    const __m128i b = _mm_packs_epi32(round4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32))),
+                                      round4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 48))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d0 + j),
+                     _mm_packus_epi16(_mm_and_si128(a, low8), _mm_and_si128(b, low8)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d1 + j), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+#endif
+  for (; j < n; ++j) {
+    uint32_t v;
+    std::memcpy(&v, s + 4 * j, 4);
+    const uint16_t b = bf16_round(v);
+    d0[j] = static_cast<uint8_t>(b);
+    d1[j] = static_cast<uint8_t>(b >> 8);
+  }
+}
+
+// Inverse of shuffle_bf16, widening: float j = bf16 (src[j] | src[stream_len + j] << 8) << 16.
+void unshuffle_bf16(const uint8_t* src, size_t stream_len, size_t n, float* dst) {
+  const uint8_t* s0 = src;
+  const uint8_t* s1 = src + stream_len;
+  uint8_t* d = reinterpret_cast<uint8_t*>(dst);
+  size_t j = 0;
+#if defined(COLIKV_SSE2_SHUFFLE)
+  const __m128i zero = _mm_setzero_si128();
+  for (; j + 16 <= n; j += 16) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + j));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + j));
+    const __m128i a = _mm_unpacklo_epi8(lo, hi), b = _mm_unpackhi_epi8(lo, hi);
+    uint8_t* q = d + 4 * j;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_unpacklo_epi16(zero, a));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_unpackhi_epi16(zero, a));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), _mm_unpacklo_epi16(zero, b));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 48), _mm_unpackhi_epi16(zero, b));
+  }
+#endif
+  for (; j < n; ++j) {
+    const uint32_t v = (uint32_t{s0[j]} << 16) | (uint32_t{s1[j]} << 24);
+    std::memcpy(d + 4 * j, &v, 4);
+  }
+}
+
 // The whole chunk is one shuffle: stream k holds byte k of every float of
 // every plane, planes in order. Per-plane streams are too short at real chunk
 // sizes (a zstd block then mixes mantissa and exponent bytes): measured 0.963
@@ -253,37 +324,39 @@ size_t chunk_floats(const PlaneList& planes, size_t n) {
   return total;
 }
 
-void shuffle_planes(const PlaneList& planes, int64_t n_tokens, uint8_t* dst) {
+void shuffle_planes(const PlaneList& planes, int64_t n_tokens, uint8_t* dst, ChunkPrecision precision) {
   const size_t n = static_cast<size_t>(n_tokens);
   const size_t total = chunk_floats(planes, n);
+  const auto kernel = precision == ChunkPrecision::kBf16 ? shuffle_bf16 : shuffle_floats;
   size_t offset = 0;  // floats of the earlier planes
   for (const PlaneRef& p : planes) {
     const size_t width = static_cast<size_t>(p.width);
     const size_t count = width * n;
     if (count == 0) continue;
     if (p.stride == p.width) {
-      shuffle_floats(p.base, count, dst + offset, total);
+      kernel(p.base, count, dst + offset, total);
     } else {
       const size_t stride = static_cast<size_t>(p.stride);
-      for (size_t i = 0; i < n; ++i) shuffle_floats(p.base + i * stride, width, dst + offset + i * width, total);
+      for (size_t i = 0; i < n; ++i) kernel(p.base + i * stride, width, dst + offset + i * width, total);
     }
     offset += count;
   }
 }
 
-void unshuffle_planes(const uint8_t* src, const PlaneList& planes, int64_t n_tokens) {
+void unshuffle_planes(const uint8_t* src, const PlaneList& planes, int64_t n_tokens, ChunkPrecision precision) {
   const size_t n = static_cast<size_t>(n_tokens);
   const size_t total = chunk_floats(planes, n);
+  const auto kernel = precision == ChunkPrecision::kBf16 ? unshuffle_bf16 : unshuffle_floats;
   size_t offset = 0;
   for (const PlaneRef& p : planes) {
     const size_t width = static_cast<size_t>(p.width);
     const size_t count = width * n;
     if (count == 0) continue;
     if (p.stride == p.width) {
-      unshuffle_floats(src + offset, total, count, p.base);
+      kernel(src + offset, total, count, p.base);
     } else {
       const size_t stride = static_cast<size_t>(p.stride);
-      for (size_t i = 0; i < n; ++i) unshuffle_floats(src + offset + i * width, total, width, p.base + i * stride);
+      for (size_t i = 0; i < n; ++i) kernel(src + offset + i * width, total, width, p.base + i * stride);
     }
     offset += count;
   }
@@ -509,6 +582,33 @@ ChunkHash sha256(const void* data, size_t n) {
   return s.finish();
 }
 
+const char* precision_name(ChunkPrecision p) { return p == ChunkPrecision::kBf16 ? "bf16" : "f32"; }
+
+bool parse_precision(const std::string& text, ChunkPrecision& out) {
+  if (text == "f32") {
+    out = ChunkPrecision::kF32;
+    return true;
+  }
+  if (text == "bf16") {
+    out = ChunkPrecision::kBf16;
+    return true;
+  }
+  return false;
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return bf16_round(u);
+}
+
+float bf16_to_float(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 int64_t planes_raw_size(const PlaneList& planes, int64_t n_tokens) {
   if (n_tokens < 0) invalid("chunk codec: negative token count " + std::to_string(n_tokens));
   int64_t total = 0;
@@ -525,14 +625,15 @@ int64_t planes_raw_size(const PlaneList& planes, int64_t n_tokens) {
   return total;
 }
 
-EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes, int zstd_level) {
-  const int64_t raw_size = planes_raw_size(planes, n_tokens);
+EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes, int zstd_level,
+                          ChunkPrecision precision) {
+  const int64_t raw_size = planes_raw_size(planes, n_tokens) / 4 * precision_value_bytes(precision);
   check_planes(planes, n_tokens, tokens);
   const size_t raw = static_cast<size_t>(raw_size);
 
   ThreadCodec& tc = thread_codec();
   uint8_t* shuffled = tc.raw.get(raw);
-  shuffle_planes(planes, n_tokens, shuffled);
+  shuffle_planes(planes, n_tokens, shuffled, precision);
 
   EncodedChunk out;
   out.raw_size = raw_size;
@@ -552,11 +653,12 @@ EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneLi
 }
 
 void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, int64_t raw_size, uint32_t checksum,
-                  int64_t n_tokens, const int32_t* tokens, const PlaneList& planes) {
-  const int64_t expected = planes_raw_size(planes, n_tokens);
+                  int64_t n_tokens, const int32_t* tokens, const PlaneList& planes, ChunkPrecision precision) {
+  const int64_t expected = planes_raw_size(planes, n_tokens) / 4 * precision_value_bytes(precision);
   check_planes(planes, n_tokens, tokens);
   if (raw_size != expected)
-    corrupt("raw size is " + std::to_string(raw_size) + " bytes, expected " + std::to_string(expected));
+    corrupt("raw size is " + std::to_string(raw_size) + " bytes, expected " + std::to_string(expected) + " (" +
+            precision_name(precision) + ")");
   const size_t raw = static_cast<size_t>(expected);
   if (payload == nullptr && payload_size > 0) invalid("chunk codec: null payload of " + std::to_string(payload_size) + " bytes");
 
@@ -587,7 +689,7 @@ void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, 
   }
   const uint32_t computed = chunk_checksum(tokens, n_tokens, data, raw);
   if (computed != checksum) corrupt("checksum mismatch: stored " + hex32(checksum) + ", computed " + hex32(computed));
-  unshuffle_planes(data, planes, n_tokens);
+  unshuffle_planes(data, planes, n_tokens, precision);
   tc.raw.trim();
 }
 

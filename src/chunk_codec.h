@@ -28,10 +28,27 @@ struct PlaneRef {
 // ascending layer order.
 using PlaneList = std::vector<PlaneRef>;
 
+// How the values of a chunk are held in its raw payload (chunks.precision):
+// kF32: 4 bytes a value, 4 shuffled byte streams, exact; kBf16: each float32
+// rounded to bfloat16 (nearest, ties to even; NaN stays a quiet NaN), 2 bytes
+// a value, 2 shuffled byte streams, widened back to float32 on decode.
+enum class ChunkPrecision { kF32, kBf16 };
+
+// "f32" / "bf16".
+const char* precision_name(ChunkPrecision p);
+// Parses "f32" / "bf16"; false for anything else.
+bool parse_precision(const std::string& text, ChunkPrecision& out);
+// Bytes of one value in the raw payload: 4 or 2.
+inline int64_t precision_value_bytes(ChunkPrecision p) { return p == ChunkPrecision::kBf16 ? 2 : 4; }
+
+// float32 -> bfloat16 bits, round to nearest even (NaN -> quiet NaN).
+uint16_t float_to_bf16(float f);
+float bf16_to_float(uint16_t b);
+
 struct EncodedChunk {
   std::vector<uint8_t> payload;  // the blob to store
   bool compressed = false;       // true: payload is one zstd frame; false: stored as is
-  int64_t raw_size = 0;          // bytes of the decoded payload: 4 * values
+  int64_t raw_size = 0;          // bytes of the decoded payload: 4 (f32) or 2 (bf16) * values
   uint32_t checksum = 0;         // chunk_checksum(tokens, decoded payload)
 };
 
@@ -43,17 +60,21 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 // streams: all bytes 0, then all bytes 1, 2, 3), compresses with zstd at `level` and keeps
 // the compressed form only when it is smaller. Thread-safe: each thread reuses
 // its own zstd context and scratch buffers.
+// With ChunkPrecision::kBf16 the values are rounded to bfloat16 and split into
+// 2 byte streams (low byte of every bf16 value, then high byte).
 EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,
-                          int zstd_level);
+                          int zstd_level, ChunkPrecision precision = ChunkPrecision::kF32);
 
 // Verifies and decodes a payload into the planes. Decompression is bounded
 // by raw_size (never by the frame header). Checks, in order: the payload size
 // (== raw_size when not compressed), decompression to exactly raw_size bytes,
 // then the checksum over the tokens and the decoded bytes. Throws
 // Error(kCorrupt, <what is wrong>) before writing any byte of any plane.
+// `precision` is the chunk's (chunks.precision); raw_size must be
+// precision_value_bytes(precision) * values.
 void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, int64_t raw_size,
                   uint32_t checksum, int64_t n_tokens, const int32_t* tokens,
-                  const PlaneList& planes);
+                  const PlaneList& planes, ChunkPrecision precision = ChunkPrecision::kF32);
 
 // Raw size of a chunk: 4 * sum over planes of width * n_tokens.
 int64_t planes_raw_size(const PlaneList& planes, int64_t n_tokens);

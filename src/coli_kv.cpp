@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -229,6 +230,10 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   req.len = n;
   req.must_create = true;
   req.progress = options.progress;
+  // Staged, a file is held encoded in memory before its transaction: only a
+  // small one is. A larger file streams a few chunks at a time (peak resident
+  // memory measured ~40-60 MiB for any size; docs/benchmarks.md).
+  req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{32} << 20);
   req.produce = [&, file, rb, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
     // Each worker reuses its own record buffer: memory stays a few chunks.
     thread_local std::vector<uint8_t> records;
@@ -246,7 +251,8 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
                         ") (records written under another shape's header?)");
       out.tokens[static_cast<size_t>(i)] = t;
     }
-    out.encoded = detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level);
+    out.encoded =
+        detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level, out.precision);
   };
   s.append(req);
   return result;
@@ -296,7 +302,7 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
         c.out.resize(static_cast<size_t>(c.n_tokens * rb));
         for (int64_t i = 0; i < c.n_tokens; ++i) std::memcpy(c.out.data() + i * rb, &c.tokens[static_cast<size_t>(i)], 4);
         detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
-                             c.tokens.data(), detail::record_planes(model, c.out.data()));
+                             c.tokens.data(), detail::record_planes(model, c.out.data()), c.precision);
       },
       [&](detail::StoredChunk& c) {
         write_full(fd.get(), c.out.data(), c.out.size(), tmp_name);

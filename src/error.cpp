@@ -18,6 +18,7 @@ const char* error_code_name(ErrorCode code) noexcept {
     case ErrorCode::kTooLarge: return "too large";
     case ErrorCode::kVersion: return "schema version";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kEvicted: return "evicted";
   }
   return "unknown error";
 }

@@ -51,6 +51,7 @@ struct ProducedChunk {
   std::vector<int32_t> tokens;  // the chunk's token ids
   EncodedChunk encoded;
   bool reuse = false;  // an identical chunk is stored already: nothing was encoded
+  ChunkPrecision precision = ChunkPrecision::kF32;  // the conversation's: producers encode with it
 };
 using ChunkProducer = std::function<void(int64_t first_pos, int64_t n, ProducedChunk& out)>;
 
@@ -62,7 +63,12 @@ struct AppendRequest {
                                     // producer supplies them (then the conversation must be new)
   ChunkProducer produce;            // fills positions [first_pos, first_pos + n)
   bool must_create = false;         // fail with kConflict if the id exists
+  std::string title;                // for a new conversation
+  std::string metadata = "{}";      // for a new conversation; valid JSON text
   ProgressFn progress;
+  // Overrides Options::max_staged_bytes when >= 0 (import uses a small one so
+  // that its memory stays bounded whatever the file size).
+  int64_t max_staged_bytes = -1;
 };
 
 // A stored chunk as read for a load or an export.
@@ -77,6 +83,7 @@ struct StoredChunk {
   bool compressed = false;
   int64_t raw_size = 0;
   uint32_t checksum = 0;
+  ChunkPrecision precision = ChunkPrecision::kF32;  // chunks.precision
   std::vector<uint8_t> out;  // the reader's own buffer, if it needs one
 };
 
@@ -112,6 +119,12 @@ class Store::Impl {
   SQLite::Database db;
   std::recursive_mutex mu;  // serializes calls on this Store
   detail::ThreadPool pool;
+  // Prepared statements of the prefix lookup (prefix_match.cpp), kept across
+  // calls; released before db closes.
+  std::shared_ptr<void> match_cache;
+  // The background WAL checkpointer of a writable store (store.cpp); declared
+  // last so that it stops before anything else is torn down.
+  std::shared_ptr<void> checkpointer;
 
   // Helpers used by Store's methods.
   std::optional<detail::ConversationRow> find_conversation(const std::string& id);
@@ -120,6 +133,7 @@ class Store::Impl {
   std::optional<detail::ModelRow> find_model(const ModelSignature& sig);
   detail::ModelRow ensure_model(const ModelSignature& sig);  // inside a write transaction
   void require_writable(const std::string& op) const;
+  bool is_json(const std::string& text);
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
   size_t window() const { return pool.size() * 2; }
 

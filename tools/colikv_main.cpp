@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -291,6 +292,7 @@ Json conversation_json(const colikv::ConversationInfo& c) {
   j.set("created_ms", Json::integer(c.created_ms));
   j.set("updated_ms", Json::integer(c.updated_ms));
   j.set("last_used_ms", Json::integer(c.last_used_ms));
+  if (c.evicted) j.set("evicted", Json::boolean(true));
   return j;
 }
 
@@ -755,7 +757,8 @@ int cmd_ls(const Args& a) {
   Table t({"ID", "TOKENS", "RAW", "STORED", "RATIO", "LAST USED (UTC)", "PARENT", "MODEL"},
           {false, true, true, true, true, false, false, false});
   for (const auto& c : all)
-    t.add({c.id, std::to_string(c.tokens), bytes_both(c.raw_bytes), bytes_both(c.stored_bytes),
+    t.add({c.id, std::to_string(c.tokens), bytes_both(c.raw_bytes),
+           c.evicted ? bytes_both(c.stored_bytes) + " (evicted)" : bytes_both(c.stored_bytes),
            ratio_text(c.raw_bytes, c.stored_bytes), format_time(c.last_used_ms, false),
            c.parent.empty() ? "-" : c.parent, c.model.to_string()});
   print(t.render());
@@ -778,6 +781,7 @@ int cmd_info(const Args& a) {
   kv.add("raw size", bytes_both(c.raw_bytes));
   kv.add("stored size", bytes_both(c.stored_bytes));
   kv.add("ratio", ratio_text(c.raw_bytes, c.stored_bytes));
+  if (c.evicted) kv.add("evicted", "yes: KV data was evicted under the byte budget; the token ids are kept");
   kv.add("title", c.title.empty() ? "-" : c.title);
   kv.add("metadata", c.metadata);
   kv.add("forked from", c.parent.empty() ? "-" : c.parent + " at " + plural(c.forked_at, "token", "tokens"));
@@ -931,6 +935,127 @@ int cmd_stats(const Args& a) {
 }
 
 // ---------------------------------------------------------------------------
+// match, gc, vacuum
+
+// The token ids of a prompt file: a .coli_kv file (its counted records), or
+// token ids as decimal text separated by whitespace.
+std::vector<int32_t> read_prompt_tokens(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Failure{path + ": " + std::strerror(errno)};
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw Failure{path + ": read error"};
+  std::vector<int32_t> tokens;
+  if (text.compare(0, 8, std::string("COLIKV1\0", 8)) == 0) {
+    colikv::ColiKvInspection in = colikv::inspect_coli_kv(path, 0x7fffffff);
+    if (!in.ok()) throw Failure{path + ": " + in.problems.front()};
+    return in.first_tokens;
+  }
+  size_t i = 0;
+  while (true) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == text.size()) break;
+    size_t j = i;
+    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+    int32_t v = 0;
+    auto r = std::from_chars(text.data() + i, text.data() + j, v);
+    if (r.ec != std::errc() || r.ptr != text.data() + j || v < 0)
+      throw Failure{path + ": '" + text.substr(i, std::min<size_t>(j - i, 40)) + "' (token " +
+                    std::to_string(tokens.size()) + ") is not a token id (a non-negative 32-bit integer)"};
+    tokens.push_back(v);
+    i = j;
+  }
+  return tokens;
+}
+
+int cmd_match(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  if (!a.has("--model-of")) throw UsageError{"--model-of ID is required"};
+  if (!a.has("--tokens")) throw UsageError{"--tokens FILE is required"};
+  const std::vector<int32_t> prompt = read_prompt_tokens(a.value("--tokens"));
+  colikv::Store store(store_path, read_options(a));
+  const colikv::ModelSignature model = store.info(a.value("--model-of")).model;
+  colikv::PrefixMatch m = store.match(model, prompt.data(), static_cast<int64_t>(prompt.size()));
+  if (a.has("--json")) {
+    Json j = Json::object();
+    j.set("store", Json::string(store_path));
+    j.set("model", model_json(model));
+    j.set("prompt_tokens", Json::integer(static_cast<int64_t>(prompt.size())));
+    j.set("id", m.id.empty() ? Json::null() : Json::string(m.id));
+    j.set("tokens", Json::integer(m.tokens));
+    j.set("loadable", Json::integer(m.loadable));
+    j.set("evicted", Json::boolean(m.evicted()));
+    print(j.dump());
+    return kExitOk;
+  }
+  if (m.tokens == 0) {
+    print("no conversation of model " + model.to_string() + " holds a prefix of the " +
+          plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens") + "\n");
+    return kExitOk;
+  }
+  std::string line = "'" + m.id + "' holds the first " + std::to_string(m.tokens) + " of the " +
+                     plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens");
+  if (m.evicted())
+    line += "; its KV data was evicted from position " + std::to_string(m.loadable) + " on (" +
+            std::to_string(m.loadable) + " can be loaded, the rest must be recomputed)";
+  print(line + "\n");
+  return kExitOk;
+}
+
+int cmd_gc(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  if (!a.has("--max-bytes")) throw UsageError{"--max-bytes N is required"};
+  const int64_t max_bytes = parse_count(a.value("--max-bytes"), "--max-bytes");
+  colikv::Store store(store_path, write_options(a));
+  colikv::EvictionReport r = store.gc(max_bytes);
+  if (a.has("--json")) {
+    Json j = Json::object();
+    j.set("store", Json::string(store_path));
+    j.set("max_bytes", Json::integer(max_bytes));
+    j.set("stored_bytes_before", Json::integer(r.stored_bytes_before));
+    j.set("stored_bytes_after", Json::integer(r.stored_bytes_after));
+    j.set("freed_bytes", Json::integer(r.freed_bytes));
+    j.set("chunks", Json::integer(r.chunks));
+    Json list = Json::array();
+    for (const auto& id : r.conversations) list.push(Json::string(id));
+    j.set("evicted", std::move(list));
+    j.set("fits", Json::boolean(r.fits));
+    print(j.dump());
+    return kExitOk;
+  }
+  std::string out = "KV data " + bytes_both(r.stored_bytes_before) + " -> " + bytes_both(r.stored_bytes_after) +
+                    " (budget " + bytes_both(max_bytes) + "): evicted " +
+                    plural(r.chunks, "chunk", "chunks") + " of " +
+                    plural(static_cast<int64_t>(r.conversations.size()), "conversation", "conversations");
+  for (size_t i = 0; i < r.conversations.size() && i < 20; ++i) out += (i ? ", " : ": ") + r.conversations[i];
+  if (r.conversations.size() > 20) out += ", ...";
+  out += "\n";
+  if (!r.fits) out += "the conversations that remain share data that does not fit the budget\n";
+  print(out);
+  return kExitOk;
+}
+
+int cmd_vacuum(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  colikv::Store store(store_path, write_options(a));
+  colikv::VacuumReport r = store.vacuum();
+  if (a.has("--json")) {
+    Json j = Json::object();
+    j.set("store", Json::string(store_path));
+    j.set("file_bytes_before", Json::integer(r.file_bytes_before));
+    j.set("file_bytes_after", Json::integer(r.file_bytes_after));
+    print(j.dump());
+    return kExitOk;
+  }
+  print("file size " + bytes_both(r.file_bytes_before) + " -> " + bytes_both(r.file_bytes_after) + "\n");
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------
 // Command table and help.
 
 const char* const kSyncHelp =
@@ -952,7 +1077,8 @@ const char* const kConversationKeys =
     "  stored with 3 decimals, null when nothing is stored), title, metadata (JSON\n"
     "  text, as a string), parent (id or null), forked_at, created, updated, last_used\n"
     "  (UTC, ISO 8601 with milliseconds, or null), created_ms, updated_ms, last_used_ms\n"
-    "  (Unix milliseconds)\n";
+    "  (Unix milliseconds); evicted (present, and true, only when some of its KV data\n"
+    "  was evicted under a byte budget: see colikv gc)\n";
 
 const std::vector<CommandSpec>& commands();
 
@@ -1089,6 +1215,41 @@ const std::vector<CommandSpec>& commands() {
                    "  each element of models[] starts with model{...} and chunk_tokens\n") +
            kModelKeys,
        1, 1, {{"--json", false}, {"--busy-timeout", true}}, cmd_stats},
+      {"match", "STORE --model-of ID --tokens FILE [--json]",
+       "find the conversation holding the longest prefix of a prompt",
+       "Answers which conversation of the model of conversation ID holds the longest\n"
+       "prefix of the prompt in FILE, and how many of its tokens. FILE holds token ids\n"
+       "as decimal numbers separated by whitespace, or is a .coli_kv file (its counted\n"
+       "records' token ids). Ties go to the most recently used conversation; only equal\n"
+       "token ids count; other models are never matched. An evicted conversation\n"
+       "matches too, and the output says how much of it can still be loaded. Exit 0\n"
+       "whether or not a conversation matches. The store is opened read-only.\n",
+       "  --model-of ID       match conversations of the model of conversation ID\n"
+       "  --tokens FILE       the prompt's token ids\n"
+       "  --json              print as JSON\n",
+       std::string("  store, model{...}, prompt_tokens, id (null when nothing matches), tokens\n"
+                   "  (leading prompt tokens it holds), loadable (of those, how many still have\n"
+                   "  their KV data), evicted (loadable < tokens)\n") +
+           kModelKeys,
+       1, 1, {{"--model-of", true}, {"--tokens", true}, {"--json", false}, {"--busy-timeout", true}}, cmd_match},
+      {"gc", "STORE --max-bytes N [--json]", "evict KV data until the store fits a byte budget",
+       "Evicts the KV data of the least recently used conversations until the chunk\n"
+       "payloads take at most N bytes (the stored bytes of 'colikv stats'; 0 evicts\n"
+       "all). Evicted conversations keep their rows, metadata and token ids: loading\n"
+       "one fails with 'evicted' and returns its token ids, and appending it again\n"
+       "re-saves it. Chunks still used by a kept conversation stay. One transaction.\n"
+       "The freed pages are reused by SQLite; 'colikv vacuum' gives them back.\n",
+       "  --max-bytes N       the budget in bytes of KV data\n"
+       "  --json              print as JSON\n",
+       "  store, max_bytes, stored_bytes_before, stored_bytes_after, freed_bytes, chunks\n"
+       "  (payloads evicted), evicted[] (ids of the conversations that lost KV data,\n"
+       "  least recently used first), fits (stored_bytes_after <= max_bytes)\n",
+       1, 1, {{"--max-bytes", true}, {"--json", false}, {"--sync", true}, {"--busy-timeout", true}}, cmd_gc},
+      {"vacuum", "STORE [--json]", "give the store's free space back to the filesystem",
+       "Rewrites the file without its free pages (SQLite's VACUUM) and truncates the\n"
+       "WAL. Needs free disk space about the size of the store.\n",
+       "  --json              print as JSON\n", "  store, file_bytes_before, file_bytes_after (database plus WAL)\n",
+       1, 1, {{"--json", false}, {"--sync", true}, {"--busy-timeout", true}}, cmd_vacuum},
   };
   return all;
 }

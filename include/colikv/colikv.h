@@ -34,6 +34,8 @@ typedef struct colikv_model {
 #define COLIKV_READONLY 2    /* open read-only; every write fails with COLIKV_ERR_READONLY */
 #define COLIKV_SYNC_NORMAL 4 /* synchronous=NORMAL: commits survive a process crash, not
                                 necessarily a power loss (default: FULL, they survive both) */
+#define COLIKV_PRECISION_BF16 8 /* conversations this handle creates store bf16 (lossy: relative
+                                   error <= 2^-8, see colikv::Precision::kBf16); default: f32, exact */
 
 /* error codes: the same values as colikv::ErrorCode */
 #define COLIKV_OK 0
@@ -50,6 +52,7 @@ typedef struct colikv_model {
 #define COLIKV_ERR_TOO_LARGE (-11)
 #define COLIKV_ERR_VERSION (-12)
 #define COLIKV_ERR_INTERNAL (-13)
+#define COLIKV_ERR_EVICTED (-14) /* KV data evicted under the byte budget; token ids kept */
 
 /* Opens or creates a store. On success returns COLIKV_OK and sets *out. On
  * failure returns a negative code and sets *out to a handle that only carries
@@ -79,7 +82,10 @@ int colikv_append(colikv_store *s, const char *conv, const colikv_model *m, cons
 /* Fills tokens[0, n) and the KV buffers for positions [0, n) with the whole
  * committed conversation and returns n; 0 if conv is absent. Fails with
  * COLIKV_ERR_TOO_LARGE when n > max_tokens, COLIKV_ERR_MODEL_MISMATCH when the
- * signatures differ, COLIKV_ERR_CORRUPT when a stored chunk fails its checks. */
+ * signatures differ, COLIKV_ERR_CORRUPT when a stored chunk fails its checks,
+ * COLIKV_ERR_EVICTED when KV data of those positions was evicted under the
+ * store's byte budget: then tokens[0, n) are filled (the KV buffers are not
+ * touched) so the engine can re-prefill them and colikv_append them back. */
 int64_t colikv_load(colikv_store *s, const char *conv, const colikv_model *m, int32_t *tokens,
                     int64_t max_tokens, float *const *Lc, float *const *Rc, float *const *Ic);
 
@@ -95,6 +101,25 @@ int colikv_delete(colikv_store *s, const char *conv);
 
 /* Creates dst from the first len tokens of src (len < 0: all), sharing chunks. */
 int colikv_fork(colikv_store *s, const char *src, const char *dst, int64_t len);
+
+/* Longest-prefix lookup: which conversation of model m holds the longest
+ * prefix of tokens[0, len)? Returns the number of leading tokens it holds
+ * (0 when no conversation of m shares even the first token) and writes its
+ * NUL-terminated id to conv_out (or "" when 0 is returned). Ties go to the most
+ * recently used conversation. Never crosses models; only token ids that are
+ * equal are counted. The conversation may have been evicted (see
+ * COLIKV_ERR_EVICTED): colikv_load_prefix then says so and returns the token
+ * ids. COLIKV_ERR_TOO_LARGE when the id and its NUL do not fit conv_cap bytes.
+ * Time grows with len, not with the number of conversations. */
+int64_t colikv_match(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
+                     char *conv_out, size_t conv_cap);
+
+/* Evicts the KV data of the least recently used conversations until the
+ * chunk payloads of the store take at most max_bytes (0: evict everything),
+ * keeping every conversation's row, metadata and token ids; chunks still used
+ * by a kept conversation stay. One transaction. Returns the payload bytes
+ * freed (>= 0). */
+int64_t colikv_gc(colikv_store *s, int64_t max_bytes);
 
 /* Stable name of an error code, e.g. "model mismatch". */
 const char *colikv_strerror(int code);

@@ -29,6 +29,8 @@ enum class ErrorCode : int {
   kTooLarge = -11,       // the conversation does not fit the caller's maximum
   kVersion = -12,        // the store's schema is newer than this library
   kInternal = -13,       // a bug or an unexpected SQLite error
+  kEvicted = -14,        // the conversation's KV data was evicted to honour the store's byte
+                         // budget; its token ids are kept (see Error::position)
 };
 
 // The stable name of a code, e.g. "not found", "model mismatch".
@@ -40,7 +42,9 @@ class Error : public std::runtime_error {
       : std::runtime_error(message), code_(code), position_(position) {}
 
   ErrorCode code() const noexcept { return code_; }
-  // For kDiverged: the first position whose token differs; -1 otherwise.
+  // For kDiverged: the first position whose token differs; for kEvicted: the
+  // first position whose KV data is gone (positions before it still load);
+  // -1 otherwise.
   int64_t position() const noexcept { return position_; }
 
  private:

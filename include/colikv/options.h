@@ -3,6 +3,7 @@
 #define COLIKV_OPTIONS_H
 
 #include <cstdint>
+#include <string>
 
 namespace colikv {
 
@@ -13,6 +14,24 @@ enum class Synchronous {
   // The WAL is synced only at checkpoints: a committed turn survives a process
   // crash; a power loss may lose the last turns but never corrupts the store.
   kNormal,
+};
+
+// How a conversation's KV values are stored; recorded per conversation
+// (conversations.precision) and per chunk (chunks.precision).
+enum class Precision {
+  // Default. float32 exactly as given: a load returns the same bits.
+  kF32,
+  // Lossy, only when asked for by name: each float32 is rounded to bfloat16
+  // (round to nearest, ties to even) and stored in 2 bytes; a load widens it
+  // back to float32. bfloat16 keeps 8 significant bits, so for a normal value
+  // x within bfloat16's range the loaded value y has
+  // |y - x| <= 2^-8 * |x| (half a unit in the last place: relative error at
+  // most 2^-8 ~ 0.39%, measured 0.3887% on the genuine sample); zeros,
+  // infinities and bfloat16-representable values stay exact, NaN stays NaN
+  // (quiet), a subnormal keeps an absolute error <= 2^-134, and a finite value
+  // of magnitude >= 0x1.ff8p127 (~3.39e38) becomes infinity. Values that came
+  // from bf16 (widened to float32) are stored exactly.
+  kBf16,
 };
 
 struct Options {
@@ -34,6 +53,14 @@ struct Options {
   // zstd level of chunk payloads. Default: 1 (on full-precision activations,
   // higher levels gain under 1% in size for several times the time).
   int zstd_level = 1;
+
+  // Precision of a conversation this Store creates (append to a new id,
+  // create, import); an existing conversation keeps the precision it was
+  // created with, and a fork inherits its source's. Default: Precision::kF32
+  // (lossless). kBf16 halves the stored size of full-precision activations at
+  // the error bound documented on Precision::kBf16; ConversationInfo::precision
+  // and the sqlite3 shell (conversations.precision) say which one holds.
+  Precision new_conversation_precision = Precision::kF32;
 
   // Target raw size of a chunk in bytes; a new model's chunk size in tokens is
   // the largest power of two whose chunk stays within it (at least 1 token,
@@ -60,6 +87,20 @@ struct Options {
   // no triggers or views run from the file's schema, trusted_schema off).
   // Default: true.
   bool defensive = true;
+
+  // Byte budget of the store's KV data: the chunk payload bytes that
+  // stats().total.stored_bytes reports (the file also holds token ids, indexes
+  // and free pages). When an append leaves the store above it, the same
+  // transaction evicts the KV data of the least recently used conversations
+  // (never the one just written) until it fits, keeping their rows, metadata
+  // and token ids; chunks still used by a kept conversation stay. See
+  // Store::gc. 0 means unlimited. Default: 0.
+  int64_t max_store_bytes = 0;
+
+  // Name of a registered SQLite VFS to open the file with (sqlite3_vfs_find);
+  // "" means SQLite's default. Tests use it to inject I/O faults and power
+  // loss. Default: "".
+  std::string vfs_name;
 };
 
 }  // namespace colikv

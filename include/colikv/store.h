@@ -42,6 +42,7 @@ struct KvTarget {
 struct ConversationInfo {
   std::string id;            // the caller's id
   ModelSignature model;
+  std::string precision = "f32";  // "f32" (exact) or "bf16" (Options::new_conversation_precision)
   int64_t tokens = 0;        // committed token count
   std::string title;         // "" unless set
   std::string metadata;      // JSON text; "{}" unless set
@@ -52,6 +53,9 @@ struct ConversationInfo {
   int64_t last_used_ms = 0;  // last load, append or fork from it
   int64_t raw_bytes = 0;     // its .coli_kv record bytes: tokens * record_bytes
   int64_t stored_bytes = 0;  // bytes of the chunk blobs it references (shared ones counted fully)
+  // Some of its KV data was evicted under the byte budget (Options::max_store_bytes,
+  // gc): its token ids are all kept; load fails with kEvicted and returns them.
+  bool evicted = false;
 };
 
 struct ListOptions {
@@ -101,6 +105,34 @@ struct StoreStats {
   std::vector<UsageStats> models;  // one per model signature, in creation order
   UsageStats total;
   int64_t file_bytes = 0;  // the database file plus its WAL
+  int64_t evicted_conversations = 0;  // conversations with evicted KV data (ConversationInfo::evicted)
+  int64_t evicted_chunks = 0;         // chunks whose payload was evicted (token ids kept)
+};
+
+// What match() found: the conversation holding the longest prefix of a prompt.
+struct PrefixMatch {
+  std::string id;        // "" when nothing matches
+  int64_t tokens = 0;    // leading prompt tokens it holds; 0 when nothing matches
+  // Of those, how many can be loaded (load with limit = loadable): less than
+  // tokens when KV data of the match was evicted; those positions must be
+  // recomputed (their token ids are the prompt's).
+  int64_t loadable = 0;
+  bool evicted() const { return loadable < tokens; }
+};
+
+// What an eviction (gc, or the budget after an append) did.
+struct EvictionReport {
+  int64_t stored_bytes_before = 0;  // chunk payload bytes before
+  int64_t stored_bytes_after = 0;   // and after
+  int64_t freed_bytes = 0;          // before - after
+  int64_t chunks = 0;               // chunk payloads evicted
+  std::vector<std::string> conversations;  // conversations that became evicted, least recently used first
+  bool fits = true;  // stored_bytes_after <= the budget (false when kept data alone exceeds it)
+};
+
+struct VacuumReport {
+  int64_t file_bytes_before = 0;  // database file plus WAL
+  int64_t file_bytes_after = 0;
 };
 
 class Store {
@@ -180,6 +212,30 @@ class Store {
   VerifyReport verify(const std::string& id = "", const ProgressFn& progress = ProgressFn());
 
   StoreStats stats();
+
+  // Longest-prefix lookup: the conversation of `model` holding the longest
+  // prefix of tokens[0, len), and how many tokens it holds. Ties go to the most
+  // recently used. Never crosses models; only equal token ids count. Evicted
+  // conversations match too (their token ids are kept): PrefixMatch::loadable
+  // says how much of the match can be loaded. Time grows with len (a hash and
+  // an index probe per chunk of the prompt, a few probes inside the next
+  // chunk), not with the number of conversations. Does not change last-used
+  // times. Throws kInvalidArgument for an invalid model or a null tokens with len > 0.
+  PrefixMatch match(const ModelSignature& model, const int32_t* tokens, int64_t len);
+
+  // Evicts the KV data of the least recently used conversations until the
+  // chunk payloads take at most max_bytes (0: evict all), in one write
+  // transaction. Evicted conversations keep their rows, metadata and token
+  // ids; a chunk's payload is freed only when no kept conversation uses it.
+  // A reader that is loading meanwhile (its own snapshot) is not affected.
+  // Freed pages are reused by SQLite; vacuum() returns them to the filesystem.
+  // Throws kInvalidArgument (max_bytes < 0), kReadOnly, kBusy.
+  EvictionReport gc(int64_t max_bytes);
+
+  // Rewrites the file without its free pages (VACUUM, then truncates the WAL).
+  // Needs free disk space about the size of the store; waits for other
+  // connections' transactions like any writer. Throws kReadOnly, kBusy, kDiskFull.
+  VacuumReport vacuum();
 
   class Impl;
   Impl& impl();  // for the library's own modules (import/export, verify)

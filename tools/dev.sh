@@ -3,6 +3,7 @@
 #   tools/dev.sh demo [STORE]  install what is needed, build, and run the main job
 #   tools/dev.sh test          install what is needed, build, and run the whole test suite
 #   tools/dev.sh build         install and build only
+#   tools/dev.sh sanitizers    ASan+UBSan suite, TSan on the threaded tests, a short fuzz run (clang)
 # BUILD_DIR (default: build) and BUILD_TYPE (default: RelWithDebInfo) may be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +12,11 @@ BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3)
 
+SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
+
 install_deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -46,8 +49,14 @@ case "$cmd" in
     install_deps
     build
     ;;
+  sanitizers)
+    install_deps "${SANITIZER_PACKAGES[@]}"
+    .ci/sanitizers.sh build-asan
+    .ci/tsan.sh build-tsan
+    FUZZ_SECONDS=${FUZZ_SECONDS:-30} .ci/fuzz.sh build-fuzz
+    ;;
   *)
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

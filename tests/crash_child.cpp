@@ -1,0 +1,113 @@
+// The writer process of the crash and multi-process tests (tests/test_crash.cpp,
+// tests/test_concurrency.cpp).
+//
+//   colikv_crash_child crash STORE SEED NCONV full|normal
+//     Runs the workload of crash_workload.h on conversations c0..c<NCONV-1>
+//     (and their forks f<k>) until killed. On stdout, unbuffered, it writes
+//     "R\n" once the store is open, then for every operation
+//     "I <name> <new_len>\n" before it (new_len -1: a delete) and "D\n" once
+//     the call has returned, i.e. once the operation is committed.
+//   colikv_crash_child work STORE PREFIX NCONV NOPS SEED
+//     Runs NOPS operations on <PREFIX>c<k>/<PREFIX>f<k>, loading every
+//     conversation it touched after each one and comparing it bit for bit,
+//     then writes "<name> <len>\n" for each of its conversations and exits 0.
+//     Any error (a busy error included) goes to stderr with exit status 1.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "crash_workload.h"
+
+namespace wl = colikv_test::workload;
+
+namespace {
+
+void put(const std::string& s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  while (n > 0) {
+    ssize_t w = ::write(1, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      std::_Exit(3);  // the parent has gone away
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+int run_crash(const std::string& path, uint32_t seed, int nconv, bool full) {
+  colikv::Store store(path, wl::options(full));
+  put("R\n");
+  std::mt19937 rng(seed);
+  for (;;) {
+    const int k = static_cast<int>(rng() % static_cast<unsigned>(nconv));
+    wl::step(
+        store, "", k, rng,
+        [](const std::string& name, int64_t len) { put("I " + name + " " + std::to_string(len) + "\n"); },
+        [] { put("D\n"); });
+  }
+}
+
+int run_work(const std::string& path, const std::string& prefix, int nconv, int nops, uint32_t seed) {
+  colikv::Store store(path, wl::options(false));
+  std::mt19937 rng(seed);
+  std::map<std::string, int64_t> expect;
+  for (int i = 0; i < nops; ++i) {
+    const int k = static_cast<int>(rng() % static_cast<unsigned>(nconv));
+    std::string touched;
+    wl::step(
+        store, prefix, k, rng,
+        [&](const std::string& name, int64_t len) {
+          touched = name;
+          if (len < 0)
+            expect.erase(name);
+          else
+            expect[name] = len;
+        },
+        [] {});
+    if (expect.count(touched)) {
+      std::string err = wl::check_content(store, touched, expect[touched]);
+      if (!err.empty()) {
+        std::fprintf(stderr, "work %s: after operation %d: %s\n", prefix.c_str(), i, err.c_str());
+        return 1;
+      }
+    }
+  }
+  std::string out;
+  for (const auto& [name, len] : expect) out += name + " " + std::to_string(len) + "\n";
+  put(out);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "crash" && argc == 6)
+      return run_crash(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::stoi(argv[4]),
+                       std::string(argv[5]) == "full");
+    if (mode == "work" && argc == 7)
+      return run_work(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]),
+                      static_cast<uint32_t>(std::stoul(argv[6])));
+    std::fprintf(stderr,
+                 "usage: %s crash STORE SEED NCONV full|normal\n"
+                 "       %s work STORE PREFIX NCONV NOPS SEED\n",
+                 argv[0], argv[0]);
+    return 2;
+  } catch (const colikv::Error& e) {
+    std::fprintf(stderr, "colikv error [%s]: %s\n", colikv::error_code_name(e.code()), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,1196 @@
+// colikv_bench: colikv against the raw .coli_kv file it replaces, side by side
+// in one process run (issue 4). The baseline is a faithful re-implementation of
+// the engine's kv_persist.h: records fwrite'n after every turn, the count
+// written last, fread to load; and the same with fdatasync so that its
+// durability equals synchronous=FULL.
+//
+//   colikv_bench [--quick] [--json FILE] [--dir DIR] [--tokens N] [--turn K]
+//                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
+//                [--only turns,bounds,sample,import,many,fork] [--keep]
+//
+// Every figure is printed as colikv, baseline and their ratio, in a table on
+// stdout; --json FILE also writes them as JSON ("-" for stdout, then the table
+// goes to stderr). Scratch files go to DIR (default /tmp/colikv-bench) and are
+// removed at the end unless --keep.
+//
+// Durability pairs compared: synchronous=FULL against the baseline with
+// fdatasync after the records and again after the count (a committed turn
+// survives power loss in both); synchronous=NORMAL against the plain baseline
+// (fwrite + fflush: a turn survives a process crash in both).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sqlite3.h>
+
+#include <future>
+
+#include "chunk_codec.h"  // the codec alone, for the "bounds" rows
+#include "colikv/coli_kv.h"
+#include "colikv/store.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+uint64_t splitmix(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+float round_bf16(float f) {  // round to nearest even, NaN kept
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    u |= 0x00400000u;
+    u &= 0xffff0000u;
+  } else {
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  }
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+int64_t file_size(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+void remove_store(const std::string& p) {
+  ::unlink(p.c_str());
+  ::unlink((p + "-wal").c_str());
+  ::unlink((p + "-shm").c_str());
+  ::unlink((p + "-journal").c_str());
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double pct(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+// ---------------------------------------------------------------- engine buffers
+
+enum class Kind { kFull, kBf16Origin, kGenuine };
+const char* kind_name(Kind k) {
+  return k == Kind::kFull ? "full" : k == Kind::kBf16Origin ? "bf16-origin" : "genuine";
+}
+
+struct Engine {
+  colikv::ModelSignature m;
+  int64_t cap = 0;
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> lc, rc;
+  std::vector<const float*> lcp, rcp;
+  std::vector<float*> lw, rw;
+
+  Engine(const colikv::ModelSignature& model, int64_t capacity) : m(model), cap(capacity), tokens(capacity) {
+    for (int l = 0; l < m.n_layers; ++l) {
+      lc.emplace_back(static_cast<size_t>(cap * m.kv_lora));
+      rc.emplace_back(static_cast<size_t>(cap * m.qk_rope));
+      lcp.push_back(lc.back().data());
+      rcp.push_back(rc.back().data());
+      lw.push_back(lc.back().data());
+      rw.push_back(rc.back().data());
+    }
+  }
+  colikv::KvSource source() const { return {lcp.data(), rcp.data(), nullptr}; }
+  colikv::KvTarget target() { return {lw.data(), rw.data(), nullptr}; }
+
+  // Activation-like values: full float32 mantissas, per-channel scales spread
+  // ~100x, rotary parts smooth across positions; bf16-origin rounds them to
+  // bf16 and widens them back.
+  void compute(int64_t from, int64_t to, uint64_t seed, Kind kind) {
+    for (int64_t p = from; p < to; ++p) {
+      uint64_t s = seed * 1000003 + static_cast<uint64_t>(p);
+      tokens[p] = static_cast<int32_t>(splitmix(s) % static_cast<uint64_t>(m.vocab));
+    }
+    const bool bf = kind == Kind::kBf16Origin;
+    for (int l = 0; l < m.n_layers; ++l) {
+      uint64_t s = seed ^ (static_cast<uint64_t>(l) << 40) ^ (static_cast<uint64_t>(from) << 8);
+      for (int64_t p = from; p < to; ++p) {
+        float* L = &lc[l][p * m.kv_lora];
+        for (int j = 0; j < m.kv_lora; ++j) {
+          double u = static_cast<double>(splitmix(s) >> 11) * (1.0 / 9007199254740992.0) - 0.5;
+          float v = static_cast<float>(u * (0.02 + 2.0 * ((j * 37) % 101) / 100.0));
+          L[j] = bf ? round_bf16(v) : v;
+        }
+        float* R = &rc[l][p * m.qk_rope];
+        for (int j = 0; j < m.qk_rope; ++j) {
+          float v = static_cast<float>(std::sin(0.01 * static_cast<double>(p) * (j + 1) + l) * (1.0 + j % 7));
+          R[j] = bf ? round_bf16(v) : v;
+        }
+      }
+    }
+  }
+
+  // Fills positions from a .coli_kv file's records (the genuine sample).
+  bool from_file(const std::string& path, int64_t& n) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    char mg[8];
+    int32_t h[8];
+    bool ok = std::fread(mg, 1, 8, f) == 8 && std::fread(h, 4, 8, f) == 8;
+    n = ok ? std::min<int64_t>(h[6], cap) : 0;
+    for (int64_t p = 0; ok && p < n; ++p) {
+      ok = std::fread(&tokens[p], 4, 1, f) == 1;
+      for (int l = 0; ok && l < m.n_layers; ++l)
+        ok = std::fread(&lc[l][p * m.kv_lora], 4, m.kv_lora, f) == static_cast<size_t>(m.kv_lora) &&
+             std::fread(&rc[l][p * m.qk_rope], 4, m.qk_rope, f) == static_cast<size_t>(m.qk_rope);
+    }
+    std::fclose(f);
+    return ok;
+  }
+
+  void zero(int64_t n) {
+    std::fill(tokens.begin(), tokens.begin() + n, 0);
+    for (int l = 0; l < m.n_layers; ++l) {
+      std::fill(lc[l].begin(), lc[l].begin() + n * m.kv_lora, 0.0f);
+      std::fill(rc[l].begin(), rc[l].begin() + n * m.qk_rope, 0.0f);
+    }
+  }
+
+  bool same_as(const Engine& o, int64_t n) const {
+    if (std::memcmp(tokens.data(), o.tokens.data(), static_cast<size_t>(n) * 4) != 0) return false;
+    for (int l = 0; l < m.n_layers; ++l)
+      if (std::memcmp(lc[l].data(), o.lc[l].data(), static_cast<size_t>(n * m.kv_lora) * 4) != 0 ||
+          std::memcmp(rc[l].data(), o.rc[l].data(), static_cast<size_t>(n * m.qk_rope) * 4) != 0)
+        return false;
+    return true;
+  }
+
+  // Largest |a-b|/|a| over positions [0, n) (a = this, the original).
+  double max_rel_error(const Engine& o, int64_t n) const {
+    double worst = 0;
+    auto cmp = [&](const std::vector<float>& a, const std::vector<float>& b, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) {
+        const double x = a[static_cast<size_t>(i)], y = b[static_cast<size_t>(i)];
+        if (x != 0) worst = std::max(worst, std::fabs(x - y) / std::fabs(x));
+        else if (y != 0) worst = std::max(worst, 1.0);
+      }
+    };
+    for (int l = 0; l < m.n_layers; ++l) {
+      cmp(lc[l], o.lc[l], n * m.kv_lora);
+      cmp(rc[l], o.rc[l], n * m.qk_rope);
+    }
+    return worst;
+  }
+};
+
+// ---------------------------------------------------------------- the baseline (kv_persist.h)
+
+// kv_disk_open / kv_disk_append / kv_disk_load, with the engine's FILE* kept
+// open across turns as KVState::disk_fp is.
+struct Baseline {
+  std::string path;
+  colikv::ModelSignature m;
+  bool sync = false;  // fdatasync after the records and after the count
+  FILE* fp = nullptr;
+  int64_t nrec = 0;
+  std::vector<uint8_t> buf;
+
+  Baseline(std::string p, const colikv::ModelSignature& model, bool s) : path(std::move(p)), m(model), sync(s) {}
+  ~Baseline() {
+    if (fp) std::fclose(fp);
+  }
+  int64_t rec() const { return m.record_bytes(); }
+  void hdr(int32_t* h, int n) const {
+    h[0] = m.n_layers; h[1] = m.kv_lora; h[2] = m.qk_rope; h[3] = m.index_hd; h[4] = m.n_indexed;
+    h[5] = m.vocab; h[6] = n; h[7] = 0;
+  }
+  bool open() {
+    if (fp) return true;
+    fp = std::fopen(path.c_str(), "r+b");
+    if (!fp) {
+      fp = std::fopen(path.c_str(), "wb");
+      if (!fp) return false;
+      int32_t h[8];
+      hdr(h, 0);
+      std::fwrite("COLIKV1\0", 1, 8, fp);
+      std::fwrite(h, 4, 8, fp);
+      std::fflush(fp);
+      std::fclose(fp);
+      fp = std::fopen(path.c_str(), "r+b");
+      if (!fp) return false;
+    }
+    return true;
+  }
+  void append(const Engine& e, int64_t len) {
+    if (len <= nrec || !open()) return;
+    buf.resize(static_cast<size_t>(rec()));
+    std::fseek(fp, 40 + nrec * rec(), SEEK_SET);
+    for (int64_t p = nrec; p < len; ++p) {
+      uint8_t* b = buf.data();
+      std::memcpy(b, &e.tokens[p], 4);
+      b += 4;
+      for (int i = 0; i < m.n_layers; ++i) {
+        std::memcpy(b, e.lcp[i] + p * m.kv_lora, static_cast<size_t>(m.kv_lora) * 4);
+        b += m.kv_lora * 4;
+        std::memcpy(b, e.rcp[i] + p * m.qk_rope, static_cast<size_t>(m.qk_rope) * 4);
+        b += m.qk_rope * 4;
+      }
+      std::fwrite(buf.data(), 1, buf.size(), fp);
+    }
+    std::fflush(fp);
+    if (sync) ::fdatasync(fileno(fp));
+    int32_t nr = static_cast<int32_t>(len);
+    std::fseek(fp, 8 + 6 * 4, SEEK_SET);
+    std::fwrite(&nr, 4, 1, fp);
+    std::fflush(fp);
+    if (sync) ::fdatasync(fileno(fp));
+    nrec = len;
+  }
+  int64_t load(Engine& e) const {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return 0;
+    char mg[8];
+    int32_t h[8], w[8];
+    hdr(w, 0);
+    if (std::fread(mg, 1, 8, f) != 8 || std::memcmp(mg, "COLIKV1\0", 8) || std::fread(h, 4, 8, f) != 8 ||
+        std::memcmp(h, w, 6 * 4) != 0) {
+      std::fclose(f);
+      return 0;
+    }
+    int64_t n = std::min<int64_t>(h[6], e.cap);
+    for (int64_t p = 0; p < n; ++p) {
+      int32_t tk;
+      if (std::fread(&tk, 4, 1, f) != 1) { n = p; break; }
+      e.tokens[p] = tk;
+      for (int i = 0; i < m.n_layers; ++i)
+        if (std::fread(e.lw[i] + p * m.kv_lora, 4, m.kv_lora, f) != static_cast<size_t>(m.kv_lora) ||
+            std::fread(e.rw[i] + p * m.qk_rope, 4, m.qk_rope, f) != static_cast<size_t>(m.qk_rope)) {
+          n = p;
+          break;
+        }
+    }
+    std::fclose(f);
+    return n;
+  }
+};
+
+// Copies a file through a 1 MiB buffer and fsyncs it: the least any import or
+// export of those bytes costs.
+int64_t copy_file(const std::string& src, const std::string& dst) {
+  FILE* in = std::fopen(src.c_str(), "rb");
+  FILE* out = std::fopen(dst.c_str(), "wb");
+  if (!in || !out) {
+    if (in) std::fclose(in);
+    if (out) std::fclose(out);
+    return -1;
+  }
+  std::vector<char> b(1 << 20);
+  int64_t total = 0;
+  size_t got;
+  while ((got = std::fread(b.data(), 1, b.size(), in)) > 0) {
+    std::fwrite(b.data(), 1, got, out);
+    total += static_cast<int64_t>(got);
+  }
+  std::fflush(out);
+  ::fsync(fileno(out));
+  std::fclose(in);
+  std::fclose(out);
+  return total;
+}
+
+// ---------------------------------------------------------------- results
+
+struct Row {
+  std::string workload, shape, kind, precision, sync, metric, unit;
+  double colikv = 0, baseline = 0;
+  bool has_baseline = true;
+  std::string target;  // e.g. ">= 0.5" on the ratio, "< 5 ms" on colikv, "" for none
+  int met = -1;        // 1 met, 0 missed, -1 no target
+  std::string note;
+  double ratio() const { return has_baseline && baseline != 0 ? colikv / baseline : 0; }
+};
+
+std::vector<Row> g_rows;
+bool g_table_to_stderr = false;
+
+FILE* table_out() { return g_table_to_stderr ? stderr : stdout; }
+
+void add(Row r) {
+  FILE* o = table_out();
+  char c[32], b[32], q[16];
+  std::snprintf(c, sizeof c, "%.4g", r.colikv);
+  if (r.has_baseline) {
+    std::snprintf(b, sizeof b, "%.4g", r.baseline);
+    std::snprintf(q, sizeof q, "%.3f", r.ratio());
+  } else {
+    std::snprintf(b, sizeof b, "-");
+    std::snprintf(q, sizeof q, "-");
+  }
+  std::fprintf(o, "%-7s %-7s %-11s %-4s %-6s %-26s %10s %10s %7s %-8s %-8s %s\n", r.workload.c_str(),
+               r.shape.c_str(), r.kind.c_str(), r.precision.c_str(), r.sync.c_str(), (r.metric + " [" + r.unit + "]").c_str(), c,
+               b, q, r.target.c_str(), r.met < 0 ? "" : r.met ? "MET" : "MISSED", r.note.c_str());
+  std::fflush(o);
+  g_rows.push_back(std::move(r));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    o += ch;
+  }
+  return o;
+}
+
+void write_json(FILE* f, const std::map<std::string, std::string>& machine) {
+  std::fprintf(f, "{\n  \"machine\": {");
+  bool first = true;
+  for (auto& kv : machine) {
+    std::fprintf(f, "%s\"%s\": \"%s\"", first ? "" : ", ", kv.first.c_str(), json_escape(kv.second).c_str());
+    first = false;
+  }
+  std::fprintf(f, "},\n  \"rows\": [\n");
+  for (size_t i = 0; i < g_rows.size(); ++i) {
+    const Row& r = g_rows[i];
+    std::fprintf(f,
+                 "    {\"workload\": \"%s\", \"shape\": \"%s\", \"kind\": \"%s\", \"precision\": \"%s\", \"sync\": \"%s\", "
+                 "\"metric\": \"%s\", \"unit\": \"%s\", \"colikv\": %.6g, ",
+                 r.workload.c_str(), r.shape.c_str(), r.kind.c_str(), r.precision.c_str(), r.sync.c_str(),
+                 r.metric.c_str(), r.unit.c_str(), r.colikv);
+    if (r.has_baseline)
+      std::fprintf(f, "\"baseline\": %.6g, \"ratio\": %.6g, ", r.baseline, r.ratio());
+    else
+      std::fprintf(f, "\"baseline\": null, \"ratio\": null, ");
+    std::fprintf(f, "\"target\": \"%s\", \"met\": %s, \"note\": \"%s\"}%s\n", json_escape(r.target).c_str(),
+                 r.met < 0 ? "null" : r.met ? "true" : "false", json_escape(r.note).c_str(),
+                 i + 1 < g_rows.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+}
+
+// ---------------------------------------------------------------- configuration
+
+struct Shape {
+  std::string name;
+  colikv::ModelSignature m;
+};
+
+struct Config {
+  bool quick = false;
+  std::string dir = "/tmp/colikv-bench";
+  std::string json;
+  int64_t tokens = 8192, turn = 512;
+  int64_t import_mb = 2048;
+  int64_t many = 10000;
+  int64_t fork_tokens = 4096;
+  int load_reps = 3;
+  std::string sample = "/work/shared/samples/glm_tiny_nodsa_51.coli_kv";
+  std::vector<std::string> only;
+  bool keep = false;
+  bool bf16 = true;
+  std::string self;
+  bool enabled(const std::string& w) const {
+    return only.empty() || std::find(only.begin(), only.end(), w) != only.end();
+  }
+};
+
+colikv::Options store_options(colikv::Synchronous sync, const std::string& precision = "f32") {
+  colikv::Options o;
+  o.synchronous = sync;
+  if (const char* e = std::getenv("COLIKV_BENCH_LEVEL")) o.zstd_level = std::atoi(e);
+  if (const char* e = std::getenv("COLIKV_BENCH_CHUNK")) o.chunk_target_bytes = std::atoll(e);
+  if (const char* e = std::getenv("COLIKV_BENCH_PAGE")) o.page_size = std::atoi(e);
+  if (const char* e = std::getenv("COLIKV_BENCH_THREADS")) o.threads = std::atoi(e);
+#ifndef COLIKV_BENCH_NO_PRECISION
+  if (precision == "bf16") o.new_conversation_precision = colikv::Precision::kBf16;
+#else
+  (void)precision;
+#endif
+  return o;
+}
+
+const char* sync_name(colikv::Synchronous s) { return s == colikv::Synchronous::kFull ? "FULL" : "NORMAL"; }
+
+// ---------------------------------------------------------------- turns + load + size
+
+void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::string& precision,
+                 colikv::Synchronous sync, Engine& src, Engine& dst, int64_t n_tokens, int64_t turn) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/turns.db", raw = cfg.dir + "/turns.coli_kv";
+  const std::string sn = sync_name(sync);
+  const bool full = sync == colikv::Synchronous::kFull;
+  remove_store(db);
+  ::unlink(raw.c_str());
+  const double mb = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes()) / 1e6;
+  std::vector<int64_t> lens;
+  for (int64_t len = std::min(turn, n_tokens);; len = std::min(len + turn, n_tokens)) {
+    lens.push_back(len);
+    if (len == n_tokens) break;
+  }
+
+  // colikv
+  std::vector<double> lat_c, lat_b;
+  double total_c = 0, total_b = 0;
+  int64_t stored = 0, dbfile = 0;
+  double load_c = 0, load_b = 0;
+  bool exact = false;
+  double max_err = 0;
+  {
+    ::sync();
+    colikv::Store store(db, store_options(sync, precision));
+    int64_t prev = 0;
+    for (int64_t len : lens) {
+      auto t0 = Clock::now();
+      store.append("conv", m, src.tokens.data(), len, src.source());
+      double t = since(t0);
+      lat_c.push_back(t * 1e3 / static_cast<double>(len - prev) * static_cast<double>(turn));
+      total_c += t;
+      prev = len;
+    }
+    stored = store.stats().total.stored_bytes;
+    std::vector<double> reps;
+    for (int r = 0; r < cfg.load_reps; ++r) {
+      dst.zero(n_tokens);
+      auto t0 = Clock::now();
+      int64_t got = store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
+      reps.push_back(since(t0));
+      if (got != n_tokens) std::fprintf(stderr, "colikv load returned %" PRId64 "\n", got);
+    }
+    load_c = median(reps);
+    exact = src.same_as(dst, n_tokens);
+    max_err = src.max_rel_error(dst, n_tokens);
+  }
+  dbfile = file_size(db) + file_size(db + "-wal");
+  remove_store(db);
+
+  // baseline
+  {
+    ::sync();
+    Baseline b(raw, m, full);
+    int64_t prev = 0;
+    for (int64_t len : lens) {
+      auto t0 = Clock::now();
+      b.append(src, len);
+      double t = since(t0);
+      lat_b.push_back(t * 1e3 / static_cast<double>(len - prev) * static_cast<double>(turn));
+      total_b += t;
+      prev = len;
+    }
+    std::vector<double> reps;
+    for (int r = 0; r < cfg.load_reps; ++r) {
+      dst.zero(n_tokens);
+      auto t0 = Clock::now();
+      int64_t got = b.load(dst);
+      reps.push_back(since(t0));
+      if (got != n_tokens || !src.same_as(dst, n_tokens)) std::fprintf(stderr, "baseline load mismatch\n");
+    }
+    load_b = median(reps);
+  }
+  const int64_t rawfile = file_size(raw);
+  ::unlink(raw.c_str());
+
+  const std::string k = kind_name(kind);
+  const std::string durab = full ? "baseline: fwrite+fdatasync x2 per turn" : "baseline: fwrite+fflush per turn";
+  auto row = [&](const std::string& wl, const std::string& metric, const std::string& unit, double c, double b,
+                 const std::string& target, int met, const std::string& note) {
+    Row r{wl, shape.name, k, precision, sn, metric, unit, c, b, true, target, met, note};
+    add(r);
+  };
+  const double thr_c = mb / total_c, thr_b = mb / total_b;
+  row("turns", "append throughput", "MB/s", thr_c, thr_b, ">=0.5x", thr_c / thr_b >= 0.5, durab);
+  row("turns", "append latency median", "ms/turn", median(lat_c), median(lat_b), "", -1,
+      std::to_string(turn) + "-token turns to " + std::to_string(n_tokens));
+  row("turns", "append latency p95", "ms/turn", pct(lat_c, 0.95), pct(lat_b, 0.95), "", -1, "");
+  const double lt_c = mb / load_c, lt_b = mb / load_b;
+  row("load", "load throughput", "MB/s", lt_c, lt_b, ">=0.6x", lt_c / lt_b >= 0.6,
+      "warm cache; median of " + std::to_string(cfg.load_reps));
+  // Size: stored payload and whole file against the raw .coli_kv file.
+  const double raw_bytes = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes());
+  std::string size_target;
+  int size_met = -1;
+  if (precision == "f32" && kind == Kind::kFull) size_target = "<=0.88";
+  if (precision == "f32" && kind == Kind::kBf16Origin) size_target = "<=0.40";
+  if (!size_target.empty())
+    size_met = stored / raw_bytes <= (kind == Kind::kFull ? 0.88 : 0.40);
+  row("size", "stored payload / raw", "MB", stored / 1e6, raw_bytes / 1e6, size_target, size_met,
+      "baseline column: raw record bytes");
+  row("size", "file / .coli_kv file", "MB", dbfile / 1e6, rawfile / 1e6, "", -1, "database file after close");
+  char note[96];
+  std::snprintf(note, sizeof note, "bit-exact: %s", exact ? "yes" : "no");
+  Row e{"load", shape.name, k, precision, sn, "max relative error", "", max_err, 0, false, precision == "f32" ? "==0" : "<=2^-8",
+        precision == "f32" ? (max_err == 0 && exact) : (max_err <= 1.0 / 256), note};
+  add(e);
+}
+
+// ---------------------------------------------------------------- import / export in a child process
+
+struct ChildResult {
+  double seconds = -1;
+  int64_t peak_kb = -1;
+  int64_t bytes = 0;
+  std::string error;
+};
+
+int64_t vm_hwm_kb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atoll(line + 6);
+  std::fclose(f);
+  return kb;
+}
+
+// Runs this program again as `--child OP ARGS...` so that peak memory is the
+// operation's own; it prints "seconds peak_kb bytes" or "error <message>".
+ChildResult run_child(const Config& cfg, const std::vector<std::string>& args) {
+  ChildResult r;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    r.error = "pipe";
+    return r;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> argv;
+    std::vector<std::string> all = {cfg.self, "--child"};
+    all.insert(all.end(), args.begin(), args.end());
+    for (auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(cfg.self.c_str(), argv.data());
+    _exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (out.rfind("error", 0) == 0 || out.empty()) {
+    r.error = out.empty() ? "child failed" : out;
+    return r;
+  }
+  long long kb = 0, bytes = 0;
+  std::sscanf(out.c_str(), "%lf %lld %lld", &r.seconds, &kb, &bytes);
+  r.peak_kb = kb;
+  r.bytes = bytes;
+  return r;
+}
+
+int child_main(int argc, char** argv) {
+  // argv: --child OP ...
+  const std::string op = argc > 2 ? argv[2] : "";
+  try {
+    auto t0 = Clock::now();
+    int64_t bytes = 0;
+    if (op == "import" && argc >= 5) {
+      colikv::Store store(argv[3], store_options(argc > 5 && std::string(argv[5]) == "NORMAL"
+                                                     ? colikv::Synchronous::kNormal
+                                                     : colikv::Synchronous::kFull));
+      t0 = Clock::now();
+      colikv::ImportOptions io;
+      io.id = "big";
+      auto res = colikv::import_coli_kv(store, argv[4], io);
+      bytes = res.tokens * res.model.record_bytes();
+    } else if (op == "export" && argc >= 5) {
+      colikv::Store store(argv[3]);
+      t0 = Clock::now();
+      colikv::ExportOptions eo;
+      eo.force = true;
+      bytes = colikv::export_coli_kv(store, "big", argv[4], eo);
+    } else if (op == "copy" && argc >= 5) {
+      bytes = copy_file(argv[3], argv[4]);
+    } else {
+      std::printf("error unknown child operation\n");
+      return 2;
+    }
+    const double s = since(t0);
+    std::printf("%.6f %lld %lld\n", s, static_cast<long long>(vm_hwm_kb()), static_cast<long long>(bytes));
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("error %s\n", e.what());
+    return 1;
+  }
+}
+
+void write_coli_kv(const std::string& path, const colikv::ModelSignature& m, int64_t n, Kind kind) {
+  const int64_t block = 256;
+  Engine e(m, block);
+  Baseline b(path, m, false);
+  ::unlink(path.c_str());
+  for (int64_t first = 0; first < n; first += block) {
+    const int64_t k = std::min(block, n - first);
+    e.compute(0, k, 77 + static_cast<uint64_t>(first), kind);
+    // Baseline::append writes positions [nrec, len) of the engine's buffers:
+    // shift the window by writing records directly.
+    if (!b.open()) return;
+    std::vector<uint8_t> rec(static_cast<size_t>(m.record_bytes()));
+    std::fseek(b.fp, 40 + first * m.record_bytes(), SEEK_SET);
+    for (int64_t p = 0; p < k; ++p) {
+      uint8_t* q = rec.data();
+      std::memcpy(q, &e.tokens[p], 4);
+      q += 4;
+      for (int l = 0; l < m.n_layers; ++l) {
+        std::memcpy(q, e.lcp[l] + p * m.kv_lora, static_cast<size_t>(m.kv_lora) * 4);
+        q += m.kv_lora * 4;
+        std::memcpy(q, e.rcp[l] + p * m.qk_rope, static_cast<size_t>(m.qk_rope) * 4);
+        q += m.qk_rope * 4;
+      }
+      std::fwrite(rec.data(), 1, rec.size(), b.fp);
+    }
+  }
+  int32_t nr = static_cast<int32_t>(n);
+  std::fseek(b.fp, 8 + 6 * 4, SEEK_SET);
+  std::fwrite(&nr, 4, 1, b.fp);
+  std::fflush(b.fp);
+}
+
+bool files_equal(const std::string& a, const std::string& b) {
+  FILE* fa = std::fopen(a.c_str(), "rb");
+  FILE* fb = std::fopen(b.c_str(), "rb");
+  bool same = fa && fb;
+  std::vector<char> x(1 << 20), y(1 << 20);
+  while (same) {
+    size_t na = std::fread(x.data(), 1, x.size(), fa), nb = std::fread(y.data(), 1, y.size(), fb);
+    if (na != nb || std::memcmp(x.data(), y.data(), na) != 0) same = false;
+    if (na == 0) break;
+  }
+  if (fa) std::fclose(fa);
+  if (fb) std::fclose(fb);
+  return same;
+}
+
+void bench_import(const Config& cfg, const Shape& shape, Kind kind, const std::string& file_override = "") {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string src = file_override.empty() ? cfg.dir + "/big.coli_kv" : file_override;
+  const std::string db = cfg.dir + "/import.db", out = cfg.dir + "/export.coli_kv", cp = cfg.dir + "/copy.coli_kv";
+  int64_t n = 0;
+  if (file_override.empty()) {
+    n = std::max<int64_t>(1, cfg.import_mb * 1000000 / m.record_bytes());
+    write_coli_kv(src, m, n, kind);
+  }
+  const double mb = static_cast<double>(file_size(src)) / 1e6;
+  remove_store(db);
+  ::sync();
+  ChildResult imp = run_child(cfg, {"import", db, src, "FULL"});
+  ::sync();
+  ChildResult exp = run_child(cfg, {"export", db, out});
+  const bool same = files_equal(src, out);
+  ::unlink(out.c_str());
+  ::sync();
+  ChildResult cpy = run_child(cfg, {"copy", src, cp});
+  ::unlink(cp.c_str());
+  const int64_t dbsize = file_size(db);
+  remove_store(db);
+  if (file_override.empty()) ::unlink(src.c_str());
+  for (auto* r : {&imp, &exp, &cpy})
+    if (!r->error.empty()) std::fprintf(stderr, "import/export child: %s\n", r->error.c_str());
+  const std::string k = kind_name(kind);
+  char note[128];
+  std::snprintf(note, sizeof note, "%.0f MB file; baseline: copy+fsync; store %.0f MB", mb, dbsize / 1e6);
+  add({"import", shape.name, k, "f32", "FULL", "import throughput", "MB/s", mb / imp.seconds, mb / cpy.seconds, true, "", -1, note});
+  add({"import", shape.name, k, "f32", "FULL", "import peak RSS", "MiB", imp.peak_kb / 1024.0, cpy.peak_kb / 1024.0, true,
+       "<128MiB", imp.peak_kb >= 0 && imp.peak_kb < 128 * 1024, "VmHWM of a child process"});
+  std::snprintf(note, sizeof note, "export == original file: %s", same ? "yes" : "NO");
+  add({"export", shape.name, k, "f32", "FULL", "export throughput", "MB/s", mb / exp.seconds, mb / cpy.seconds, true, "", -1, note});
+  add({"export", shape.name, k, "f32", "FULL", "export peak RSS", "MiB", exp.peak_kb / 1024.0, cpy.peak_kb / 1024.0, true,
+       "<128MiB", exp.peak_kb >= 0 && exp.peak_kb < 128 * 1024, "VmHWM of a child process"});
+}
+
+// ---------------------------------------------------------------- many conversations
+
+void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/many.db", dir = cfg.dir + "/many";
+  const int64_t N = cfg.many;
+  remove_store(db);
+  Engine e(m, per_conv), d(m, per_conv);
+  const int reps = 20;
+  std::vector<double> list_c, list_deep_c, open_c, del_c, list_b, open_b, del_b;
+  {
+    colikv::Store store(db, store_options(colikv::Synchronous::kNormal));
+    for (int64_t i = 0; i < N; ++i) {
+      e.compute(0, per_conv, 5000 + static_cast<uint64_t>(i), Kind::kFull);
+      store.append("c" + std::to_string(i), m, e.tokens.data(), per_conv, e.source());
+    }
+  }
+  {
+    colikv::Store store(db, store_options(colikv::Synchronous::kFull));
+    uint64_t s = 42;
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      auto page = store.list({100, 0});
+      list_c.push_back(since(t0) * 1e3);
+      t0 = Clock::now();
+      auto deep = store.list({100, N / 2});
+      list_deep_c.push_back(since(t0) * 1e3);
+      const std::string id = "c" + std::to_string(splitmix(s) % static_cast<uint64_t>(N));
+      t0 = Clock::now();
+      colikv::ConversationInfo info = store.info(id);
+      store.load(id, m, d.tokens.data(), d.cap, d.target());
+      open_c.push_back(since(t0) * 1e3);
+      (void)info;
+    }
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      store.remove("c" + std::to_string(r));
+      del_c.push_back(since(t0) * 1e3);
+    }
+  }
+  remove_store(db);
+
+  // baseline: one .coli_kv file per conversation in a directory
+  ::mkdir(dir.c_str(), 0755);
+  for (int64_t i = 0; i < N; ++i) {
+    e.compute(0, per_conv, 5000 + static_cast<uint64_t>(i), Kind::kFull);
+    Baseline b(dir + "/c" + std::to_string(i) + ".coli_kv", m, false);
+    b.append(e, per_conv);
+  }
+  {
+    uint64_t s = 42;
+    for (int r = 0; r < reps; ++r) {
+      // list a page: the 100 most recently used (by mtime), with their headers
+      auto t0 = Clock::now();
+      std::vector<std::pair<int64_t, std::string>> files;
+      DIR* dp = ::opendir(dir.c_str());
+      while (struct dirent* de = ::readdir(dp)) {
+        if (de->d_name[0] == '.') continue;
+        struct stat st;
+        std::string p = dir + "/" + de->d_name;
+        if (::stat(p.c_str(), &st) == 0)
+          files.emplace_back(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, p);
+      }
+      ::closedir(dp);
+      std::partial_sort(files.begin(), files.begin() + std::min<size_t>(100, files.size()), files.end(),
+                        [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (size_t i = 0; i < std::min<size_t>(100, files.size()); ++i) {
+        FILE* f = std::fopen(files[i].second.c_str(), "rb");
+        int32_t h[10];
+        if (f) {
+          if (std::fread(h, 4, 10, f) != 10) h[8] = 0;
+          std::fclose(f);
+        }
+      }
+      list_b.push_back(since(t0) * 1e3);
+      const std::string id = "c" + std::to_string(splitmix(s) % static_cast<uint64_t>(N));
+      t0 = Clock::now();
+      Baseline b(dir + "/" + id + ".coli_kv", m, false);
+      b.load(d);
+      open_b.push_back(since(t0) * 1e3);
+    }
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      ::unlink((dir + "/c" + std::to_string(r) + ".coli_kv").c_str());
+      del_b.push_back(since(t0) * 1e3);
+    }
+  }
+  for (int64_t i = 0; i < N; ++i) ::unlink((dir + "/c" + std::to_string(i) + ".coli_kv").c_str());
+  ::rmdir(dir.c_str());
+
+  const std::string note = std::to_string(N) + " conversations of " + std::to_string(per_conv) + " tokens; median of " +
+                           std::to_string(reps);
+  add({"many", shape.name, "full", "f32", "FULL", "list a page of 100", "ms", median(list_c), median(list_b), true,
+       "<5ms", median(list_c) < 5, note + "; baseline: readdir+stat+headers"});
+  add({"many", shape.name, "full", "f32", "FULL", "list page at offset N/2", "ms", median(list_deep_c), median(list_b), true,
+       "<5ms", median(list_deep_c) < 5, ""});
+  add({"many", shape.name, "full", "f32", "FULL", "open one (info+load)", "ms", median(open_c), median(open_b), true,
+       "<5ms", median(open_c) < 5, "baseline: kv_disk_load"});
+  add({"many", shape.name, "full", "f32", "FULL", "delete one", "ms", median(del_c), median(del_b), true, "", -1,
+       "baseline: unlink"});
+}
+
+// ---------------------------------------------------------------- fork
+
+void bench_fork(const Config& cfg, const Shape& shape, int64_t n, int64_t grow) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/fork.db", raw = cfg.dir + "/fork.coli_kv", raw2 = cfg.dir + "/fork2.coli_kv";
+  remove_store(db);
+  Engine a(m, n + grow), b(m, n + grow);
+  a.compute(0, n + grow, 11, Kind::kFull);
+  const int64_t at = n - n / 7;  // a fork inside a chunk: its partial chunk is re-encoded
+  b.compute(0, at, 11, Kind::kFull);
+  b.compute(at, n + grow, 12, Kind::kFull);
+  int64_t before = 0, after = 0, fbefore = 0, fafter = 0;
+  double t_fork = 0;
+  {
+    colikv::Store store(db, store_options(colikv::Synchronous::kFull));
+    store.append("a", m, a.tokens.data(), n, a.source());
+    before = store.stats().total.stored_bytes;
+  }
+  fbefore = file_size(db) + file_size(db + "-wal");  // after close: checkpointed
+  {
+    colikv::Store store(db, store_options(colikv::Synchronous::kFull));
+    auto t0 = Clock::now();
+    store.fork("a", "b", at);
+    t_fork = since(t0);
+    store.append("a", m, a.tokens.data(), n + grow, a.source());
+    store.append("b", m, b.tokens.data(), n + grow, b.source());
+    after = store.stats().total.stored_bytes;
+  }
+  fafter = file_size(db) + file_size(db + "-wal");
+  remove_store(db);
+  // baseline: the slot file is copied and its count set to `at`, then both grow.
+  ::unlink(raw.c_str());
+  ::unlink(raw2.c_str());
+  double tb = 0;
+  int64_t bb = 0, ba = 0;
+  {
+    Baseline ba_(raw, m, true);
+    ba_.append(a, n);
+    bb = file_size(raw);
+    auto t0 = Clock::now();
+    copy_file(raw, raw2);
+    Baseline bf(raw2, m, true);
+    bf.nrec = n;
+    bf.open();
+    // kv_disk_truncate: only the count changes
+    int32_t nr = static_cast<int32_t>(at);
+    std::fseek(bf.fp, 8 + 6 * 4, SEEK_SET);
+    std::fwrite(&nr, 4, 1, bf.fp);
+    std::fflush(bf.fp);
+    bf.nrec = at;
+    tb = since(t0);
+    ba_.append(a, n + grow);
+    bf.append(b, n + grow);
+  }
+  ba = file_size(raw) + file_size(raw2);
+  ::unlink(raw.c_str());
+  ::unlink(raw2.c_str());
+  const std::string note = "fork at " + std::to_string(at) + " of " + std::to_string(n) + ", both grown by " +
+                           std::to_string(grow) + "; baseline: copy the slot file, set its count";
+  add({"fork", shape.name, "full", "f32", "FULL", "payload bytes added", "MB", (after - before) / 1e6, (ba - bb) / 1e6,
+       true, "", -1, note});
+  add({"fork", shape.name, "full", "f32", "FULL", "file bytes added", "MB", (fafter - fbefore) / 1e6, (ba - bb) / 1e6,
+       true, "", -1, "database file after close"});
+  add({"fork", shape.name, "full", "f32", "FULL", "fork time", "ms", t_fork * 1e3, tb * 1e3, true, "", -1, ""});
+}
+
+// ---------------------------------------------------------------- bounds
+
+// What bounds append and load, measured alone on this machine: the codec on
+// one thread and on every core, SQLite writing multi-megabyte blobs (with and
+// without its checkpoint), and the device's synced write speed.
+void bench_bounds(const Config& cfg, const Shape& shape, Kind kind) {
+  const colikv::ModelSignature& m = shape.m;
+  const int64_t C = 16, chunks = cfg.quick ? 16 : 48, n = C * chunks;
+  Engine e(m, n);
+  e.compute(0, n, 9, kind);
+  const double mb = static_cast<double>(n) * 4.0 * static_cast<double>(m.floats_per_token()) / 1e6;
+  auto planes = [&](int64_t first) {
+    colikv::detail::PlaneList pl;
+    for (int l = 0; l < m.n_layers; ++l) {
+      pl.push_back({e.lc[l].data() + first * m.kv_lora, m.kv_lora, m.kv_lora});
+      pl.push_back({e.rc[l].data() + first * m.qk_rope, m.qk_rope, m.qk_rope});
+    }
+    return pl;
+  };
+  std::vector<colikv::detail::EncodedChunk> enc(static_cast<size_t>(chunks));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double enc1 = 0, encn = 0, dec1 = 0, decn = 0;
+  for (int threads : {1, cores}) {
+    auto run = [&](bool decode) {
+      auto t0 = Clock::now();
+      std::vector<std::future<void>> fs;
+      for (int t = 0; t < threads; ++t)
+        fs.push_back(std::async(std::launch::async, [&, t] {
+          for (int64_t k = t; k < chunks; k += threads) {
+            if (!decode) {
+              enc[static_cast<size_t>(k)] = colikv::detail::encode_chunk(C, e.tokens.data() + k * C, planes(k * C), 1);
+            } else {
+              const auto& x = enc[static_cast<size_t>(k)];
+              colikv::detail::decode_chunk(x.payload.data(), x.payload.size(), x.compressed, x.raw_size, x.checksum, C,
+                                           e.tokens.data() + k * C, planes(k * C));
+            }
+          }
+        }));
+      for (auto& f : fs) f.get();
+      return mb / since(t0);
+    };
+    (threads == 1 ? enc1 : encn) = run(false);
+    (threads == 1 ? dec1 : decn) = run(true);
+  }
+  const std::string k = kind_name(kind);
+  const std::string tn = std::to_string(cores) + " threads";
+  add({"bounds", shape.name, k, "f32", "-", "encode (shuffle+zstd1+crc)", "MB/s", encn, enc1, true, "", -1,
+       "colikv column: " + tn + "; baseline column: 1 thread (ratio = parallel speed-up)"});
+  add({"bounds", shape.name, k, "f32", "-", "decode (zstd+crc+unshuffle)", "MB/s", decn, dec1, true, "", -1,
+       "colikv column: " + tn + "; baseline column: 1 thread"});
+  int64_t stored = 0;
+  for (auto& x : enc) stored += static_cast<int64_t>(x.payload.size());
+  // SQLite: the same blobs inserted 16 a transaction, WAL, page 65536.
+  for (const char* sync : {"FULL", "NORMAL"}) {
+    double with_ckpt = 0, without = 0;
+    for (int ck = 0; ck < 2; ++ck) {
+      const std::string db = cfg.dir + "/bounds.db";
+      remove_store(db);
+      sqlite3* h = nullptr;
+      sqlite3_open(db.c_str(), &h);
+      sqlite3_exec(h, (std::string("PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=") + sync +
+                       (ck ? "; PRAGMA wal_autocheckpoint=0" : "") + "; CREATE TABLE t(id INTEGER PRIMARY KEY, p BLOB)")
+                          .c_str(),
+                   nullptr, nullptr, nullptr);
+      sqlite3_stmt* st = nullptr;
+      sqlite3_prepare_v2(h, "INSERT INTO t(p) VALUES (?)", -1, &st, nullptr);
+      ::sync();
+      auto t0 = Clock::now();
+      for (int rep = 0; rep < 3; ++rep)
+        for (int64_t first = 0; first < chunks; first += 16) {
+          sqlite3_exec(h, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+          for (int64_t j = first; j < std::min(chunks, first + 16); ++j) {
+            const auto& x = enc[static_cast<size_t>(j)];
+            sqlite3_bind_blob(st, 1, x.payload.data(), static_cast<int>(x.payload.size()), SQLITE_STATIC);
+            sqlite3_step(st);
+            sqlite3_reset(st);
+          }
+          sqlite3_exec(h, "COMMIT", nullptr, nullptr, nullptr);
+        }
+      (ck ? without : with_ckpt) = 3 * static_cast<double>(stored) / 1e6 / since(t0);
+      sqlite3_finalize(st);
+      sqlite3_close(h);
+      remove_store(db);
+    }
+    add({"bounds", shape.name, k, "f32", sync, "SQLite blob insert", "MB/s", with_ckpt, without, true, "", -1,
+         "compressed MB/s; colikv column: SQLite's inline auto-checkpoint, baseline column: no checkpoint"});
+  }
+  // The device: 3 x the stored bytes written and fdatasync'd every 64 MB.
+  {
+    const std::string f = cfg.dir + "/bounds.raw";
+    FILE* fp = std::fopen(f.c_str(), "wb");
+    std::vector<char> buf(static_cast<size_t>(64) << 20, 1);
+    ::sync();
+    auto t0 = Clock::now();
+    int64_t written = 0;
+    while (written < 3 * stored) {
+      std::fwrite(buf.data(), 1, buf.size(), fp);
+      std::fflush(fp);
+      ::fdatasync(fileno(fp));
+      written += static_cast<int64_t>(buf.size());
+    }
+    const double w = static_cast<double>(written) / 1e6 / since(t0);
+    std::fclose(fp);
+    ::unlink(f.c_str());
+    add({"bounds", "-", "-", "-", "-", "device write+fdatasync", "MB/s", w, 0, false, "", -1, "64 MB per fdatasync"});
+  }
+}
+
+// ---------------------------------------------------------------- the genuine sample
+
+void bench_sample(const Config& cfg, colikv::Synchronous sync) {
+  int32_t h[8] = {0};
+  {
+    FILE* f = std::fopen(cfg.sample.c_str(), "rb");
+    char mg[8];
+    if (!f || std::fread(mg, 1, 8, f) != 8 || std::fread(h, 4, 8, f) != 8) {
+      std::fprintf(stderr, "sample %s unreadable: skipped\n", cfg.sample.c_str());
+      if (f) std::fclose(f);
+      return;
+    }
+    std::fclose(f);
+  }
+  Shape s;
+  s.m.n_layers = h[0];
+  s.m.kv_lora = h[1];
+  s.m.qk_rope = h[2];
+  s.m.index_hd = h[3];
+  s.m.n_indexed = h[4];
+  s.m.vocab = h[5];
+  s.name = "sample";
+  if (s.m.n_indexed != 0) {
+    std::fprintf(stderr, "sample has indexed layers: not supported by the benchmark, skipped\n");
+    return;
+  }
+  Engine src(s.m, h[6]), dst(s.m, h[6]);
+  int64_t n = 0;
+  if (!src.from_file(cfg.sample, n) || n < 1) return;
+  // The sample is 51 tokens: one turn of everything, load repeated many times.
+  Config c2 = cfg;
+  c2.load_reps = 25;
+  bench_turns(c2, s, Kind::kGenuine, "f32", sync, src, dst, n, n);
+  if (cfg.bf16) bench_turns(c2, s, Kind::kGenuine, "bf16", sync, src, dst, n, n);
+}
+
+std::map<std::string, std::string> machine_info() {
+  std::map<std::string, std::string> mi;
+  mi["nproc"] = std::to_string(std::thread::hardware_concurrency());
+  if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "model name", 10) == 0) {
+        std::string v = std::strchr(line, ':') ? std::strchr(line, ':') + 2 : line;
+        while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+        mi["cpu"] = v;
+        break;
+      }
+    std::fclose(f);
+  }
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    if (std::fgets(line, sizeof line, f)) {
+      std::string v = line;
+      while (!v.empty() && v.back() == '\n') v.pop_back();
+      mi["memory"] = v;
+    }
+    std::fclose(f);
+  }
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    char line[128];
+    if (std::fgets(line, sizeof line, f)) {
+      std::string v = line;
+      while (!v.empty() && v.back() == '\n') v.pop_back();
+      mi["loadavg_at_start"] = v;
+    }
+    std::fclose(f);
+  }
+  return mi;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
+               "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
+               "                    [--only turns,bounds,sample,import,many,fork]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--child") return child_main(argc, argv);
+  Config cfg;
+  {
+    char buf[4096];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    cfg.self = n > 0 ? std::string(buf, static_cast<size_t>(n)) : argv[0];
+  }
+  bool tokens_set = false, import_set = false, many_set = false, fork_set = false, turn_set = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--quick") cfg.quick = true;
+    else if (a == "--json") cfg.json = next();
+    else if (a == "--dir") cfg.dir = next();
+    else if (a == "--tokens") { cfg.tokens = std::atoll(next().c_str()); tokens_set = true; }
+    else if (a == "--turn") { cfg.turn = std::atoll(next().c_str()); turn_set = true; }
+    else if (a == "--import-mb") { cfg.import_mb = std::atoll(next().c_str()); import_set = true; }
+    else if (a == "--many") { cfg.many = std::atoll(next().c_str()); many_set = true; }
+    else if (a == "--fork-tokens") { cfg.fork_tokens = std::atoll(next().c_str()); fork_set = true; }
+    else if (a == "--sample") cfg.sample = next();
+    else if (a == "--no-bf16") cfg.bf16 = false;
+    else if (a == "--keep") cfg.keep = true;
+    else if (a == "--only") {
+      std::string v = next();
+      size_t p = 0;
+      while (p <= v.size()) {
+        size_t q = v.find(',', p);
+        if (q == std::string::npos) q = v.size();
+        if (q > p) cfg.only.push_back(v.substr(p, q - p));
+        p = q + 1;
+      }
+    } else return usage();
+  }
+  if (cfg.quick) {
+    if (!tokens_set) cfg.tokens = 1024;
+    if (!turn_set) cfg.turn = 256;
+    if (!import_set) cfg.import_mb = 256;
+    if (!many_set) cfg.many = 1000;
+    if (!fork_set) cfg.fork_tokens = 512;
+  }
+#ifdef COLIKV_BENCH_NO_PRECISION
+  cfg.bf16 = false;
+#endif
+  if (cfg.tokens < 1 || cfg.turn < 1 || cfg.many < 25 || cfg.fork_tokens < 8 || cfg.import_mb < 1) return usage();
+  g_table_to_stderr = cfg.json == "-";
+  ::mkdir(cfg.dir.c_str(), 0755);
+
+  Shape big, small;
+  big.name = "78x576";
+  big.m.n_layers = 78; big.m.kv_lora = 512; big.m.qk_rope = 64; big.m.vocab = 154880; big.m.weights_id = "bench";
+  small.name = "4x80";
+  small.m.n_layers = 4; small.m.kv_lora = 64; small.m.qk_rope = 16; small.m.vocab = 154880; small.m.weights_id = "bench";
+
+  auto mi = machine_info();
+  std::fprintf(table_out(), "colikv_bench: %s, %s cores, %s; load %s\n", mi["cpu"].c_str(), mi["nproc"].c_str(),
+               mi["memory"].c_str(), mi["loadavg_at_start"].c_str());
+  std::fprintf(table_out(), "%-7s %-7s %-11s %-4s %-6s %-26s %10s %10s %7s %-8s %-8s %s\n", "work", "shape", "data",
+               "prec", "sync", "metric [unit]", "colikv", "baseline", "ratio", "target", "", "note");
+  const auto t_all = Clock::now();
+  try {
+    for (const Shape* sh : {&big, &small}) {
+      if (!cfg.enabled("turns")) break;
+      // The small shape takes 16x the tokens so its turns are not all overhead.
+      const int64_t n = sh == &big ? cfg.tokens : cfg.tokens * 16;
+      const int64_t turn = sh == &big ? cfg.turn : cfg.turn * 16;
+      Engine src(sh->m, n), dst(sh->m, n);
+      for (Kind kind : {Kind::kFull, Kind::kBf16Origin}) {
+        src.compute(0, n, 1, kind);
+        for (auto sync : {colikv::Synchronous::kFull, colikv::Synchronous::kNormal})
+          bench_turns(cfg, *sh, kind, "f32", sync, src, dst, n, turn);
+        if (cfg.bf16) bench_turns(cfg, *sh, kind, "bf16", colikv::Synchronous::kNormal, src, dst, n, turn);
+      }
+    }
+    if (cfg.enabled("bounds")) {
+      bench_bounds(cfg, big, Kind::kFull);
+      bench_bounds(cfg, big, Kind::kBf16Origin);
+    }
+    if (cfg.enabled("sample"))
+      for (auto sync : {colikv::Synchronous::kFull, colikv::Synchronous::kNormal}) bench_sample(cfg, sync);
+    if (cfg.enabled("import")) {
+      bench_import(cfg, big, Kind::kFull);
+      bench_import(cfg, small, Kind::kFull);
+      Shape sample;  // the file fixes the shape; only the name is used
+      sample.name = "sample";
+      bench_import(cfg, sample, Kind::kGenuine, cfg.sample);
+    }
+    if (cfg.enabled("many")) {
+      bench_many(cfg, small, 32);
+      bench_many(cfg, big, 1);
+    }
+    if (cfg.enabled("fork")) {
+      bench_fork(cfg, big, cfg.fork_tokens, cfg.fork_tokens / 8);
+      bench_fork(cfg, small, cfg.fork_tokens * 16, cfg.fork_tokens * 2);
+    }
+  } catch (const colikv::Error& e) {
+    std::fprintf(stderr, "colikv_bench: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(table_out(), "total %.1f s\n", since(t_all));
+  if (!cfg.json.empty()) {
+    FILE* f = cfg.json == "-" ? stdout : std::fopen(cfg.json.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", cfg.json.c_str());
+      return 1;
+    }
+    write_json(f, mi);
+    if (f != stdout) std::fclose(f);
+  }
+  if (!cfg.keep) ::rmdir(cfg.dir.c_str());
+  return 0;
+}

@@ -488,6 +488,22 @@ std::vector<int32_t> chunk_tokens_by_id(SQLite::Database& db, int64_t chunk_id, 
   return parse_tokens_or_throw(q.getColumn(0), n, where + ": chunk " + std::to_string(chunk_id));
 }
 
+// A conversation's row, model and chunk list, from one read snapshot.
+struct ConversationState {
+  ConversationRow conv;
+  ModelRow model;
+  std::vector<ChunkSummary> chunks;
+};
+
+ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here) {
+  SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
+  ConversationState st;
+  st.conv = s.get_conversation(id);
+  st.model = s.model_by_id(st.conv.model_id);
+  st.chunks = with_context(here, [&] { return chunk_summaries(s.db, st.conv.id); });
+  return st;
+}
+
 struct WriteChunk {
   int64_t seq = 0;
   int64_t first_pos = 0;
@@ -1140,15 +1156,10 @@ void Store::truncate(const std::string& id, int64_t len) {
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("truncate conversation '" + id + "'");
-  ConversationRow c;
-  std::vector<ChunkSummary> chunks;
-  ModelRow model;
-  {
-    SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
-    c = s.get_conversation(id);
-    model = s.model_by_id(c.model_id);
-    chunks = with_context(here, [&] { return chunk_summaries(s.db, c.id); });
-  }
+  ConversationState state = read_state(s, id, here);
+  const ConversationRow& c = state.conv;
+  const ModelRow& model = state.model;
+  const std::vector<ChunkSummary>& chunks = state.chunks;
   if (len < 0 || len > c.count)
     throw Error(ErrorCode::kInvalidArgument, here + ": cannot truncate to " + std::to_string(len) + " tokens; it holds " +
                                                  std::to_string(c.count));
@@ -1219,17 +1230,12 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
   const std::string here = s.where(src);
   s.require_writable("fork conversation '" + src + "'");
   if (dst.empty()) throw Error(ErrorCode::kInvalidArgument, here + ": fork target id is empty");
-  ConversationRow c;
-  std::vector<ChunkSummary> chunks;
-  ModelRow model;
-  {
-    SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
-    c = s.get_conversation(src);
-    model = s.model_by_id(c.model_id);
-    chunks = with_context(here, [&] { return chunk_summaries(s.db, c.id); });
-    if (s.find_conversation(dst))
-      throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
-  }
+  ConversationState state = read_state(s, src, here);
+  const ConversationRow& c = state.conv;
+  const ModelRow& model = state.model;
+  const std::vector<ChunkSummary>& chunks = state.chunks;
+  if (s.find_conversation(dst))
+    throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
   if (len < 0) len = c.count;
   if (len > c.count)
     throw Error(ErrorCode::kInvalidArgument, here + ": cannot fork " + std::to_string(len) + " tokens; it holds " +

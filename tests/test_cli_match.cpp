@@ -40,11 +40,7 @@ ToolRun tool(const TempDir& dir, const std::vector<std::string>& args) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::vector<int32_t> ids(int32_t from, int n) {
-  std::vector<int32_t> v;
-  for (int i = 0; i < n; ++i) v.push_back(from + i);
-  return v;
-}
+std::vector<int32_t> ids(int32_t from, int n) { return colikv_test::token_run(from, n); }
 
 // A store with "a" (tokens 100..109) and "b" (100..105 then 300..303), 4 tokens a chunk.
 std::string make_store(const TempDir& dir) {

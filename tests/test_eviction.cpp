@@ -29,12 +29,7 @@ namespace {
 
 constexpr int64_t kC = 4;  // tokens a chunk
 
-Options small(const ModelSignature& m) {
-  Options o;
-  o.chunk_target_bytes = kC * m.record_bytes();
-  o.synchronous = colikv::Synchronous::kNormal;
-  return o;
-}
+Options small(const ModelSignature& m) { return colikv_test::chunked_options(m, kC); }
 
 // The history every test conversation is cut from: KV values depend on the
 // position only (seed 11), token ids on (conversation, position) as given.
@@ -45,11 +40,7 @@ EngineBuffers engine(const ModelSignature& m, const std::vector<int32_t>& tokens
   return b;
 }
 
-std::vector<int32_t> toks(int32_t from, int n) {
-  std::vector<int32_t> v;
-  for (int i = 0; i < n; ++i) v.push_back(from + i);
-  return v;
-}
+std::vector<int32_t> toks(int32_t from, int n) { return colikv_test::token_run(from, n); }
 
 std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());

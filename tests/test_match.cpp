@@ -27,12 +27,7 @@ namespace {
 
 constexpr int64_t kC = 4;  // tokens a chunk
 
-Options four_token_chunks(const ModelSignature& m) {
-  Options o;
-  o.chunk_target_bytes = kC * m.record_bytes();
-  o.synchronous = colikv::Synchronous::kNormal;
-  return o;
-}
+Options four_token_chunks(const ModelSignature& m) { return colikv_test::chunked_options(m, kC); }
 
 // Stores conversation `id` holding `tokens`; KV values depend on the position
 // only, so shared prefixes have equal data whoever wrote them.
@@ -46,11 +41,7 @@ PrefixMatch match(Store& s, const ModelSignature& m, const std::vector<int32_t>&
   return s.match(m, t.data(), static_cast<int64_t>(t.size()));
 }
 
-std::vector<int32_t> seq(int32_t from, int n) {
-  std::vector<int32_t> v;
-  for (int i = 0; i < n; ++i) v.push_back(from + i);
-  return v;
-}
+std::vector<int32_t> seq(int32_t from, int n) { return colikv_test::token_run(from, n); }
 
 std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -38,12 +38,7 @@ constexpr int64_t kChunk = 4;  // tokens per chunk in most tests
 
 // Options whose chunks hold kChunk tokens of model m (chunk_tokens is the
 // largest power of two whose raw chunk fits chunk_target_bytes).
-Options small_chunks(const ModelSignature& m) {
-  Options o;
-  o.chunk_target_bytes = kChunk * m.record_bytes();
-  o.synchronous = colikv::Synchronous::kNormal;
-  return o;
-}
+Options small_chunks(const ModelSignature& m) { return colikv_test::chunked_options(m, kChunk); }
 
 // A deterministic conversation: tokens and KV values of positions [0, n) are
 // functions of (seed, position) only.

@@ -138,6 +138,19 @@ std::string EngineBuffers::compare(const EngineBuffers& o, int64_t n) const {
   return "";
 }
 
+colikv::Options chunked_options(const colikv::ModelSignature& m, int64_t chunk_tokens) {
+  colikv::Options o;
+  o.chunk_target_bytes = chunk_tokens * m.record_bytes();
+  o.synchronous = colikv::Synchronous::kNormal;
+  return o;
+}
+
+std::vector<int32_t> token_run(int32_t from, int n) {
+  std::vector<int32_t> v;
+  for (int i = 0; i < n; ++i) v.push_back(from + i);
+  return v;
+}
+
 std::vector<int32_t> make_tokens(int64_t n, int32_t vocab, uint32_t seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(mix(seed * 2654435761U + static_cast<uint32_t>(i)) % static_cast<uint32_t>(vocab));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "colikv/model.h"
+#include "colikv/options.h"
 #include "colikv/store.h"
 
 namespace colikv_test {
@@ -56,6 +57,14 @@ class EngineBuffers {
   std::vector<const float*> lcp_, rcp_, icp_;
   void refresh_pointers();
 };
+
+// Options whose chunks hold `chunk_tokens` positions (a power of two) of
+// model m, with synchronous NORMAL: small chunks put chunk boundaries where
+// short tests can reach them.
+colikv::Options chunked_options(const colikv::ModelSignature& m, int64_t chunk_tokens);
+
+// The token ids from, from+1, ..., from+n-1.
+std::vector<int32_t> token_run(int32_t from, int n);
 
 // Deterministic token ids in [0, vocab).
 std::vector<int32_t> make_tokens(int64_t n, int32_t vocab, uint32_t seed);

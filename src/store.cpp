@@ -917,8 +917,19 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
         throw Error(ErrorCode::kEvicted, cw + ": its KV data was evicted; only its token ids are kept", c->first_pos);
       if (!c->compressed && compression != "none")
         throw Error(ErrorCode::kCorrupt, cw + ": unknown compression '" + compression + "'");
+      // Sizes are checked against the model before a byte is read, so a
+      // crafted blob cannot make a load allocate more than a chunk's worth.
+      const int64_t expect_raw =
+          c->n_tokens * start.model.sig.floats_per_token() * detail::precision_value_bytes(c->precision);
+      if (c->raw_size != expect_raw)
+        throw Error(ErrorCode::kCorrupt, cw + ": raw_size is " + std::to_string(c->raw_size) + ", expected " +
+                                             std::to_string(expect_raw) + " for its model and precision");
+      const int64_t stored = payload.getInt64();
+      if (stored > (c->compressed ? expect_raw + expect_raw / 64 + 4096 : expect_raw))
+        throw Error(ErrorCode::kCorrupt, cw + ": payload is " + std::to_string(stored) + " bytes, more than a " +
+                                             std::to_string(expect_raw) + "-byte chunk can take");
       if (inflight.size() >= window()) finish_front();
-      read_payload(*c, payload.getInt64(), cw);
+      read_payload(*c, stored, cw);
       StoredChunk* raw = c.get();
       owned.push_back(std::move(c));
       auto job = [raw, &decode, cw] {

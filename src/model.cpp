@@ -34,11 +34,21 @@ void ModelSignature::validate() const {
   require(weights_id.find('\0') == std::string::npos, "weights_id", "contains a NUL byte", *this);
 }
 
+// Saturating: an unvalidated header may hold any int32s, and reporting its
+// size (inspect) must not overflow.
 int64_t ModelSignature::floats_per_token() const {
-  return int64_t{n_layers} * (int64_t{kv_lora} + qk_rope) + int64_t{n_indexed} * index_hd;
+  int64_t layers = 0, indexed = 0, total = 0;
+  if (__builtin_mul_overflow(int64_t{n_layers}, int64_t{kv_lora} + qk_rope, &layers) ||
+      __builtin_mul_overflow(int64_t{n_indexed}, int64_t{index_hd}, &indexed) ||
+      __builtin_add_overflow(layers, indexed, &total))
+    return INT64_MAX;
+  return total;
 }
 
-int64_t ModelSignature::record_bytes() const { return 4 + 4 * floats_per_token(); }
+int64_t ModelSignature::record_bytes() const {
+  const int64_t floats = floats_per_token();
+  return floats > (INT64_MAX - 4) / 4 ? INT64_MAX : 4 + 4 * floats;
+}
 
 std::string ModelSignature::to_string() const {
   std::string s = "n_layers=" + std::to_string(n_layers) + " kv_lora=" + std::to_string(kv_lora) +

@@ -26,8 +26,9 @@ struct ModelSignature {
   void validate() const;
 
   // Floats one token holds: n_layers*(kv_lora+qk_rope) + n_indexed*index_hd.
+  // Saturates at INT64_MAX for a shape whose size overflows (validate() rejects those).
   int64_t floats_per_token() const;
-  // Bytes of one .coli_kv record: 4 (token id) + 4 * floats_per_token().
+  // Bytes of one .coli_kv record: 4 (token id) + 4 * floats_per_token(); saturates likewise.
   int64_t record_bytes() const;
 
   // Canonical text form, the key of the models table, e.g.

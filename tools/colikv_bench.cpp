@@ -734,7 +734,8 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
   remove_store(db);
   Engine e(m, per_conv), d(m, per_conv);
   const int reps = 20;
-  std::vector<double> list_c, list_deep_c, open_c, del_c, list_b, open_b, del_b;
+  std::vector<double> list_c, list_deep_c, open_c, del_c, list_b, open_b, del_b, match_c, match_b;
+  std::vector<std::vector<int32_t>> prompts;  // the lookups: each a stored conversation's tokens
   {
     colikv::Store store(db, store_options(colikv::Synchronous::kNormal));
     for (int64_t i = 0; i < N; ++i) {
@@ -758,6 +759,15 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
       store.load(id, m, d.tokens.data(), d.cap, d.target());
       open_c.push_back(since(t0) * 1e3);
       (void)info;
+    }
+    for (int r = 0; r < reps; ++r) {
+      e.compute(0, per_conv, 5000 + splitmix(s) % static_cast<uint64_t>(N), Kind::kFull);
+      prompts.emplace_back(e.tokens.begin(), e.tokens.begin() + per_conv);
+      auto t0 = Clock::now();
+      colikv::PrefixMatch pm = store.match(m, prompts.back().data(), per_conv);
+      match_c.push_back(since(t0) * 1e3);
+      if (pm.tokens != per_conv) std::fprintf(stderr, "lookup found %lld of %lld tokens\n",
+                                              static_cast<long long>(pm.tokens), static_cast<long long>(per_conv));
     }
     for (int r = 0; r < reps; ++r) {
       auto t0 = Clock::now();
@@ -806,6 +816,23 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
       b.load(d);
       open_b.push_back(since(t0) * 1e3);
     }
+    // Without colikv a lookup reads the token ids of every file.
+    const int64_t rb = m.record_bytes();
+    for (const auto& prompt : prompts) {
+      auto t0 = Clock::now();
+      int64_t best = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        int fd = ::open((dir + "/c" + std::to_string(i) + ".coli_kv").c_str(), O_RDONLY);
+        if (fd < 0) continue;
+        int64_t k = 0;
+        int32_t t;
+        while (k < per_conv && ::pread(fd, &t, 4, 40 + k * rb) == 4 && t == prompt[static_cast<size_t>(k)]) ++k;
+        ::close(fd);
+        best = std::max(best, k);
+      }
+      match_b.push_back(since(t0) * 1e3);
+      if (best != per_conv) std::fprintf(stderr, "baseline lookup mismatch\n");
+    }
     for (int r = 0; r < reps; ++r) {
       auto t0 = Clock::now();
       ::unlink((dir + "/c" + std::to_string(r) + ".coli_kv").c_str());
@@ -825,6 +852,8 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
        "<5ms", median(open_c) < 5, "baseline: kv_disk_load"});
   add({"many", shape.name, "full", "f32", "FULL", "delete one", "ms", median(del_c), median(del_b), true, "", -1,
        "baseline: unlink"});
+  add({"many", shape.name, "full", "f32", "FULL", "longest-prefix lookup", "ms", median(match_c), median(match_b), true,
+       "", -1, "baseline: read the token ids of every file"});
 }
 
 // ---------------------------------------------------------------- fork

@@ -58,28 +58,11 @@ int run_crash(const std::string& path, uint32_t seed, int nconv, bool full) {
 
 int run_work(const std::string& path, const std::string& prefix, int nconv, int nops, uint32_t seed) {
   colikv::Store store(path, wl::options(false));
-  std::mt19937 rng(seed);
   std::map<std::string, int64_t> expect;
-  for (int i = 0; i < nops; ++i) {
-    const int k = static_cast<int>(rng() % static_cast<unsigned>(nconv));
-    std::string touched;
-    wl::step(
-        store, prefix, k, rng,
-        [&](const std::string& name, int64_t len) {
-          touched = name;
-          if (len < 0)
-            expect.erase(name);
-          else
-            expect[name] = len;
-        },
-        [] {});
-    if (expect.count(touched)) {
-      std::string err = wl::check_content(store, touched, expect[touched]);
-      if (!err.empty()) {
-        std::fprintf(stderr, "work %s: after operation %d: %s\n", prefix.c_str(), i, err.c_str());
-        return 1;
-      }
-    }
+  const std::string err = wl::run_operations(store, prefix, nconv, nops, seed, expect);
+  if (!err.empty()) {
+    std::fprintf(stderr, "work %s\n", err.c_str());
+    return 1;
   }
   std::string out;
   for (const auto& [name, len] : expect) out += name + " " + std::to_string(len) + "\n";

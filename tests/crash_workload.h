@@ -124,6 +124,37 @@ inline void step(colikv::Store& store, const std::string& prefix, int k, std::mt
   }
 }
 
+// nops random operations (step) on the conversations of `prefix`, checking
+// each touched conversation's content after its operation. expect receives
+// every conversation's final length. Returns "" or the first problem.
+inline std::string run_operations(colikv::Store& store, const std::string& prefix, int nconv, int nops,
+                                  uint32_t seed, std::map<std::string, int64_t>& expect) {
+  std::mt19937 rng(seed);
+  try {
+    for (int i = 0; i < nops; ++i) {
+      const int k = static_cast<int>(rng() % static_cast<unsigned>(nconv));
+      std::string touched;
+      step(
+          store, prefix, k, rng,
+          [&](const std::string& name, int64_t len) {
+            touched = name;
+            if (len < 0)
+              expect.erase(name);
+            else
+              expect[name] = len;
+          },
+          [] {});
+      if (expect.count(touched)) {
+        std::string err = check_content(store, touched, expect[touched]);
+        if (!err.empty()) return prefix + " after operation " + std::to_string(i) + ": " + err;
+      }
+    }
+  } catch (const colikv::Error& e) {
+    return prefix + ": " + colikv::error_code_name(e.code()) + ": " + e.what();
+  }
+  return "";
+}
+
 }  // namespace workload
 }  // namespace colikv_test
 

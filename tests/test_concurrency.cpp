@@ -39,35 +39,6 @@ int64_t file_size(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
-// The same loop as crash_child's "work" mode, in a thread.
-std::string thread_work(colikv::Store& store, const std::string& prefix, int nconv, int nops,
-                        uint32_t seed, std::map<std::string, int64_t>& expect) {
-  std::mt19937 rng(seed);
-  try {
-    for (int i = 0; i < nops; ++i) {
-      const int k = static_cast<int>(rng() % static_cast<unsigned>(nconv));
-      std::string touched;
-      wl::step(
-          store, prefix, k, rng,
-          [&](const std::string& name, int64_t len) {
-            touched = name;
-            if (len < 0)
-              expect.erase(name);
-            else
-              expect[name] = len;
-          },
-          [] {});
-      if (expect.count(touched)) {
-        std::string err = wl::check_content(store, touched, expect[touched]);
-        if (!err.empty()) return prefix + " after operation " + std::to_string(i) + ": " + err;
-      }
-    }
-  } catch (const colikv::Error& e) {
-    return prefix + ": " + colikv::error_code_name(e.code()) + ": " + e.what();
-  }
-  return "";
-}
-
 struct Round {
   std::map<std::string, int64_t> expect;  // every writer's final state
   std::vector<std::string> errors;
@@ -92,7 +63,7 @@ Round run_writers(const std::string& path, const std::string& round, int procs, 
   for (int t = 0; t < threads; ++t) {
     colikv::Store& s = *stores[std::min<size_t>(static_cast<size_t>(t), stores.size() - 1)];
     ts.emplace_back([&, t, sp = &s] {
-      terr[static_cast<size_t>(t)] = thread_work(*sp, round + "t" + std::to_string(t) + "-", 3, nops,
+      terr[static_cast<size_t>(t)] = wl::run_operations(*sp, round + "t" + std::to_string(t) + "-", 3, nops,
                                                  static_cast<uint32_t>(200 + t), texpect[static_cast<size_t>(t)]);
     });
   }

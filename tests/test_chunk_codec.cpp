@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chunk_codec.h"
+#include "test_support.h"
 #include "colikv/error.h"
 
 namespace colikv {
@@ -29,6 +30,9 @@ using colikv::Error;
 using colikv::ErrorCode;
 using namespace colikv::detail;
 
+using colikv_test::bits_of;
+using colikv_test::from_bits;
+
 namespace {
 
 // Bit-at-a-time CRC-32C, the definition itself.
@@ -39,18 +43,6 @@ uint32_t crc32c_reference(uint32_t crc, const uint8_t* p, size_t n) {
     for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ ((crc & 1u) ? 0x82F63B78u : 0u);
   }
   return ~crc;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 std::vector<uint8_t> le_bytes(const std::vector<int32_t>& tokens) {

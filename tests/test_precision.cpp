@@ -18,19 +18,10 @@ using colikv_test::EngineBuffers;
 using colikv_test::TempDir;
 namespace detail = colikv::detail;
 
+using colikv_test::bits_of;
+using colikv_test::from_bits;
+
 namespace {
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // The documented bound: bf16 keeps 8 significant bits, |y - x| <= 2^-8 |x|.
 constexpr double kBound = 1.0 / 256;
@@ -47,7 +38,7 @@ double max_relative_error(const EngineBuffers& a, const EngineBuffers& b, int64_
         continue;
       }
       if (u == 0 || std::isinf(u)) {
-        if (bits(u) != bits(v)) worst = -1e9;
+        if (bits_of(u) != bits_of(v)) worst = -1e9;
         continue;
       }
       worst = std::max(worst, std::fabs(static_cast<double>(v) - u) / std::fabs(static_cast<double>(u)));
@@ -114,7 +105,7 @@ TEST_CASE("bf16 relative error is at most 2^-8 for normal values, exhaustively b
     bool all_scalar_equal = true;
     for (size_t i = 0; i < in.size(); ++i) {
       const float expect = detail::bf16_to_float(detail::float_to_bf16(in[i]));
-      all_scalar_equal = all_scalar_equal && bits(expect) == bits(out[i]);
+      all_scalar_equal = all_scalar_equal && bits_of(expect) == bits_of(out[i]);
       if (std::isinf(out[i])) continue;  // overflow at the top of exponent 254, documented
       worst = std::max(worst, std::fabs(static_cast<double>(out[i]) - in[i]) / std::fabs(static_cast<double>(in[i])));
     }

@@ -32,6 +32,9 @@ using colikv_test::EngineBuffers;
 using colikv_test::make_tokens;
 using colikv_test::TempDir;
 
+using colikv_test::bits_of;
+using colikv_test::from_bits;
+
 namespace {
 
 constexpr int64_t kChunk = 4;  // tokens per chunk in most tests
@@ -57,12 +60,6 @@ void diverge(EngineBuffers& b, int64_t from, int64_t to, uint32_t seed) {
   auto t = make_tokens(to, b.model.vocab, seed);
   for (int64_t p = from; p < to; ++p) b.tokens[static_cast<size_t>(p)] = t[static_cast<size_t>(p)];
   if (b.tokens[static_cast<size_t>(from)] == old) b.tokens[static_cast<size_t>(from)] = (old + 1) % b.model.vocab;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
 }
 
 // "" when positions [from, capacity) of b still hold what poison() wrote.

@@ -138,6 +138,18 @@ std::string EngineBuffers::compare(const EngineBuffers& o, int64_t n) const {
   return "";
 }
 
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 colikv::Options chunked_options(const colikv::ModelSignature& m, int64_t chunk_tokens) {
   colikv::Options o;
   o.chunk_target_bytes = chunk_tokens * m.record_bytes();

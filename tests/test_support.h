@@ -66,6 +66,10 @@ colikv::Options chunked_options(const colikv::ModelSignature& m, int64_t chunk_t
 // The token ids from, from+1, ..., from+n-1.
 std::vector<int32_t> token_run(int32_t from, int n);
 
+// The bit pattern of a float and back, for bit-exact checks (NaN payloads, -0.0).
+uint32_t bits_of(float f);
+float from_bits(uint32_t u);
+
 // Deterministic token ids in [0, vocab).
 std::vector<int32_t> make_tokens(int64_t n, int32_t vocab, uint32_t seed);
 

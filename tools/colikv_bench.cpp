@@ -408,12 +408,15 @@ struct Config {
   int load_reps = 3;
   std::string sample = "/work/shared/samples/glm_tiny_nodsa_51.coli_kv";
   std::vector<std::string> only;
+  std::vector<std::string> shapes, kinds, syncs;  // empty: all
   bool keep = false;
   bool bf16 = true;
   std::string self;
-  bool enabled(const std::string& w) const {
-    return only.empty() || std::find(only.begin(), only.end(), w) != only.end();
+  static bool in(const std::vector<std::string>& v, const std::string& x) {
+    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
   }
+  bool enabled(const std::string& w) const { return in(only, w); }
+
 };
 
 colikv::Options store_options(colikv::Synchronous sync, const std::string& precision = "f32") {
@@ -1105,8 +1108,23 @@ int usage() {
   std::fprintf(stderr,
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
-               "                    [--only turns,bounds,sample,import,many,fork]\n");
+               "                    [--only turns,bounds,sample,import,many,fork]\n"
+               "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL]\n"
+               "--shape, --data and --sync narrow the turns workload to those cases.\n");
   return 2;
+}
+
+// "a,b,c" -> {"a", "b", "c"}; empty items are dropped.
+std::vector<std::string> split_list(const std::string& v) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= v.size()) {
+    size_t q = v.find(',', p);
+    if (q == std::string::npos) q = v.size();
+    if (q > p) out.push_back(v.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -1134,16 +1152,11 @@ int main(int argc, char** argv) {
     else if (a == "--sample") cfg.sample = next();
     else if (a == "--no-bf16") cfg.bf16 = false;
     else if (a == "--keep") cfg.keep = true;
-    else if (a == "--only") {
-      std::string v = next();
-      size_t p = 0;
-      while (p <= v.size()) {
-        size_t q = v.find(',', p);
-        if (q == std::string::npos) q = v.size();
-        if (q > p) cfg.only.push_back(v.substr(p, q - p));
-        p = q + 1;
-      }
-    } else return usage();
+    else if (a == "--only") cfg.only = split_list(next());
+    else if (a == "--shape") cfg.shapes = split_list(next());
+    else if (a == "--data") cfg.kinds = split_list(next());
+    else if (a == "--sync") cfg.syncs = split_list(next());
+    else return usage();
   }
   if (cfg.quick) {
     if (!tokens_set) cfg.tokens = 1024;
@@ -1174,15 +1187,17 @@ int main(int argc, char** argv) {
   try {
     for (const Shape* sh : {&big, &small}) {
       if (!cfg.enabled("turns")) break;
+      if (!Config::in(cfg.shapes, sh->name)) continue;
       // The small shape takes 16x the tokens so its turns are not all overhead.
       const int64_t n = sh == &big ? cfg.tokens : cfg.tokens * 16;
       const int64_t turn = sh == &big ? cfg.turn : cfg.turn * 16;
       Engine src(sh->m, n), dst(sh->m, n);
       for (Kind kind : {Kind::kFull, Kind::kBf16Origin}) {
+        if (!Config::in(cfg.kinds, kind_name(kind))) continue;
         src.compute(0, n, 1, kind);
         for (auto sync : {colikv::Synchronous::kFull, colikv::Synchronous::kNormal})
-          bench_turns(cfg, *sh, kind, "f32", sync, src, dst, n, turn);
-        if (cfg.bf16) bench_turns(cfg, *sh, kind, "bf16", colikv::Synchronous::kNormal, src, dst, n, turn);
+          if (Config::in(cfg.syncs, sync_name(sync))) bench_turns(cfg, *sh, kind, "f32", sync, src, dst, n, turn);
+        if (cfg.bf16 && Config::in(cfg.syncs, "NORMAL")) bench_turns(cfg, *sh, kind, "bf16", colikv::Synchronous::kNormal, src, dst, n, turn);
       }
     }
     if (cfg.enabled("bounds")) {

@@ -1,0 +1,65 @@
+// What an operation reads from the file, counted page by page through the
+// test VFS shim (tests/fault_vfs.h): work that should not depend on how long a
+// conversation is must not read its committed KV payloads. A payload is a blob
+// spread over overflow pages, and SQLite walks them whenever a statement
+// evaluates the column itself (even just for "payload IS NULL").
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "colikv/store.h"
+#include "fault_vfs.h"
+#include "test_support.h"
+
+using colikv::ModelSignature;
+using colikv::Store;
+using colikv_test::EngineBuffers;
+using colikv_test::FaultVfs;
+using colikv_test::TempDir;
+
+TEST_CASE("append, info and count read a few pages, not the committed payloads", "[store][io-cost]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  ModelSignature m = colikv_test::tiny_model();
+  m.kv_lora = 256;  // 3 layers x 320 floats: 3,840 bytes a token
+  m.qk_rope = 64;
+  const int64_t C = 128;  // a chunk holds ~490 KB raw, ~440 KB stored
+  const int64_t chunks = 40;
+  const int64_t n = chunks * C;  // chunk-aligned: the next append replaces no chunk
+  EngineBuffers b(m, n + 1);
+  b.fill(0, n + 1, 11);
+  colikv::Options o = colikv_test::chunked_options(m, C);
+  int64_t payload_pages = 0;
+  {
+    Store s(path, o);
+    s.append("long", m, b.tokens.data(), n, b.source());
+    const int64_t page = 65536;
+    payload_pages = s.stats().total.stored_bytes / page;
+  }
+  REQUIRE(payload_pages >= 5 * chunks);  // the payloads span many pages...
+
+  o.vfs_name = FaultVfs::kName;
+  FaultVfs& vfs = FaultVfs::get();
+  vfs.reset();
+  Store s(path, o);
+  REQUIRE(s.count("long") == n);  // schema and conversation row read once
+
+  vfs.reset();
+  s.append("long", m, b.tokens.data(), n + 1, b.source());
+  const int64_t append_reads = vfs.count(FaultVfs::kRead);
+  vfs.reset();
+  const colikv::ConversationInfo info = s.info("long");
+  const int64_t info_reads = vfs.count(FaultVfs::kRead);
+  CHECK(info.tokens == n + 1);
+  vfs.reset();
+  CHECK(s.count("long") == n + 1);
+  const int64_t count_reads = vfs.count(FaultVfs::kRead);
+
+  // ...and none of these operations walks them: each reads index and leaf
+  // pages (one leaf per chunk row: a row keeps the head of its blob locally).
+  INFO("payload pages " << payload_pages << ", append read " << append_reads << ", info " << info_reads
+                        << ", count " << count_reads);
+  CHECK(append_reads < payload_pages / 2);
+  CHECK(info_reads < payload_pages / 2);
+  CHECK(count_reads < 8);
+}

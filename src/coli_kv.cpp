@@ -230,10 +230,10 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   req.len = n;
   req.must_create = true;
   req.progress = options.progress;
-  // Staged, a file is held encoded in memory before its transaction: only a
-  // small one is. A larger file streams a few chunks at a time (peak resident
-  // memory measured ~40-60 MiB for any size; docs/benchmarks.md).
-  req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{32} << 20);
+  // Encoding may run this far ahead of the writer: a few chunks, so that an
+  // import's memory stays bounded whatever the file's size (peak resident
+  // memory measured ~40-75 MiB; docs/benchmarks.md).
+  req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
   req.produce = [&, file, rb, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
     // Each worker reuses its own record buffer: memory stays a few chunks.
     thread_local std::vector<uint8_t> records;

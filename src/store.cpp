@@ -698,10 +698,6 @@ void Store::Impl::append(const detail::AppendRequest& req) {
     }
   }
 
-  int64_t raw_total = 0;
-  for (auto& w : plan) raw_total += std::min(C, req.len - w.first_pos) * 4 * req.model.floats_per_token();
-  const bool staged = raw_total <= (req.max_staged_bytes >= 0 ? req.max_staged_bytes : options.max_staged_bytes);
-
   auto produce = [&](size_t i) -> detail::ProducedChunk {
     WriteChunk& w = plan[i];
     detail::ProducedChunk out;
@@ -788,29 +784,24 @@ void Store::Impl::append(const detail::AppendRequest& req) {
     txn.commit();
   };
 
-  std::function<detail::ProducedChunk(size_t)> produce_fn = produce;
-  if (staged) {
-    std::function<void(size_t, detail::ProducedChunk&)> keep = [&](size_t i, detail::ProducedChunk& r) {
+  // Encoding starts now on the pool and runs up to max_staged_bytes (raw) ahead
+  // of the writer: it overlaps taking the write lock and writing the earlier
+  // chunks. The encoder outpaces SQLite's writes (docs/benchmarks.md,
+  // "bounds"), so the lock is held for about the SQL writes alone.
+  const int64_t chunk_raw = std::max<int64_t>(1, C * 4 * req.model.floats_per_token());
+  const int64_t ahead_bytes = req.max_staged_bytes >= 0 ? req.max_staged_bytes : options.max_staged_bytes;
+  const size_t ahead = std::max<size_t>(window(), static_cast<size_t>(std::max<int64_t>(0, ahead_bytes / chunk_raw)));
+  detail::OrderedJobs<detail::ProducedChunk> encoded(pool, plan.size(), ahead, produce);
+  write_all([&](const std::function<void(WriteChunk&)>& write) {
+    while (!encoded.done()) {
+      detail::ProducedChunk r;
+      const size_t i = encoded.next(r);
       plan[i].produced = std::move(r);
-    };
-    detail::ordered_map(pool, plan.size(), plan.size(), produce_fn, keep);
-    write_all([&](const std::function<void(WriteChunk&)>& write) {
-      for (auto& w : plan) {
-        write(w);
-        progress(w);
-      }
-    });
-  } else {
-    write_all([&](const std::function<void(WriteChunk&)>& write) {
-      std::function<void(size_t, detail::ProducedChunk&)> consume = [&](size_t i, detail::ProducedChunk& r) {
-        plan[i].produced = std::move(r);
-        write(plan[i]);
-        progress(plan[i]);
-        plan[i].produced = detail::ProducedChunk();  // bounded memory: drop it once written
-      };
-      detail::ordered_map(pool, plan.size(), window(), produce_fn, consume);
-    });
-  }
+      write(plan[i]);
+      progress(plan[i]);
+      plan[i].produced = detail::ProducedChunk();  // bounded memory: drop it once written
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -47,33 +47,51 @@ class ThreadPool {
 };
 
 // Runs produce(i) for i in [0, n) on the pool, at most `window` at a time,
-// and consume(i, result) on the calling thread in order of i. If anything
-// throws, waits for the jobs in flight (they may point into the caller's
-// buffers) and rethrows the first error.
+// starting at construction; next() hands the results back on the calling
+// thread in order of i, each as soon as it is ready. The caller can thus let
+// jobs run ahead while it does something else (take a lock, write the
+// previous result). An exception thrown by produce(i) is rethrown by the
+// next() that returns i. The destructor waits for the jobs in flight (they may
+// point into the caller's buffers).
 template <class R>
-void ordered_map(ThreadPool& pool, size_t n, size_t window, const std::function<R(size_t)>& produce,
-                 const std::function<void(size_t, R&)>& consume) {
-  if (window == 0) window = 1;
-  std::deque<std::pair<size_t, std::future<R>>> inflight;
-  struct Drain {
-    std::deque<std::pair<size_t, std::future<R>>>& q;
-    ~Drain() {
-      for (auto& f : q)
-        if (f.second.valid()) f.second.wait();
-    }
-  } drain{inflight};
-  size_t next = 0;
-  while (next < n || !inflight.empty()) {
-    while (next < n && inflight.size() < window) {
-      size_t i = next++;
-      inflight.emplace_back(i, pool.submit([&produce, i] { return produce(i); }));
-    }
-    R r = inflight.front().second.get();
-    size_t i = inflight.front().first;
-    inflight.pop_front();
-    consume(i, r);
+class OrderedJobs {
+ public:
+  OrderedJobs(ThreadPool& pool, size_t n, size_t window, std::function<R(size_t)> produce)
+      : pool_(pool), n_(n), window_(window == 0 ? 1 : window), produce_(std::move(produce)) {
+    refill();
   }
-}
+  ~OrderedJobs() {
+    for (auto& f : inflight_)
+      if (f.valid()) f.wait();
+  }
+  OrderedJobs(const OrderedJobs&) = delete;
+  OrderedJobs& operator=(const OrderedJobs&) = delete;
+
+  bool done() const { return taken_ == n_; }
+  // Requires !done(). Waits for result i (i = 0, 1, ... on successive calls).
+  size_t next(R& out) {
+    std::future<R> f = std::move(inflight_.front());
+    inflight_.pop_front();
+    const size_t i = taken_++;
+    refill();  // keep the window full while this result is consumed
+    out = f.get();
+    return i;
+  }
+
+ private:
+  void refill() {
+    while (submitted_ < n_ && inflight_.size() < window_) {
+      const size_t i = submitted_++;
+      inflight_.push_back(pool_.submit([this, i] { return produce_(i); }));
+    }
+  }
+
+  ThreadPool& pool_;
+  const size_t n_, window_;
+  const std::function<R(size_t)> produce_;
+  std::deque<std::future<R>> inflight_;
+  size_t submitted_ = 0, taken_ = 0;
+};
 
 }  // namespace detail
 }  // namespace colikv

@@ -72,11 +72,12 @@ struct Options {
   // one per hardware core. Default: 0.
   int threads = 0;
 
-  // An append whose raw size is at most this is encoded entirely before its
-  // write transaction starts, so the write lock is held only for the SQL
-  // writes. A larger append (a whole imported file) is encoded while its one
-  // transaction is open, a few chunks at a time, so that memory stays bounded.
-  // Default: 256 MiB.
+  // How far, in raw (decoded) bytes, chunk encoding may run ahead of the
+  // writer. An append starts encoding on the worker threads, then takes the
+  // write lock and writes each chunk as soon as it is encoded, while later
+  // ones are still being encoded; at most this many raw bytes (and at least
+  // two chunks per thread) are encoded and not yet written. Imports use at
+  // most 16 MiB. Default: 256 MiB.
   int64_t max_staged_bytes = int64_t{256} << 20;
 
   // Page size of a new store, in bytes (SQLite allows 512..65536). Large pages

@@ -173,7 +173,7 @@ PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n) {
 // ---------------------------------------------------------------------------
 // Background checkpoints
 
-namespace {
+namespace detail {
 
 // Copies the WAL back into the database file on its own thread and
 // connection, so that a commit does not wait for that second write of every
@@ -183,6 +183,13 @@ namespace {
 // commit the thread is woken for a PASSIVE checkpoint, which blocks neither
 // readers nor the writer; at kHardPages the committing thread waits for it and
 // checkpoints inline, so the WAL stays bounded when writes outrun it.
+//
+// SQLite rewrites the WAL from its start only when a write transaction
+// begins on a WAL whose every frame was copied back; an append that begins
+// while the previous one's checkpoint runs makes the WAL grow instead, until
+// kHardPages stalls a commit (measured: every 4th 92 MB turn took +280 ms).
+// So an append waits for a running checkpoint before it begins (its chunks
+// keep encoding meanwhile): wait_before_write().
 class Checkpointer {
  public:
   static constexpr int kSoftPages = 1000;  // SQLite's default auto-checkpoint
@@ -205,9 +212,18 @@ class Checkpointer {
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
+  // Waits until no checkpoint is pending or running, if the last commit left
+  // at least kSoftPages in the WAL.
+  void wait_before_write() {
+    if (wal_pages_.load() < kSoftPages || failed_) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return stop_ || (!pending_ && !busy_); });
+  }
+
  private:
   static int on_commit(void* arg, sqlite3* h, const char* name, int pages) {
     auto* self = static_cast<Checkpointer*>(arg);
+    self->wal_pages_ = pages;
     if (pages >= kHardPages || (pages >= kSoftPages && self->failed_)) {
       std::unique_lock<std::mutex> lock(self->mu_);
       self->cv_.wait(lock, [self] { return !self->busy_; });
@@ -231,11 +247,18 @@ class Checkpointer {
       pending_ = false;
       busy_ = true;
       lock.unlock();
-      if (!db_ && !failed_ &&
-          sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-        sqlite3_close(db_);
-        db_ = nullptr;
-        failed_ = true;  // the committing thread checkpoints inline from now on
+      if (!db_ && !failed_) {
+        if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+          sqlite3_close(db_);
+          db_ = nullptr;
+          failed_ = true;  // the committing thread checkpoints inline from now on
+        } else if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr) != SQLITE_OK) {
+          // A connection learns that the file is in WAL mode from its first
+          // read; until then sqlite3_wal_checkpoint_v2 does nothing and says
+          // SQLITE_OK. Not readable now (busy): try again next time.
+          sqlite3_close(db_);
+          db_ = nullptr;
+        }
       }
       // Errors (busy, I/O) leave the frames in the WAL, where they are safe;
       // the next commit past kSoftPages tries again.
@@ -253,10 +276,11 @@ class Checkpointer {
   std::condition_variable cv_;
   bool stop_ = false, pending_ = false, busy_ = false;
   std::atomic<bool> failed_{false};
+  std::atomic<int> wal_pages_{0};
   std::thread thread_;
 };
 
-}  // namespace
+}  // namespace detail
 
 // ---------------------------------------------------------------------------
 // Opening
@@ -330,7 +354,7 @@ Store::Impl::Impl(const std::string& p, const Options& o)
     detail::exec(db, "PRAGMA journal_size_limit=" + std::to_string(ps * 1000), what);
     // Checkpoints run in the background; with a custom VFS (fault injection)
     // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
-    if (options.vfs_name.empty()) checkpointer = std::make_shared<Checkpointer>(h, path);
+    if (options.vfs_name.empty()) checkpointer = std::make_shared<detail::Checkpointer>(h, path);
   }
 }
 
@@ -716,6 +740,7 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 
   // 4. One write transaction: chunks, chunk list and count together.
   auto write_all = [&](const std::function<void(const std::function<void(WriteChunk&)>&)>& each_chunk) {
+    if (checkpointer) checkpointer->wait_before_write();
     SqlTransaction txn(db, here);
     with_context(here, [&] {
       auto now_conv = find_conversation(req.id);

@@ -22,6 +22,8 @@ namespace colikv {
 
 namespace detail {
 
+class Checkpointer;  // store.cpp: copies the WAL back on its own thread
+
 struct ModelRow {
   int64_t id = 0;
   ModelSignature sig;
@@ -124,7 +126,7 @@ class Store::Impl {
   std::shared_ptr<void> match_cache;
   // The background WAL checkpointer of a writable store (store.cpp); declared
   // last so that it stops before anything else is torn down.
-  std::shared_ptr<void> checkpointer;
+  std::shared_ptr<detail::Checkpointer> checkpointer;
 
   // Helpers used by Store's methods.
   std::optional<detail::ConversationRow> find_conversation(const std::string& id);

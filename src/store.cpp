@@ -1422,8 +1422,12 @@ std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
   return with_context(s.where(), [&] {
+    // The page is chosen on the (last_used_ms, conversation_id) index alone:
+    // OFFSET over the full select would compute the skipped rows' sizes too.
     SQLite::Statement q(s.db, std::string(kInfoSelect) +
-                                  "ORDER BY c.last_used_ms DESC, c.conversation_id DESC LIMIT ? OFFSET ?");
+                                  "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations "
+                                  "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ? OFFSET ?) "
+                                  "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
     q.bind(1, static_cast<int64_t>(options.limit < 0 ? -1 : options.limit));
     q.bind(2, static_cast<int64_t>(std::max<int64_t>(0, options.offset)));
     std::vector<ConversationInfo> out;

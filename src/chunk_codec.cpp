@@ -455,6 +455,72 @@ size_t compress_frame(ThreadCodec& tc, const uint8_t* src, size_t raw, int level
   return csize;
 }
 
+std::string frame_at(size_t k, size_t offset) {
+  return "zstd frame " + std::to_string(k) + " at byte " + std::to_string(offset);
+}
+
+// Decompresses a payload of one or more zstd frames into exactly raw bytes at
+// dst. A first pass walks the frame headers: every frame must declare its
+// content size, the sizes must add up to raw, and nothing may follow the last
+// frame. A second decompresses each frame into its place, its capacity bounded
+// by what is left of raw whatever its header says. Throws kCorrupt naming the
+// frame (k, counted from 0) and its byte offset in the payload.
+void decode_frames(ThreadCodec& tc, const uint8_t* payload, size_t payload_size, uint8_t* dst, size_t raw) {
+  if (payload_size < 4 || load_le32(payload) != ZSTD_MAGICNUMBER)
+    corrupt("payload of " + std::to_string(payload_size) + " bytes is not a zstd frame");
+  // Checks the frame k at pos (whose content may take at most `room` bytes):
+  // its content size, then its compressed size.
+  const auto frame = [&](size_t k, size_t pos, size_t room, size_t& content) -> size_t {
+    const uint8_t* f = payload + pos;
+    const size_t left = payload_size - pos;
+    if (left < 4 || load_le32(f) != ZSTD_MAGICNUMBER)
+      corrupt(frame_at(k, pos) + ": not a zstd frame (" + std::to_string(left) + " bytes after frame " +
+              std::to_string(k - 1) + ")");
+    const unsigned long long c = ZSTD_getFrameContentSize(f, left);
+    if (c == ZSTD_CONTENTSIZE_ERROR) corrupt(frame_at(k, pos) + ": header is malformed or truncated");
+    if (c == ZSTD_CONTENTSIZE_UNKNOWN)
+      corrupt(frame_at(k, pos) + " does not declare its content size, expected " + std::to_string(raw) +
+              " bytes in all");
+    if (c > room)
+      corrupt(frame_at(k, pos) + " declares " + std::to_string(c) + " bytes, " +
+              (k == 0 ? "expected " + std::to_string(raw)
+                      : "more than the " + std::to_string(room) + " left of the expected " + std::to_string(raw)));
+    const size_t size = ZSTD_findFrameCompressedSize(f, left);
+    if (ZSTD_isError(size)) corrupt(frame_at(k, pos) + ": zstd: " + ZSTD_getErrorName(size));
+    content = static_cast<size_t>(c);
+    return size;
+  };
+  // Pass 1: the frame headers alone (cheap: block headers are 128 KiB apart).
+  size_t pos = 0, declared = 0, k = 0;
+  do {
+    size_t content = 0;
+    const size_t start = pos;
+    pos += frame(k, pos, raw - declared, content);
+    declared += content;
+    if (declared == raw && pos < payload_size)
+      corrupt("payload has " + std::to_string(payload_size - pos) + " bytes after its last zstd frame (" +
+              frame_at(k, start) + " ends at byte " + std::to_string(pos) + ")");
+    ++k;
+  } while (pos < payload_size);
+  if (declared != raw)
+    corrupt("zstd frames declare " + std::to_string(declared) + " bytes in all, expected " + std::to_string(raw) +
+            " (" + std::to_string(k) + " frame" + (k == 1 ? "" : "s") + ")");
+  // Pass 2: each frame straight into its place.
+  size_t out = 0;
+  pos = 0;
+  for (size_t i = 0; i < k; ++i) {
+    size_t content = 0;
+    const size_t size = frame(i, pos, raw - out, content);
+    const size_t got = ZSTD_decompressDCtx(tc.dctx(), dst + out, raw - out, payload + pos, size);
+    if (ZSTD_isError(got)) corrupt(frame_at(i, pos) + ": zstd: " + ZSTD_getErrorName(got));
+    if (got != content)
+      corrupt(frame_at(i, pos) + " decompressed to " + std::to_string(got) + " bytes, declares " +
+              std::to_string(content));
+    out += got;
+    pos += size;
+  }
+}
+
 // ---------------------------------------------------------------- SHA-256
 
 constexpr uint32_t kSha256K[64] = {
@@ -669,22 +735,8 @@ void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, 
       corrupt("payload is " + std::to_string(payload_size) + " bytes, expected " + std::to_string(raw) +
               " (stored uncompressed)");
   } else {
-    if (payload_size < 4 || load_le32(payload) != ZSTD_MAGICNUMBER)
-      corrupt("payload of " + std::to_string(payload_size) + " bytes is not a zstd frame");
-    const unsigned long long declared = ZSTD_getFrameContentSize(payload, payload_size);
-    if (declared == ZSTD_CONTENTSIZE_ERROR) corrupt("zstd frame header is malformed or truncated");
-    if (declared == ZSTD_CONTENTSIZE_UNKNOWN)
-      corrupt("zstd frame does not declare its content size, expected " + std::to_string(raw) + " bytes");
-    if (declared != raw) corrupt("zstd frame declares " + std::to_string(declared) + " bytes, expected " + std::to_string(raw));
-    const size_t frame_size = ZSTD_findFrameCompressedSize(payload, payload_size);
-    if (ZSTD_isError(frame_size)) corrupt(std::string("zstd: ") + ZSTD_getErrorName(frame_size));
-    if (frame_size != payload_size)
-      corrupt("payload has " + std::to_string(payload_size - frame_size) + " bytes after its zstd frame");
     uint8_t* buf = tc.raw.get(raw);
-    // Capacity raw bounds the output whatever the frame says.
-    const size_t got = ZSTD_decompressDCtx(tc.dctx(), buf, raw, payload, payload_size);
-    if (ZSTD_isError(got)) corrupt(std::string("zstd: ") + ZSTD_getErrorName(got));
-    if (got != raw) corrupt("decompressed to " + std::to_string(got) + " bytes, expected " + std::to_string(raw));
+    decode_frames(tc, payload, payload_size, buf, raw);
     data = buf;
   }
   const uint32_t computed = chunk_checksum(tokens, n_tokens, data, raw);

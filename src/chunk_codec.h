@@ -65,11 +65,15 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,
                           int zstd_level, ChunkPrecision precision = ChunkPrecision::kF32);
 
-// Verifies and decodes a payload into the planes. Decompression is bounded
-// by raw_size (never by the frame header). Checks, in order: the payload size
-// (== raw_size when not compressed), decompression to exactly raw_size bytes,
-// then the checksum over the tokens and the decoded bytes. Throws
-// Error(kCorrupt, <what is wrong>) before writing any byte of any plane.
+// Verifies and decodes a payload into the planes. A compressed payload is one
+// or more zstd frames (one per byte plane, or one for the whole chunk as
+// written before plane frames), each declaring its content size, the sizes
+// adding up to raw_size, nothing after the last. Decompression is bounded by
+// raw_size (never by a frame header). Checks, in order: the payload size
+// (== raw_size when not compressed) or the frame headers, decompression to
+// exactly raw_size bytes, then the checksum over the tokens and the decoded
+// bytes. Throws Error(kCorrupt, <what is wrong>: for a frame, its index and
+// byte offset) before writing any byte of any plane.
 // `precision` is the chunk's (chunks.precision); raw_size must be
 // precision_value_bytes(precision) * values.
 void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, int64_t raw_size,

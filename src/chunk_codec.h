@@ -1,5 +1,6 @@
-// Chunk payload codec: planes -> byte-shuffle -> zstd (or stored as is when
-// not smaller), with a CRC-32C over the token ids and the decoded payload.
+// Chunk payload codec: planes -> byte-shuffle -> one zstd frame per byte
+// plane (or the whole chunk stored as is when not smaller), with a CRC-32C
+// over the token ids and the decoded payload.
 // The byte layout is written down in docs/format.md.
 #ifndef COLIKV_SRC_CHUNK_CODEC_H
 #define COLIKV_SRC_CHUNK_CODEC_H
@@ -47,7 +48,7 @@ float bf16_to_float(uint16_t b);
 
 struct EncodedChunk {
   std::vector<uint8_t> payload;  // the blob to store
-  bool compressed = false;       // true: payload is one zstd frame; false: stored as is
+  bool compressed = false;       // true: payload is zstd frames, one per byte plane; false: stored as is
   int64_t raw_size = 0;          // bytes of the decoded payload: 4 (f32) or 2 (bf16) * values
   uint32_t checksum = 0;         // chunk_checksum(tokens, decoded payload)
 };
@@ -57,9 +58,12 @@ struct EncodedChunk {
 uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 
 // Shuffles the chunk (the floats of every plane in order, split into 4 byte
-// streams: all bytes 0, then all bytes 1, 2, 3), compresses with zstd at `level` and keeps
-// the compressed form only when it is smaller. Thread-safe: each thread reuses
-// its own zstd context and scratch buffers.
+// streams: all bytes 0, then all bytes 1, 2, 3) and writes each stream as one
+// zstd frame: compressed at `zstd_level` (level 1: parameters tuned for float
+// exponent bytes, see chunk_codec.cpp) when a trial on its first 128 KiB saves
+// at least 1/64, else a raw frame. Keeps the frames only when together they
+// are smaller than the raw payload. Thread-safe: each thread reuses its own
+// zstd context and scratch buffers.
 // With ChunkPrecision::kBf16 the values are rounded to bfloat16 and split into
 // 2 byte streams (low byte of every bf16 value, then high byte).
 EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,

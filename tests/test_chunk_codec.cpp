@@ -516,10 +516,13 @@ TEST_CASE("compressible data is compressed, random bits are stored as is", "[cod
   const EncodedChunk c = encode_chunk(n_tokens, tokens.data(), sl, 3);
   CHECK(c.compressed);
   CHECK(static_cast<int64_t>(c.payload.size()) < c.raw_size / 2);
-  // One frame with its content size and no zstd checksum.
-  CHECK(ZSTD_getFrameContentSize(c.payload.data(), c.payload.size()) == static_cast<unsigned long long>(c.raw_size));
-  CHECK(ZSTD_findFrameCompressedSize(c.payload.data(), c.payload.size()) == c.payload.size());
-  CHECK((c.payload[4] & 0x04) == 0);
+  // One frame per byte plane, each with its content size and no zstd checksum.
+  const std::vector<FrameInfo> frames = parse_frames(c.payload);
+  REQUIRE(frames.size() == 4);
+  for (const FrameInfo& f : frames) {
+    CHECK(f.content == static_cast<size_t>(c.raw_size / 4));
+    CHECK((c.payload[f.offset + 4] & 0x04) == 0);
+  }
 
   Planes noise(n_tokens, kTinyWidths);
   fill_random(noise, 12);
@@ -563,6 +566,17 @@ Planes planes_of_bytes(int64_t n_tokens, int64_t width, const std::vector<Bytes>
     uint32_t v = 0;
     for (size_t k = 0; k < 4; ++k) v |= uint32_t{k < pattern.size() ? byte_of(pattern[k], i, rng) : uint8_t{0}} << (8 * k);
     d[i] = from_bits(v);
+  }
+  return p;
+}
+
+// bfloat16-exact values whose bf16 low byte follows lo and high byte hi.
+Planes bf16_planes_of_bytes(int64_t n_tokens, int64_t width, Bytes lo, Bytes hi, uint32_t seed) {
+  Planes p(n_tokens, {width});
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < p.data[0].size(); ++i) {
+    const uint32_t l = byte_of(lo, i, rng), h = byte_of(hi, i, rng);
+    p.data[0][i] = from_bits(l << 16 | h << 24);
   }
   return p;
 }
@@ -621,6 +635,138 @@ void require_round_trip(const EncodedChunk& e, const Planes& src, const std::vec
 }
 
 }  // namespace
+
+TEST_CASE("plane frames: one zstd frame per f32 byte plane, raw when incompressible", "[codec]") {
+  // 160 x 1024 floats: each byte plane is 163,840 bytes, so a raw frame takes
+  // two blocks (131,072 + 32,768) and the trial covers only its start.
+  const int64_t n = 160, width = 1024;
+  const size_t len = static_cast<size_t>(n * width);
+  const std::vector<int32_t> tokens = make_tokens(n, 31);
+  Planes src = planes_of_bytes(n, width, {Bytes::kRandom, Bytes::kZero, Bytes::kSkewed, Bytes::kRandom}, 32);
+  PlaneList sl = src.list();
+  const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1);
+  REQUIRE(e.compressed);
+  REQUIRE(e.raw_size == static_cast<int64_t>(4 * len));
+  const std::vector<uint8_t> shuffled = reference_raw(sl, n);
+
+  const std::vector<FrameInfo> frames = parse_frames(e.payload);
+  REQUIRE(frames.size() == 4);
+  CHECK(raw_pattern(frames) == std::vector<bool>{true, false, false, true});
+  for (const FrameInfo& f : frames) {
+    CHECK(f.content == len);
+    CHECK((e.payload[f.offset + 4] & 0x04) == 0);  // no zstd checksum
+  }
+  // The raw frames byte for byte: magic, descriptor 0xa0 (4-byte content
+  // size, single segment), content size, block headers with Last_Block last.
+  for (size_t k : {size_t{0}, size_t{3}}) {
+    INFO("plane " << k);
+    CHECK(slice(e.payload, frames[k].offset, frames[k].size) == raw_frame(shuffled.data() + k * len, len));
+    CHECK(frames[k].size == 4 + 1 + 4 + 3 + 131072 + 3 + 32768);
+    const uint8_t* f = e.payload.data() + frames[k].offset;
+    CHECK(std::vector<uint8_t>(f, f + 12) ==
+          std::vector<uint8_t>{0x28, 0xb5, 0x2f, 0xfd, 0xa0, 0x00, 0x80, 0x02, 0x00, 0x00, 0x00, 0x10});
+    CHECK(std::vector<uint8_t>(f + 12 + 131072, f + 15 + 131072) == std::vector<uint8_t>{0x01, 0x00, 0x04});
+  }
+  CHECK(frames[1].size < 100);      // zeros
+  CHECK(frames[2].size < len / 4);  // ~0.7 bits a byte
+  CHECK(e.payload.size() == frames[3].offset + frames[3].size);
+
+  // Concatenated frames are one zstd stream: plain ZSTD_decompress (what
+  // `zstd -d` does) yields the shuffled bytes.
+  CHECK(decoded_bytes(e) == shuffled);
+  require_round_trip(e, src, tokens);
+
+  // Compressible byte 0 and 3, random middle bytes: the other way round.
+  Planes mid = planes_of_bytes(n, width, {Bytes::kSkewed, Bytes::kRandom, Bytes::kRandom, Bytes::kZero}, 33);
+  PlaneList ml = mid.list();
+  const EncodedChunk m = encode_chunk(n, tokens.data(), ml, 1);
+  REQUIRE(m.compressed);
+  CHECK(raw_pattern(parse_frames(m.payload)) == std::vector<bool>{false, true, true, false});
+  CHECK(decoded_bytes(m) == reference_raw(ml, n));
+  require_round_trip(m, mid, tokens);
+
+  // Other levels are stock zstd per plane: same frame structure.
+  const EncodedChunk m3 = encode_chunk(n, tokens.data(), ml, 3);
+  CHECK(raw_pattern(parse_frames(m3.payload)) == std::vector<bool>{false, true, true, false});
+  require_round_trip(m3, mid, tokens);
+}
+
+TEST_CASE("plane frames: small planes take the short content-size fields", "[codec]") {
+  // 300-byte planes: 2-byte content size (300 - 256); 200-byte planes: 1 byte.
+  for (int64_t width : {100, 200}) {
+    const int64_t n = width == 100 ? 3 : 1;
+    const size_t len = static_cast<size_t>(n * width);
+    const std::vector<int32_t> tokens = make_tokens(n, 41);
+    Planes src = planes_of_bytes(n, width, {Bytes::kRandom, Bytes::kZero, Bytes::kZero, Bytes::kZero}, 42);
+    PlaneList sl = src.list();
+    const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1);
+    INFO("plane bytes " << len);
+    REQUIRE(e.compressed);
+    const std::vector<FrameInfo> frames = parse_frames(e.payload);
+    REQUIRE(frames.size() == 4);
+    CHECK(raw_pattern(frames) == std::vector<bool>{true, false, false, false});
+    const std::vector<uint8_t> shuffled = reference_raw(sl, n);
+    CHECK(slice(e.payload, 0, frames[0].size) == raw_frame(shuffled.data(), len));
+    if (len == 300) CHECK(slice(e.payload, 4, 3) == std::vector<uint8_t>{0x60, 44, 0});
+    if (len == 200) CHECK(slice(e.payload, 4, 2) == std::vector<uint8_t>{0x20, 200});
+    CHECK(slice(e.payload, frames[0].size - len - 3, 3) == std::vector<uint8_t>{
+                                                              static_cast<uint8_t>((len << 3 | 1) & 0xff),
+                                                              static_cast<uint8_t>((len << 3) >> 8), 0});
+    CHECK(decoded_bytes(e) == shuffled);
+    require_round_trip(e, src, tokens);
+  }
+}
+
+TEST_CASE("plane frames: bf16 chunks have two planes", "[codec]") {
+  const int64_t n = 160, width = 1024;
+  const size_t len = static_cast<size_t>(n * width);
+  const std::vector<int32_t> tokens = make_tokens(n, 51);
+  const struct {
+    Bytes lo, hi;
+    std::vector<bool> raw;
+  } cases[] = {
+      {Bytes::kRandom, Bytes::kSkewed, {true, false}},
+      {Bytes::kZero, Bytes::kSkewed, {false, false}},
+      {Bytes::kSkewed, Bytes::kRandom, {false, true}},
+  };
+  for (const auto& c : cases) {
+    Planes src = bf16_planes_of_bytes(n, width, c.lo, c.hi, 52);
+    PlaneList sl = src.list();
+    const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1, ChunkPrecision::kBf16);
+    REQUIRE(e.compressed);
+    REQUIRE(e.raw_size == static_cast<int64_t>(2 * len));
+    const std::vector<FrameInfo> frames = parse_frames(e.payload);
+    REQUIRE(frames.size() == 2);
+    CHECK(raw_pattern(frames) == c.raw);
+    CHECK(frames[0].content == len);
+    CHECK(frames[1].content == len);
+    // The shuffled bytes: low bytes of the bf16 values, then high bytes.
+    const std::vector<uint8_t> shuffled = decoded_bytes(e);
+    for (size_t i = 0; i < len; i += 997) {
+      const uint32_t bits = bits_of(src.data[0][i]);
+      CHECK(shuffled[i] == static_cast<uint8_t>(bits >> 16));
+      CHECK(shuffled[len + i] == static_cast<uint8_t>(bits >> 24));
+    }
+    require_round_trip(e, src, tokens, ChunkPrecision::kBf16);
+  }
+}
+
+TEST_CASE("plane frames: an all-zero chunk is four tiny compressed frames", "[codec]") {
+  const int64_t n = 160, width = 1024;
+  const std::vector<int32_t> tokens = make_tokens(n, 61);
+  Planes src(n, {width});  // zeros
+  PlaneList sl = src.list();
+  const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1);
+  REQUIRE(e.compressed);
+  const std::vector<FrameInfo> frames = parse_frames(e.payload);
+  REQUIRE(frames.size() == 4);
+  CHECK(raw_pattern(frames) == std::vector<bool>(4, false));
+  CHECK(e.payload.size() < 200);
+  require_round_trip(e, src, tokens);
+  const EncodedChunk b = encode_chunk(n, tokens.data(), sl, 1, ChunkPrecision::kBf16);
+  CHECK(parse_frames(b.payload).size() == 2);
+  require_round_trip(b, src, tokens, ChunkPrecision::kBf16);
+}
 
 TEST_CASE("a payload written before plane frames (one frame for the chunk) still decodes", "[codec]") {
   const int64_t n = 64;
@@ -860,7 +1006,7 @@ TEST_CASE("corrupt payloads are detected before any plane byte is written", "[co
   SECTION("extra bytes after the frame or the raw payload") {
     std::vector<uint8_t> ec = c.payload;
     ec.push_back(0);
-    require_corrupt(ec, true, c.raw_size, c.checksum, tokens, n, "1 bytes after its last zstd frame (zstd frame 0 at byte 0");
+    require_corrupt(ec, true, c.raw_size, c.checksum, tokens, n, "1 bytes after its last zstd frame (zstd frame 3 at byte");
     std::vector<uint8_t> eu = u.payload;
     eu.push_back(0);
     require_corrupt(eu, false, u.raw_size, u.checksum, tokens, n, "(stored uncompressed)");

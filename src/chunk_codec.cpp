@@ -519,9 +519,11 @@ void append_raw_frame(std::vector<uint8_t>& out, const uint8_t* src, size_t n) {
 //   fast, minMatch 7, hashLog 12, targetLength 512  292,608     0.407  656
 // On the benchmark's synthetic planes hashLog 10 / targetLength 64 saves 1%
 // of the plane (0.397 vs 0.407) at 7% less speed; hashLog 8 / 512 is as fast
-// as any and within 0.1% of the best on real data. Whole real chunk
-// (2,875,392 bytes): one stock level-1 frame 2,447,265 bytes (0.851), these
-// four plane frames 2,449,324 (0.852), encode 407 -> 992 MB/s.
+// as any, and on real data within 0.6% of the best of these on that plane
+// (0.06% of the chunk). Whole real chunk (2,875,392 bytes): one stock level-1
+// frame 2,447,265 bytes (0.851), these four plane frames 2,449,324 (0.852);
+// encode_chunk over it in a loop, one thread: 407 -> 992 MB/s (451 -> 841 in
+// a busier session).
 void configure_cctx(ZSTD_CCtx* cctx, int level) {
   zstd_check(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters), "reset");
   zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level), "level");

@@ -1,5 +1,6 @@
-// Chunk payload codec: planes -> byte-shuffle -> zstd (or stored as is when
-// not smaller), with a CRC-32C over the token ids and the decoded payload.
+// Chunk payload codec: planes -> byte-shuffle -> one zstd frame per byte
+// plane (or the whole chunk stored as is when not smaller), with a CRC-32C
+// over the token ids and the decoded payload.
 // The byte layout is written down in docs/format.md.
 #ifndef COLIKV_SRC_CHUNK_CODEC_H
 #define COLIKV_SRC_CHUNK_CODEC_H
@@ -47,7 +48,7 @@ float bf16_to_float(uint16_t b);
 
 struct EncodedChunk {
   std::vector<uint8_t> payload;  // the blob to store
-  bool compressed = false;       // true: payload is one zstd frame; false: stored as is
+  bool compressed = false;       // true: payload is zstd frames, one per byte plane; false: stored as is
   int64_t raw_size = 0;          // bytes of the decoded payload: 4 (f32) or 2 (bf16) * values
   uint32_t checksum = 0;         // chunk_checksum(tokens, decoded payload)
 };
@@ -57,19 +58,26 @@ struct EncodedChunk {
 uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 
 // Shuffles the chunk (the floats of every plane in order, split into 4 byte
-// streams: all bytes 0, then all bytes 1, 2, 3), compresses with zstd at `level` and keeps
-// the compressed form only when it is smaller. Thread-safe: each thread reuses
-// its own zstd context and scratch buffers.
+// streams: all bytes 0, then all bytes 1, 2, 3) and writes each stream as one
+// zstd frame: compressed at `zstd_level` (level 1: parameters tuned for float
+// exponent bytes, see chunk_codec.cpp) when a trial on its first 128 KiB saves
+// at least 1/64, else a raw frame. Keeps the frames only when together they
+// are smaller than the raw payload. Thread-safe: each thread reuses its own
+// zstd context and scratch buffers.
 // With ChunkPrecision::kBf16 the values are rounded to bfloat16 and split into
 // 2 byte streams (low byte of every bf16 value, then high byte).
 EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,
                           int zstd_level, ChunkPrecision precision = ChunkPrecision::kF32);
 
-// Verifies and decodes a payload into the planes. Decompression is bounded
-// by raw_size (never by the frame header). Checks, in order: the payload size
-// (== raw_size when not compressed), decompression to exactly raw_size bytes,
-// then the checksum over the tokens and the decoded bytes. Throws
-// Error(kCorrupt, <what is wrong>) before writing any byte of any plane.
+// Verifies and decodes a payload into the planes. A compressed payload is one
+// or more zstd frames (one per byte plane, or one for the whole chunk as
+// written before plane frames), each declaring its content size, the sizes
+// adding up to raw_size, nothing after the last. Decompression is bounded by
+// raw_size (never by a frame header). Checks, in order: the payload size
+// (== raw_size when not compressed) or the frame headers, decompression to
+// exactly raw_size bytes, then the checksum over the tokens and the decoded
+// bytes. Throws Error(kCorrupt, <what is wrong>: for a frame, its index and
+// byte offset) before writing any byte of any plane.
 // `precision` is the chunk's (chunks.precision); raw_size must be
 // precision_value_bytes(precision) * values.
 void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, int64_t raw_size,

@@ -3,9 +3,11 @@
 #include <zstd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -159,14 +161,17 @@ std::vector<int32_t> make_tokens(int64_t n, uint32_t seed) {
 // Decoding must fail with kCorrupt, a message containing `what`, and leave
 // every destination byte as it was.
 void require_corrupt(const std::vector<uint8_t>& payload, bool compressed, int64_t raw_size, uint32_t checksum,
-                     const std::vector<int32_t>& tokens, int64_t n_tokens, const std::string& what) {
-  Planes dst(n_tokens, kTinyWidths);
+                     const std::vector<int32_t>& tokens, int64_t n_tokens, const std::string& what,
+                     const std::vector<int64_t>& widths = kTinyWidths,
+                     ChunkPrecision precision = ChunkPrecision::kF32) {
+  Planes dst(n_tokens, widths);
   dst.fill_bits(0xa5a5a5a5u);
   const Planes before = dst;
   PlaneList list = dst.list();
   bool threw = false;
   try {
-    decode_chunk(payload.data(), payload.size(), compressed, raw_size, checksum, n_tokens, tokens.data(), list);
+    decode_chunk(payload.data(), payload.size(), compressed, raw_size, checksum, n_tokens, tokens.data(), list,
+                 precision);
   } catch (const Error& e) {
     threw = true;
     INFO("message: " << e.what());
@@ -202,6 +207,50 @@ std::vector<uint8_t> zstd_frame(const uint8_t* data, size_t n, bool content_size
   ZSTD_freeCCtx(c);
   REQUIRE_FALSE(ZSTD_isError(got));
   out.resize(got);
+  return out;
+}
+
+// One zstd frame of a payload, as a reader without the library sees it.
+struct FrameInfo {
+  size_t offset = 0;          // in the payload
+  size_t size = 0;            // ZSTD_findFrameCompressedSize
+  size_t content = 0;         // ZSTD_getFrameContentSize
+  bool raw_blocks = false;    // every block is a Raw_Block: the plane was stored, not compressed
+  bool single_segment = false;
+};
+
+std::vector<FrameInfo> parse_frames(const std::vector<uint8_t>& payload) {
+  std::vector<FrameInfo> out;
+  size_t pos = 0;
+  while (pos < payload.size()) {
+    FrameInfo f;
+    f.offset = pos;
+    const uint8_t* p = payload.data() + pos;
+    const size_t left = payload.size() - pos;
+    f.size = ZSTD_findFrameCompressedSize(p, left);
+    REQUIRE_FALSE(ZSTD_isError(f.size));
+    const unsigned long long content = ZSTD_getFrameContentSize(p, left);
+    REQUIRE(content != ZSTD_CONTENTSIZE_UNKNOWN);
+    REQUIRE(content != ZSTD_CONTENTSIZE_ERROR);
+    f.content = static_cast<size_t>(content);
+    f.single_segment = (p[4] >> 5) & 1;
+    // RFC 8878 3.1.1.1: magic, descriptor, window descriptor unless single
+    // segment, dictionary id, frame content size.
+    const uint8_t fhd = p[4];
+    static const size_t kDid[4] = {0, 1, 2, 4};
+    const size_t fcs_bytes[4] = {f.single_segment ? size_t{1} : size_t{0}, 2, 4, 8};
+    const size_t header = 5 + (f.single_segment ? 0 : 1) + kDid[fhd & 3] + fcs_bytes[fhd >> 6];
+    f.raw_blocks = true;
+    for (size_t b = header; b < f.size;) {
+      const uint32_t bh = uint32_t{p[b]} | uint32_t{p[b + 1]} << 8 | uint32_t{p[b + 2]} << 16;
+      const uint32_t type = (bh >> 1) & 3;
+      if (type != 0) f.raw_blocks = false;
+      b += 3 + (type == 1 ? 1 : bh >> 3);  // an RLE block holds one byte
+      if (bh & 1) break;
+    }
+    out.push_back(f);
+    pos += f.size;
+  }
   return out;
 }
 
@@ -467,10 +516,13 @@ TEST_CASE("compressible data is compressed, random bits are stored as is", "[cod
   const EncodedChunk c = encode_chunk(n_tokens, tokens.data(), sl, 3);
   CHECK(c.compressed);
   CHECK(static_cast<int64_t>(c.payload.size()) < c.raw_size / 2);
-  // One frame with its content size and no zstd checksum.
-  CHECK(ZSTD_getFrameContentSize(c.payload.data(), c.payload.size()) == static_cast<unsigned long long>(c.raw_size));
-  CHECK(ZSTD_findFrameCompressedSize(c.payload.data(), c.payload.size()) == c.payload.size());
-  CHECK((c.payload[4] & 0x04) == 0);
+  // One frame per byte plane, each with its content size and no zstd checksum.
+  const std::vector<FrameInfo> frames = parse_frames(c.payload);
+  REQUIRE(frames.size() == 4);
+  for (const FrameInfo& f : frames) {
+    CHECK(f.content == static_cast<size_t>(c.raw_size / 4));
+    CHECK((c.payload[f.offset + 4] & 0x04) == 0);
+  }
 
   Planes noise(n_tokens, kTinyWidths);
   fill_random(noise, 12);
@@ -487,6 +539,378 @@ TEST_CASE("compressible data is compressed, random bits are stored as is", "[cod
   CHECK(z.payload.empty());
   CHECK(z.checksum == 0u);
   decode_chunk(z.payload.data(), 0, false, 0, z.checksum, 0, nullptr, sl);
+}
+
+// ------------------------------------------------------------------ plane frames
+
+namespace {
+
+// Byte patterns of one byte plane, value i.
+enum class Bytes { kRandom, kZero, kSkewed };
+
+uint8_t byte_of(Bytes b, size_t i, std::mt19937& rng) {
+  switch (b) {
+    case Bytes::kRandom: return static_cast<uint8_t>(rng());
+    case Bytes::kZero: return 0;
+    case Bytes::kSkewed: return (rng() % 8 == 0) ? static_cast<uint8_t>(0x3d + i % 3) : 0x3e;  // ~0.7 bits a byte
+  }
+  return 0;
+}
+
+// One plane of n_tokens x width floats whose byte k follows pattern[k].
+Planes planes_of_bytes(int64_t n_tokens, int64_t width, const std::vector<Bytes>& pattern, uint32_t seed) {
+  Planes p(n_tokens, {width});
+  std::mt19937 rng(seed);
+  std::vector<float>& d = p.data[0];
+  for (size_t i = 0; i < d.size(); ++i) {
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) v |= uint32_t{k < pattern.size() ? byte_of(pattern[k], i, rng) : uint8_t{0}} << (8 * k);
+    d[i] = from_bits(v);
+  }
+  return p;
+}
+
+// bfloat16-exact values whose bf16 low byte follows lo and high byte hi.
+Planes bf16_planes_of_bytes(int64_t n_tokens, int64_t width, Bytes lo, Bytes hi, uint32_t seed) {
+  Planes p(n_tokens, {width});
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < p.data[0].size(); ++i) {
+    const uint32_t l = byte_of(lo, i, rng), h = byte_of(hi, i, rng);
+    p.data[0][i] = from_bits(l << 16 | h << 24);
+  }
+  return p;
+}
+
+// A raw frame built from RFC 8878 alone (independently of the library):
+// single segment, smallest content-size field, raw blocks of at most 128 KiB.
+std::vector<uint8_t> raw_frame(const uint8_t* data, size_t n) {
+  std::vector<uint8_t> f = {0x28, 0xb5, 0x2f, 0xfd};
+  if (n < 256) {
+    f.push_back(0x20);
+    f.push_back(static_cast<uint8_t>(n));
+  } else if (n < 65536 + 256) {
+    f.push_back(0x60);
+    f.push_back(static_cast<uint8_t>((n - 256) & 0xff));
+    f.push_back(static_cast<uint8_t>((n - 256) >> 8));
+  } else {
+    f.push_back(0xa0);
+    for (int i = 0; i < 4; ++i) f.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  }
+  size_t done = 0;
+  do {
+    const size_t b = std::min(n - done, size_t{131072});
+    const uint32_t h = static_cast<uint32_t>(b << 3) | (done + b == n ? 1u : 0u);
+    for (int i = 0; i < 3; ++i) f.push_back(static_cast<uint8_t>(h >> (8 * i)));
+    f.insert(f.end(), data + done, data + done + b);
+    done += b;
+  } while (done < n);
+  return f;
+}
+
+std::vector<uint8_t> slice(const std::vector<uint8_t>& v, size_t from, size_t n) {
+  return std::vector<uint8_t>(v.begin() + static_cast<std::ptrdiff_t>(from),
+                              v.begin() + static_cast<std::ptrdiff_t>(from + n));
+}
+
+std::vector<uint8_t> concat(std::initializer_list<std::vector<uint8_t>> parts) {
+  std::vector<uint8_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+std::vector<bool> raw_pattern(const std::vector<FrameInfo>& frames) {
+  std::vector<bool> out;
+  for (const FrameInfo& f : frames) out.push_back(f.raw_blocks);
+  return out;
+}
+
+void require_round_trip(const EncodedChunk& e, const Planes& src, const std::vector<int32_t>& tokens,
+                        ChunkPrecision precision = ChunkPrecision::kF32) {
+  Planes dst(src.n_tokens, src.widths);
+  dst.fill_bits(0xa5a5a5a5u);
+  PlaneList dl = dst.list();
+  decode_chunk(e.payload.data(), e.payload.size(), e.compressed, e.raw_size, e.checksum, src.n_tokens, tokens.data(),
+               dl, precision);
+  CHECK(dst == src);
+}
+
+}  // namespace
+
+TEST_CASE("plane frames: one zstd frame per f32 byte plane, raw when incompressible", "[codec]") {
+  // 160 x 1024 floats: each byte plane is 163,840 bytes, so a raw frame takes
+  // two blocks (131,072 + 32,768) and the trial covers only its start.
+  const int64_t n = 160, width = 1024;
+  const size_t len = static_cast<size_t>(n * width);
+  const std::vector<int32_t> tokens = make_tokens(n, 31);
+  Planes src = planes_of_bytes(n, width, {Bytes::kRandom, Bytes::kZero, Bytes::kSkewed, Bytes::kRandom}, 32);
+  PlaneList sl = src.list();
+  const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1);
+  REQUIRE(e.compressed);
+  REQUIRE(e.raw_size == static_cast<int64_t>(4 * len));
+  const std::vector<uint8_t> shuffled = reference_raw(sl, n);
+
+  const std::vector<FrameInfo> frames = parse_frames(e.payload);
+  REQUIRE(frames.size() == 4);
+  CHECK(raw_pattern(frames) == std::vector<bool>{true, false, false, true});
+  for (const FrameInfo& f : frames) {
+    CHECK(f.content == len);
+    CHECK((e.payload[f.offset + 4] & 0x04) == 0);  // no zstd checksum
+  }
+  // The raw frames byte for byte: magic, descriptor 0xa0 (4-byte content
+  // size, single segment), content size, block headers with Last_Block last.
+  for (size_t k : {size_t{0}, size_t{3}}) {
+    INFO("plane " << k);
+    CHECK(slice(e.payload, frames[k].offset, frames[k].size) == raw_frame(shuffled.data() + k * len, len));
+    CHECK(frames[k].size == 4 + 1 + 4 + 3 + 131072 + 3 + 32768);
+    const uint8_t* f = e.payload.data() + frames[k].offset;
+    CHECK(std::vector<uint8_t>(f, f + 12) ==
+          std::vector<uint8_t>{0x28, 0xb5, 0x2f, 0xfd, 0xa0, 0x00, 0x80, 0x02, 0x00, 0x00, 0x00, 0x10});
+    CHECK(std::vector<uint8_t>(f + 12 + 131072, f + 15 + 131072) == std::vector<uint8_t>{0x01, 0x00, 0x04});
+  }
+  CHECK(frames[1].size < 100);      // zeros
+  CHECK(frames[2].size < len / 4);  // ~0.7 bits a byte
+  CHECK(e.payload.size() == frames[3].offset + frames[3].size);
+
+  // Concatenated frames are one zstd stream: plain ZSTD_decompress (what
+  // `zstd -d` does) yields the shuffled bytes.
+  CHECK(decoded_bytes(e) == shuffled);
+  require_round_trip(e, src, tokens);
+
+  // Compressible byte 0 and 3, random middle bytes: the other way round.
+  Planes mid = planes_of_bytes(n, width, {Bytes::kSkewed, Bytes::kRandom, Bytes::kRandom, Bytes::kZero}, 33);
+  PlaneList ml = mid.list();
+  const EncodedChunk m = encode_chunk(n, tokens.data(), ml, 1);
+  REQUIRE(m.compressed);
+  CHECK(raw_pattern(parse_frames(m.payload)) == std::vector<bool>{false, true, true, false});
+  CHECK(decoded_bytes(m) == reference_raw(ml, n));
+  require_round_trip(m, mid, tokens);
+
+  // Other levels are stock zstd per plane: same frame structure.
+  const EncodedChunk m3 = encode_chunk(n, tokens.data(), ml, 3);
+  CHECK(raw_pattern(parse_frames(m3.payload)) == std::vector<bool>{false, true, true, false});
+  require_round_trip(m3, mid, tokens);
+}
+
+TEST_CASE("plane frames: small planes take the short content-size fields", "[codec]") {
+  // 300-byte planes: 2-byte content size (300 - 256); 200-byte planes: 1 byte.
+  for (int64_t width : {100, 200}) {
+    const int64_t n = width == 100 ? 3 : 1;
+    const size_t len = static_cast<size_t>(n * width);
+    const std::vector<int32_t> tokens = make_tokens(n, 41);
+    Planes src = planes_of_bytes(n, width, {Bytes::kRandom, Bytes::kZero, Bytes::kZero, Bytes::kZero}, 42);
+    PlaneList sl = src.list();
+    const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1);
+    INFO("plane bytes " << len);
+    REQUIRE(e.compressed);
+    const std::vector<FrameInfo> frames = parse_frames(e.payload);
+    REQUIRE(frames.size() == 4);
+    CHECK(raw_pattern(frames) == std::vector<bool>{true, false, false, false});
+    const std::vector<uint8_t> shuffled = reference_raw(sl, n);
+    CHECK(slice(e.payload, 0, frames[0].size) == raw_frame(shuffled.data(), len));
+    if (len == 300) CHECK(slice(e.payload, 4, 3) == std::vector<uint8_t>{0x60, 44, 0});
+    if (len == 200) CHECK(slice(e.payload, 4, 2) == std::vector<uint8_t>{0x20, 200});
+    CHECK(slice(e.payload, frames[0].size - len - 3, 3) == std::vector<uint8_t>{
+                                                              static_cast<uint8_t>((len << 3 | 1) & 0xff),
+                                                              static_cast<uint8_t>((len << 3) >> 8), 0});
+    CHECK(decoded_bytes(e) == shuffled);
+    require_round_trip(e, src, tokens);
+  }
+}
+
+TEST_CASE("plane frames: bf16 chunks have two planes", "[codec]") {
+  const int64_t n = 160, width = 1024;
+  const size_t len = static_cast<size_t>(n * width);
+  const std::vector<int32_t> tokens = make_tokens(n, 51);
+  const struct {
+    Bytes lo, hi;
+    std::vector<bool> raw;
+  } cases[] = {
+      {Bytes::kRandom, Bytes::kSkewed, {true, false}},
+      {Bytes::kZero, Bytes::kSkewed, {false, false}},
+      {Bytes::kSkewed, Bytes::kRandom, {false, true}},
+  };
+  for (const auto& c : cases) {
+    Planes src = bf16_planes_of_bytes(n, width, c.lo, c.hi, 52);
+    PlaneList sl = src.list();
+    const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1, ChunkPrecision::kBf16);
+    REQUIRE(e.compressed);
+    REQUIRE(e.raw_size == static_cast<int64_t>(2 * len));
+    const std::vector<FrameInfo> frames = parse_frames(e.payload);
+    REQUIRE(frames.size() == 2);
+    CHECK(raw_pattern(frames) == c.raw);
+    CHECK(frames[0].content == len);
+    CHECK(frames[1].content == len);
+    // The shuffled bytes: low bytes of the bf16 values, then high bytes.
+    const std::vector<uint8_t> shuffled = decoded_bytes(e);
+    for (size_t i = 0; i < len; i += 997) {
+      const uint32_t bits = bits_of(src.data[0][i]);
+      CHECK(shuffled[i] == static_cast<uint8_t>(bits >> 16));
+      CHECK(shuffled[len + i] == static_cast<uint8_t>(bits >> 24));
+    }
+    require_round_trip(e, src, tokens, ChunkPrecision::kBf16);
+  }
+}
+
+TEST_CASE("plane frames: an all-zero chunk is four tiny compressed frames", "[codec]") {
+  const int64_t n = 160, width = 1024;
+  const std::vector<int32_t> tokens = make_tokens(n, 61);
+  Planes src(n, {width});  // zeros
+  PlaneList sl = src.list();
+  const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1);
+  REQUIRE(e.compressed);
+  const std::vector<FrameInfo> frames = parse_frames(e.payload);
+  REQUIRE(frames.size() == 4);
+  CHECK(raw_pattern(frames) == std::vector<bool>(4, false));
+  CHECK(e.payload.size() < 200);
+  require_round_trip(e, src, tokens);
+  const EncodedChunk b = encode_chunk(n, tokens.data(), sl, 1, ChunkPrecision::kBf16);
+  CHECK(parse_frames(b.payload).size() == 2);
+  require_round_trip(b, src, tokens, ChunkPrecision::kBf16);
+}
+
+TEST_CASE("a payload written before plane frames (one frame for the chunk) still decodes", "[codec]") {
+  const int64_t n = 64;
+  const std::vector<int32_t> tokens = make_tokens(n, 71);
+  Planes src(n, kTinyWidths);
+  fill_bf16_like(src, 72);
+  PlaneList sl = src.list();
+  for (ChunkPrecision precision : {ChunkPrecision::kF32, ChunkPrecision::kBf16}) {
+    const EncodedChunk e = encode_chunk(n, tokens.data(), sl, 1, precision);
+    const std::vector<uint8_t> shuffled = decoded_bytes(e);
+    // What the earlier encoder stored: ZSTD_compress of the whole shuffled chunk.
+    std::vector<uint8_t> old(ZSTD_compressBound(shuffled.size()));
+    const size_t got = ZSTD_compress(old.data(), old.size(), shuffled.data(), shuffled.size(), 1);
+    REQUIRE_FALSE(ZSTD_isError(got));
+    old.resize(got);
+    REQUIRE(parse_frames(old).size() == 1);
+    Planes dst(n, kTinyWidths);
+    PlaneList dl = dst.list();
+    decode_chunk(old.data(), old.size(), true, e.raw_size, e.checksum, n, tokens.data(), dl, precision);
+    if (precision == ChunkPrecision::kF32) CHECK(dst == src);  // bf16-like values are exact in bf16 too
+    if (precision == ChunkPrecision::kBf16) CHECK(dst == src);
+  }
+}
+
+TEST_CASE("corrupt plane-frame payloads are kCorrupt naming the frame", "[codec]") {
+  // Four plane frames built here (raw, compressed, compressed, raw), so that
+  // the cases depend on the format only, not on the encoder's choices.
+  const int64_t n = 160, width = 1024;
+  const std::vector<int64_t> widths = {width};
+  const size_t len = static_cast<size_t>(n * width);
+  const std::vector<int32_t> tokens = make_tokens(n, 81);
+  Planes src = planes_of_bytes(n, width, {Bytes::kRandom, Bytes::kZero, Bytes::kSkewed, Bytes::kRandom}, 82);
+  PlaneList sl = src.list();
+  const std::vector<uint8_t> shuffled = reference_raw(sl, n);
+  EncodedChunk e;
+  e.raw_size = static_cast<int64_t>(4 * len);
+  std::vector<uint8_t> covered = le_bytes(tokens);
+  covered.insert(covered.end(), shuffled.begin(), shuffled.end());
+  e.checksum = crc32c(0, covered.data(), covered.size());
+  e.compressed = true;
+  e.payload = concat({raw_frame(shuffled.data(), len), zstd_frame(shuffled.data() + len, len, true),
+                      zstd_frame(shuffled.data() + 2 * len, len, true), raw_frame(shuffled.data() + 3 * len, len)});
+  const std::vector<FrameInfo> fr = parse_frames(e.payload);
+  REQUIRE(fr.size() == 4);
+  REQUIRE(raw_pattern(fr) == std::vector<bool>{true, false, false, true});
+  const auto frame = [&](size_t k) { return slice(e.payload, fr[k].offset, fr[k].size); };
+  const auto at = [&](size_t k) { return "zstd frame " + std::to_string(k) + " at byte " + std::to_string(fr[k].offset); };
+  const auto corrupt_with = [&](const std::vector<uint8_t>& payload, const std::string& what) {
+    require_corrupt(payload, true, e.raw_size, e.checksum, tokens, n, what, widths);
+  };
+  // The frames as built decode; each case below differs from them in one thing.
+  CHECK(decoded_bytes(e) == shuffled);
+  require_round_trip(e, src, tokens);
+
+  SECTION("a truncated frame") {
+    corrupt_with(slice(e.payload, 0, fr[1].offset + fr[1].size / 2), at(1) + ": zstd: ");
+    corrupt_with(slice(e.payload, 0, e.payload.size() - 1), at(3) + ": zstd: ");
+    corrupt_with(slice(e.payload, 0, fr[2].offset + 5), at(2) + ": header is malformed or truncated");
+    corrupt_with(slice(e.payload, 0, fr[3].offset + 2), at(3) + ": not a zstd frame (2 bytes after frame 2)");
+    // Cut at a frame boundary: every frame is whole, but one is missing.
+    corrupt_with(slice(e.payload, 0, fr[3].offset),
+                 "zstd frames declare " + std::to_string(3 * len) + " bytes in all, expected " +
+                     std::to_string(4 * len) + " (3 frames)");
+    // Every cut of the small frames and around the boundaries of the others.
+    for (size_t cut = 0; cut < e.payload.size(); ++cut) {
+      const bool near = cut < fr[0].offset + 32 || (cut + 32 > fr[1].offset && cut < fr[3].offset + 32) ||
+                        cut + 32 > e.payload.size();
+      if (!near) continue;
+      INFO("cut at " << cut);
+      corrupt_with(slice(e.payload, 0, cut), cut < 4 ? "not a zstd frame" : "zstd frame");
+    }
+  }
+  SECTION("frame sizes that do not add up") {
+    // Plane 2 one byte short: the four frames declare one byte too few.
+    corrupt_with(concat({frame(0), frame(1), raw_frame(shuffled.data() + 2 * len, len - 1), frame(3)}),
+                 "zstd frames declare " + std::to_string(4 * len - 1) + " bytes in all, expected " +
+                     std::to_string(4 * len) + " (4 frames)");
+    // Plane 2 one byte long: frame 3 then declares more than is left.
+    std::vector<uint8_t> longer(shuffled.begin() + static_cast<std::ptrdiff_t>(2 * len),
+                                shuffled.begin() + static_cast<std::ptrdiff_t>(3 * len));
+    longer.push_back(0);
+    const std::vector<uint8_t> f2 = raw_frame(longer.data(), longer.size());
+    corrupt_with(concat({frame(0), frame(1), f2, frame(3)}),
+                 "zstd frame 3 at byte " + std::to_string(fr[2].offset + f2.size()) + " declares " +
+                     std::to_string(len) + " bytes, more than the " + std::to_string(len - 1) +
+                     " left of the expected " + std::to_string(4 * len));
+    // One frame for the whole chunk, then more frames.
+    corrupt_with(concat({raw_frame(shuffled.data(), 4 * len), frame(0)}), "bytes after its last zstd frame");
+    // A single frame for less than the chunk.
+    corrupt_with(raw_frame(shuffled.data(), 4 * len - 10), "bytes in all, expected " + std::to_string(4 * len) + " (1 frame)");
+  }
+  SECTION("a frame that does not declare its content size") {
+    const std::vector<uint8_t> no_size = zstd_frame(shuffled.data() + len, len, false);
+    corrupt_with(concat({frame(0), no_size, frame(2), frame(3)}),
+                 at(1) + " does not declare its content size, expected " + std::to_string(4 * len) +
+                     " bytes in all");
+    // The same frame with its size is fine.
+    const std::vector<uint8_t> good = concat({frame(0), zstd_frame(shuffled.data() + len, len, true), frame(2), frame(3)});
+    Planes dst(n, widths);
+    PlaneList dl = dst.list();
+    decode_chunk(good.data(), good.size(), true, e.raw_size, e.checksum, n, tokens.data(), dl);
+    CHECK(dst == src);
+  }
+  SECTION("bytes after the last frame") {
+    std::vector<uint8_t> extra = e.payload;
+    extra.insert(extra.end(), {0x28, 0xb5, 0x2f});
+    corrupt_with(extra, "3 bytes after its last zstd frame (" + at(3) + " ends at byte " +
+                            std::to_string(e.payload.size()) + ")");
+    // Even a well-formed empty frame.
+    corrupt_with(concat({e.payload, raw_frame(shuffled.data(), 0)}), "9 bytes after its last zstd frame");
+    // A skippable frame in between is not a plane frame.
+    const std::vector<uint8_t> skippable = {0x50, 0x2a, 0x4d, 0x18, 0, 0, 0, 0};
+    corrupt_with(concat({frame(0), skippable, frame(1), frame(2), frame(3)}), at(1) + ": not a zstd frame");
+  }
+  SECTION("a raw block header claiming more than is there") {
+    // The last block of the last frame claims 16 bytes more than the payload has.
+    std::vector<uint8_t> bad = e.payload;
+    const size_t h = fr[3].offset + 12 + 131072;  // header of its second block (32,768 bytes, last)
+    REQUIRE(bad[h] == 0x01);
+    const uint32_t claim = (32768 + 16) << 3 | 1;
+    bad[h] = static_cast<uint8_t>(claim);
+    bad[h + 1] = static_cast<uint8_t>(claim >> 8);
+    bad[h + 2] = static_cast<uint8_t>(claim >> 16);
+    corrupt_with(bad, at(3) + ": zstd: ");
+    // The first block of the first frame claims 16 bytes more (past 128 KiB):
+    // it overlaps what follows; whatever is found there, it is corrupt.
+    std::vector<uint8_t> first = e.payload;
+    const uint32_t claim0 = (131072 + 16) << 3;
+    first[9] = static_cast<uint8_t>(claim0);
+    first[10] = static_cast<uint8_t>(claim0 >> 8);
+    first[11] = static_cast<uint8_t>(claim0 >> 16);
+    corrupt_with(first, "zstd frame");
+    // A frame whose only block claims more than its declared content.
+    std::vector<uint8_t> small = raw_frame(shuffled.data(), 200);
+    small[6] = static_cast<uint8_t>((201 << 3 | 1) & 0xff);
+    small[7] = static_cast<uint8_t>((201 << 3) >> 8);
+    corrupt_with(concat({small, slice(shuffled, 200, 1), raw_frame(shuffled.data() + 200, 4 * len - 200)}),
+                 "zstd frame 0 at byte 0");
+  }
+  SECTION("a changed byte in a raw frame's data") {
+    std::vector<uint8_t> bad = e.payload;
+    bad[fr[3].offset + 12 + 1000] ^= 0x40;
+    corrupt_with(bad, "checksum mismatch");
+  }
 }
 
 TEST_CASE("encode and decode are thread-safe", "[codec]") {
@@ -582,7 +1006,7 @@ TEST_CASE("corrupt payloads are detected before any plane byte is written", "[co
   SECTION("extra bytes after the frame or the raw payload") {
     std::vector<uint8_t> ec = c.payload;
     ec.push_back(0);
-    require_corrupt(ec, true, c.raw_size, c.checksum, tokens, n, "after its zstd frame");
+    require_corrupt(ec, true, c.raw_size, c.checksum, tokens, n, "1 bytes after its last zstd frame (zstd frame 3 at byte");
     std::vector<uint8_t> eu = u.payload;
     eu.push_back(0);
     require_corrupt(eu, false, u.raw_size, u.checksum, tokens, n, "(stored uncompressed)");
@@ -606,12 +1030,13 @@ TEST_CASE("corrupt payloads are detected before any plane byte is written", "[co
     std::vector<uint8_t> longer = raw;
     longer.resize(raw.size() + 64, 0);
     require_corrupt(zstd_frame(longer.data(), longer.size(), true), true, c.raw_size, c.checksum, tokens, n,
-                    "zstd frame declares " + std::to_string(longer.size()) + " bytes, expected " +
+                    "zstd frame 0 at byte 0 declares " + std::to_string(longer.size()) + " bytes, expected " +
                         std::to_string(raw.size()));
     require_corrupt(zstd_frame(raw.data(), raw.size() - 4, true), true, c.raw_size, c.checksum, tokens, n,
-                    "zstd frame declares");
+                    "zstd frames declare " + std::to_string(raw.size() - 4) + " bytes in all, expected " +
+                        std::to_string(raw.size()) + " (1 frame)");
     require_corrupt(zstd_frame(raw.data(), raw.size(), false), true, c.raw_size, c.checksum, tokens, n,
-                    "does not declare its content size");
+                    "zstd frame 0 at byte 0 does not declare its content size");
     // The same frame with its content size is accepted: the three above fail for their header alone.
     const std::vector<uint8_t> good = zstd_frame(raw.data(), raw.size(), true);
     Planes dst(n, kTinyWidths);
@@ -625,7 +1050,7 @@ TEST_CASE("corrupt payloads are detected before any plane byte is written", "[co
     longer.resize(raw.size() + 4096, 0x5a);
     std::vector<uint8_t> lying = zstd_frame(longer.data(), longer.size(), true);
     patch_frame_content_size(lying, raw.size());
-    require_corrupt(lying, true, c.raw_size, c.checksum, tokens, n, "zstd: ");
+    require_corrupt(lying, true, c.raw_size, c.checksum, tokens, n, "zstd frame 0 at byte 0: zstd: ");
     std::vector<uint8_t> shorter = zstd_frame(raw.data(), raw.size() - 400, true);
     patch_frame_content_size(shorter, raw.size());
     require_corrupt(shorter, true, c.raw_size, c.checksum, tokens, n, "");

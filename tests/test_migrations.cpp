@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <sqlite3.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -150,6 +151,18 @@ void insert_chunks(RawDb& db, int64_t model_id, const ModelSignature& m, int64_t
     if (seq < first_seq) continue;  // shared with another conversation, already stored
     auto enc = colikv::detail::encode_chunk(count, toks, planes_of(b, first), 1);
     REQUIRE(enc.raw_size == 4 * count * m.floats_per_token());
+    // Payloads as libraries of schemas 1-3 wrote them: one zstd frame for
+    // the whole shuffled chunk (ZSTD_compress at level 1), when smaller.
+    if (enc.compressed) {
+      std::vector<uint8_t> raw(static_cast<size_t>(enc.raw_size));
+      REQUIRE(ZSTD_decompress(raw.data(), raw.size(), enc.payload.data(), enc.payload.size()) == raw.size());
+      std::vector<uint8_t> one(ZSTD_compressBound(raw.size()));
+      const size_t size = ZSTD_compress(one.data(), one.size(), raw.data(), raw.size(), 1);
+      REQUIRE_FALSE(ZSTD_isError(size));
+      one.resize(size);
+      enc.compressed = size < raw.size();
+      enc.payload = enc.compressed ? one : raw;
+    }
     int64_t id = chunk.i(model_id)
                      .b(h.data(), h.size())
                      .i(first)
@@ -216,6 +229,8 @@ V1Store make_v1_store(const std::string& path) {
   db.exec("COMMIT");
   REQUIRE(db.integer("PRAGMA user_version") == 1);
   REQUIRE(db.integer("SELECT count(*) FROM chunks") == 4);
+  INFO("single-frame zstd chunks: " << db.integer("SELECT count(*) FROM chunks WHERE compression = 'zstd'"));
+  CHECK(db.integer("SELECT count(*) FROM chunks WHERE compression = 'zstd'") > 0);
   return v;
 }
 

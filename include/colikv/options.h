@@ -50,8 +50,18 @@ struct Options {
   // kBusy, in milliseconds. Default: 5000.
   int busy_timeout_ms = 5000;
 
-  // zstd level of chunk payloads. Default: 1 (on full-precision activations,
-  // higher levels gain under 1% in size for several times the time).
+  // zstd level of chunk payloads. Each byte plane of a chunk is its own zstd
+  // frame, compressed only when a trial on its first 128 KiB saves at least
+  // 1/64 (else stored as a raw frame). Level 1 uses parameters tuned for the
+  // sign/exponent bytes of float32 activations (fast strategy, hashLog 8,
+  // minMatch 7, targetLength 512, Huffman literals forced on): measured on a
+  // real 78-layer chunk, that plane compresses to 0.407 at ~655 MB/s against
+  // stock level 1's 0.383 at ~218 MB/s, and the whole chunk encodes about
+  // 2x faster (1.9-2.4x measured) for 0.1% more bytes (0.852 of raw vs
+  // 0.851). Any other level is
+  // stock zstd at that level, per plane. Default: 1 (on full-precision
+  // activations, higher levels gain under 1% in size for several times the
+  // time).
   int zstd_level = 1;
 
   // Precision of a conversation this Store creates (append to a new id,

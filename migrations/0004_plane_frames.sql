@@ -1,0 +1,11 @@
+-- colikv schema 4: chunk payloads may be several zstd frames.
+--
+-- No table changes. From this version on, a chunk whose compression is 'zstd'
+-- holds one zstd frame per byte plane of its shuffled raw payload (4 for
+-- 'f32', 2 for 'bf16'), each either compressed or a raw frame; before, it was
+-- one frame for the whole chunk. Both are valid zstd streams that decompress
+-- to the same bytes, and this library reads both. A colikv built before this
+-- migration accepts only one frame and would report every new chunk as
+-- corrupt: the version bump makes it refuse the store instead ("schema
+-- version 4 is newer than this library's 3; upgrade colikv to open it").
+-- docs/format.md describes the payload byte for byte.

@@ -3,8 +3,6 @@
 // about one append long instead of growing until a commit has to stall.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -17,22 +15,12 @@ using colikv::ModelSignature;
 using colikv::Store;
 using colikv_test::EngineBuffers;
 using colikv_test::TempDir;
-
-namespace {
-
-int64_t size_of(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
-
-}  // namespace
+using colikv_test::file_size;
 
 TEST_CASE("the WAL is checkpointed in the background and stays about one append long", "[store][checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("s.db");
-  ModelSignature m = colikv_test::tiny_model();
-  m.kv_lora = 512;  // 3 layers x 576 floats: 6,912 bytes a token
-  m.qk_rope = 64;
+  const ModelSignature m = colikv_test::wide_model();
   const int64_t turn = 1024, turns = 8;
   EngineBuffers b(m, turn * turns);
   b.fill(0, turn * turns, 5);
@@ -43,7 +31,7 @@ TEST_CASE("the WAL is checkpointed in the background and stays about one append 
   int64_t first_wal = 0, max_wal = 0;
   for (int64_t k = 1; k <= turns; ++k) {
     s.append("c", m, b.tokens.data(), k * turn, b.source());
-    const int64_t wal = size_of(path + "-wal");
+    const int64_t wal = file_size(path + "-wal");
     if (k == 1) first_wal = wal;
     max_wal = std::max(max_wal, wal);
   }
@@ -52,11 +40,11 @@ TEST_CASE("the WAL is checkpointed in the background and stays about one append 
 
   // While the store stays open, the data reaches the database file.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (size_of(path) < stored && std::chrono::steady_clock::now() < deadline)
+  while (file_size(path) < stored && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  INFO("stored " << stored << " bytes; database file " << size_of(path) << ", WAL after the first append "
+  INFO("stored " << stored << " bytes; database file " << file_size(path) << ", WAL after the first append "
                  << first_wal << ", largest WAL " << max_wal);
-  CHECK(size_of(path) >= stored);
+  CHECK(file_size(path) >= stored);
   // Each append began on a checkpointed WAL, which SQLite then rewrote from
   // its start rather than growing it.
   CHECK(max_wal < first_wal * 2);

@@ -9,7 +9,6 @@
 // threshold while it was held, stops growing and is cut back.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -31,13 +30,9 @@
 namespace wl = colikv_test::workload;
 using colikv_test::ChildProcess;
 using colikv_test::TempDir;
+using colikv_test::file_size;
 
 namespace {
-
-int64_t file_size(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
 
 struct Round {
   std::map<std::string, int64_t> expect;  // every writer's final state

@@ -20,10 +20,8 @@ using colikv_test::TempDir;
 TEST_CASE("append, info and count read a few pages, not the committed payloads", "[store][io-cost]") {
   TempDir dir;
   const std::string path = dir.file("s.db");
-  ModelSignature m = colikv_test::tiny_model();
-  m.kv_lora = 256;  // 3 layers x 320 floats: 3,840 bytes a token
-  m.qk_rope = 64;
-  const int64_t C = 128;  // a chunk holds ~490 KB raw, ~440 KB stored
+  const ModelSignature m = colikv_test::wide_model();
+  const int64_t C = 64;  // a chunk holds ~440 KB raw
   const int64_t chunks = 40;
   const int64_t n = chunks * C;  // chunk-aligned: the next append replaces no chunk
   EngineBuffers b(m, n + 1);

@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +30,13 @@ TempDir::~TempDir() {
 colikv::ModelSignature tiny_model() {
   colikv::ModelSignature m;
   m.n_layers = 3; m.kv_lora = 16; m.qk_rope = 8; m.index_hd = 0; m.n_indexed = 0; m.vocab = 1000;
+  return m;
+}
+
+colikv::ModelSignature wide_model() {
+  colikv::ModelSignature m = tiny_model();
+  m.kv_lora = 512;
+  m.qk_rope = 64;
   return m;
 }
 
@@ -186,6 +195,11 @@ void write_coli_kv(const std::string& path, const EngineBuffers& b, int64_t n, i
         out.append(reinterpret_cast<const char*>(&b.ic[l][p * m.index_hd]), static_cast<size_t>(m.index_hd) * 4);
   }
   write_file(path, out);
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
 std::string read_file(const std::string& path) {

@@ -29,6 +29,7 @@ class TempDir {
 
 // Small shapes used throughout the tests.
 colikv::ModelSignature tiny_model();          // 3 layers, 16+8, no indexer, vocab 1000
+colikv::ModelSignature wide_model();          // 3 layers, 512+64 (the real shape's widths): 6,912 bytes a token
 colikv::ModelSignature tiny_indexed_model();  // 4 layers, 16+8, indexer 8 on 2 layers
 colikv::ModelSignature sample_model();        // the shape of shared/samples/glm_tiny_nodsa_51.coli_kv
 
@@ -78,6 +79,8 @@ std::vector<int32_t> make_tokens(int64_t n, int32_t vocab, uint32_t seed);
 void write_coli_kv(const std::string& path, const EngineBuffers& b, int64_t n, int64_t nrec = -1);
 
 std::string read_file(const std::string& path);
+// Size of a file in bytes; 0 if it does not exist.
+int64_t file_size(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
 
 }  // namespace colikv_test

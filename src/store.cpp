@@ -732,83 +732,6 @@ void Store::Impl::append(const detail::AppendRequest& req) {
     return out;
   };
 
-  int64_t done_tokens = committed;
-  auto progress = [&](const WriteChunk& w) {
-    done_tokens = w.first_pos + static_cast<int64_t>(w.produced.tokens.size());
-    if (req.progress) req.progress(done_tokens, req.len);
-  };
-
-  // 4. One write transaction: chunks, chunk list and count together.
-  auto write_all = [&](const std::function<void(const std::function<void(WriteChunk&)>&)>& each_chunk) {
-    if (checkpointer) checkpointer->wait_before_write();
-    SqlTransaction txn(db, here);
-    with_context(here, [&] {
-      auto now_conv = find_conversation(req.id);
-      if (conv.has_value() != now_conv.has_value() || (conv && now_conv->generation != conv->generation))
-        throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation while this append was "
-                                                 "prepared; reload and retry");
-      ModelRow m = ensure_model(req.model);
-      if (m.chunk_tokens != C)
-        throw Error(ErrorCode::kConflict, here + ": the model's chunk size was set by another writer meanwhile; retry");
-      int64_t conv_id;
-      if (!conv) {
-        SQLite::Statement ins(db,
-                              "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
-                              "last_used_ms, title, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-        const int64_t t = now_ms();
-        ins.bind(1, req.id);
-        ins.bind(2, m.id);
-        ins.bind(3, precision);
-        ins.bind(4, t);
-        ins.bind(5, t);
-        ins.bind(6, t);
-        ins.bind(7, req.title);
-        ins.bind(8, req.metadata);
-        ins.exec();
-        conv_id = db.getLastInsertRowid();
-      } else {
-        conv_id = conv->id;
-      }
-      std::vector<int64_t> replaced;
-      if (committed % C != 0 && !existing.empty()) replaced.push_back(existing.back().chunk_id);
-      SQLite::Statement link(db, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-      ChunkHash h = chain;
-      each_chunk([&](WriteChunk& w) {
-        if (!req.tokens) {  // hashes follow the tokens the producer read
-          w.prev = h;
-          h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
-          w.hash = h;
-        }
-        int64_t id = put_chunk(db, m.id, w, precision);
-        if (id == 0) {  // a shared chunk was freed between our read and our lock
-          w.produced.reuse = false;
-          req.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
-          id = put_chunk(db, m.id, w, precision);
-        }
-        link.bind(1, conv_id);
-        link.bind(2, static_cast<int64_t>(w.seq));
-        link.bind(3, id);
-        link.exec();
-        link.reset();
-      });
-      SQLite::Statement upd(db,
-                            "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
-                            "last_used_ms = ? WHERE conversation_id = ?");
-      const int64_t t = now_ms();
-      upd.bind(1, static_cast<int64_t>(req.len));
-      upd.bind(2, t);
-      upd.bind(3, t);
-      upd.bind(4, conv_id);
-      upd.exec();
-      // The replaced partial chunk may still be linked (same seq was rewritten
-      // to a new id) only if no chunk was written at its seq, which cannot be.
-      free_unused_chunks(replaced);
-      // The byte budget: evict least recently used conversations, not this one.
-      if (options.max_store_bytes > 0) detail::evict_to_fit(*this, options.max_store_bytes, conv_id);
-    });
-    txn.commit();
-  };
-
   // Encoding starts now on the pool and runs up to max_staged_bytes (raw) ahead
   // of the writer: it overlaps taking the write lock and writing the earlier
   // chunks. The encoder outpaces SQLite's writes (docs/benchmarks.md,
@@ -817,16 +740,80 @@ void Store::Impl::append(const detail::AppendRequest& req) {
   const int64_t ahead_bytes = req.max_staged_bytes >= 0 ? req.max_staged_bytes : options.max_staged_bytes;
   const size_t ahead = std::max<size_t>(window(), static_cast<size_t>(std::max<int64_t>(0, ahead_bytes / chunk_raw)));
   detail::OrderedJobs<detail::ProducedChunk> encoded(pool, plan.size(), ahead, produce);
-  write_all([&](const std::function<void(WriteChunk&)>& write) {
+
+  // 4. One write transaction: chunks, chunk list and count together.
+  if (checkpointer) checkpointer->wait_before_write();
+  SqlTransaction txn(db, here);
+  with_context(here, [&] {
+    auto now_conv = find_conversation(req.id);
+    if (conv.has_value() != now_conv.has_value() || (conv && now_conv->generation != conv->generation))
+      throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation while this append was "
+                                               "prepared; reload and retry");
+    ModelRow m = ensure_model(req.model);
+    if (m.chunk_tokens != C)
+      throw Error(ErrorCode::kConflict, here + ": the model's chunk size was set by another writer meanwhile; retry");
+    int64_t conv_id;
+    if (!conv) {
+      SQLite::Statement ins(db,
+                            "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
+                            "last_used_ms, title, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      const int64_t t = now_ms();
+      ins.bind(1, req.id);
+      ins.bind(2, m.id);
+      ins.bind(3, precision);
+      ins.bind(4, t);
+      ins.bind(5, t);
+      ins.bind(6, t);
+      ins.bind(7, req.title);
+      ins.bind(8, req.metadata);
+      ins.exec();
+      conv_id = db.getLastInsertRowid();
+    } else {
+      conv_id = conv->id;
+    }
+    std::vector<int64_t> replaced;
+    if (committed % C != 0 && !existing.empty()) replaced.push_back(existing.back().chunk_id);
+    SQLite::Statement link(db, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+    ChunkHash h = chain;
     while (!encoded.done()) {
       detail::ProducedChunk r;
-      const size_t i = encoded.next(r);
-      plan[i].produced = std::move(r);
-      write(plan[i]);
-      progress(plan[i]);
-      plan[i].produced = detail::ProducedChunk();  // bounded memory: drop it once written
+      WriteChunk& w = plan[encoded.next(r)];
+      w.produced = std::move(r);
+      if (!req.tokens) {  // hashes follow the tokens the producer read
+        w.prev = h;
+        h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
+        w.hash = h;
+      }
+      int64_t id = put_chunk(db, m.id, w, precision);
+      if (id == 0) {  // a shared chunk was freed between our read and our lock
+        w.produced.reuse = false;
+        req.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
+        id = put_chunk(db, m.id, w, precision);
+      }
+      link.bind(1, conv_id);
+      link.bind(2, static_cast<int64_t>(w.seq));
+      link.bind(3, id);
+      link.exec();
+      link.reset();
+      if (req.progress) req.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req.len);
+      w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
     }
+    SQLite::Statement upd(db,
+                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
+                          "last_used_ms = ? WHERE conversation_id = ?");
+    const int64_t t = now_ms();
+    upd.bind(1, static_cast<int64_t>(req.len));
+    upd.bind(2, t);
+    upd.bind(3, t);
+    upd.bind(4, conv_id);
+    upd.exec();
+    // The replaced partial chunk may still be linked (same seq was rewritten
+    // to a new id) only if no chunk was written at its seq, which cannot be.
+    free_unused_chunks(replaced);
+    // The byte budget: evict least recently used conversations, not this one.
+    if (options.max_store_bytes > 0) detail::evict_to_fit(*this, options.max_store_bytes, conv_id);
   });
+  txn.commit();
 }
 
 // ---------------------------------------------------------------------------

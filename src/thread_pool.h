@@ -73,7 +73,12 @@ class OrderedJobs {
     std::future<R> f = std::move(inflight_.front());
     inflight_.pop_front();
     const size_t i = taken_++;
-    refill();  // keep the window full while this result is consumed
+    try {
+      refill();  // keep the window full while this result is consumed
+    } catch (...) {
+      f.wait();  // job i uses produce_: it must end before this object can
+      throw;
+    }
     out = f.get();
     return i;
   }

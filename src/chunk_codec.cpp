@@ -525,10 +525,13 @@ void append_raw_frame(std::vector<uint8_t>& out, const uint8_t* src, size_t n) {
 // encode_chunk over it in a loop, one thread: 407 -> 992 MB/s (451 -> 841 in
 // a busier session).
 void configure_cctx(ZSTD_CCtx* cctx, int level) {
-  zstd_check(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters), "reset");
-  zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level), "level");
-  zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1), "content size flag");
-  zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0), "checksum flag");
+  const auto stock = [&] {
+    zstd_check(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters), "reset");
+    zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level), "level");
+    zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1), "content size flag");
+    zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0), "checksum flag");
+  };
+  stock();
   if (level != 1) return;
   // ZSTD_c_literalCompressionMode is experimental (its enum value is only
   // promised for the libzstd it was compiled against): another major.minor
@@ -541,12 +544,7 @@ void configure_cctx(ZSTD_CCtx* cctx, int level) {
                      !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_targetLength, 512)) &&
                      // ZSTD_ps_enable (zstd >= 1.5.1; ZSTD_lcm_huffman before): Huffman literals.
                      !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_literalCompressionMode, 1));
-  if (!tuned) {
-    zstd_check(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters), "reset");
-    zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level), "level");
-    zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1), "content size flag");
-    zstd_check(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0), "checksum flag");
-  }
+  if (!tuned) stock();
 }
 
 // Runs ZSTD_compressStream2 until `in` is consumed and the mode's flush is
@@ -652,33 +650,35 @@ void decode_frames(ThreadCodec& tc, const uint8_t* payload, size_t payload_size,
     return size;
   };
   // Pass 1: the frame headers alone (cheap: block headers are 128 KiB apart).
-  size_t pos = 0, declared = 0, k = 0;
+  struct Span {
+    size_t pos, size, content;
+  };
+  std::vector<Span> frames;  // one per byte plane, or one for a chunk written before plane frames
+  size_t pos = 0, declared = 0;
   do {
+    const size_t k = frames.size();
     size_t content = 0;
-    const size_t start = pos;
-    pos += frame(k, pos, raw - declared, content);
+    const size_t size = frame(k, pos, raw - declared, content);
+    frames.push_back({pos, size, content});
+    pos += size;
     declared += content;
     if (declared == raw && pos < payload_size)
       corrupt("payload has " + std::to_string(payload_size - pos) + " bytes after its last zstd frame (" +
-              frame_at(k, start) + " ends at byte " + std::to_string(pos) + ")");
-    ++k;
+              frame_at(k, frames.back().pos) + " ends at byte " + std::to_string(pos) + ")");
   } while (pos < payload_size);
   if (declared != raw)
     corrupt("zstd frames declare " + std::to_string(declared) + " bytes in all, expected " + std::to_string(raw) +
-            " (" + std::to_string(k) + " frame" + (k == 1 ? "" : "s") + ")");
+            " (" + std::to_string(frames.size()) + " frame" + (frames.size() == 1 ? "" : "s") + ")");
   // Pass 2: each frame straight into its place.
   size_t out = 0;
-  pos = 0;
-  for (size_t i = 0; i < k; ++i) {
-    size_t content = 0;
-    const size_t size = frame(i, pos, raw - out, content);
-    const size_t got = ZSTD_decompressDCtx(tc.dctx(), dst + out, raw - out, payload + pos, size);
-    if (ZSTD_isError(got)) corrupt(frame_at(i, pos) + ": zstd: " + ZSTD_getErrorName(got));
-    if (got != content)
-      corrupt(frame_at(i, pos) + " decompressed to " + std::to_string(got) + " bytes, declares " +
-              std::to_string(content));
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Span& f = frames[i];
+    const size_t got = ZSTD_decompressDCtx(tc.dctx(), dst + out, raw - out, payload + f.pos, f.size);
+    if (ZSTD_isError(got)) corrupt(frame_at(i, f.pos) + ": zstd: " + ZSTD_getErrorName(got));
+    if (got != f.content)
+      corrupt(frame_at(i, f.pos) + " decompressed to " + std::to_string(got) + " bytes, declares " +
+              std::to_string(f.content));
     out += got;
-    pos += size;
   }
 }
 

@@ -416,7 +416,6 @@ struct Config {
     return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
   }
   bool enabled(const std::string& w) const { return in(only, w); }
-
 };
 
 colikv::Options store_options(colikv::Synchronous sync, const std::string& precision = "f32") {

@@ -58,10 +58,9 @@ struct Options {
   // real 78-layer chunk, that plane compresses to 0.407 at ~655 MB/s against
   // stock level 1's 0.383 at ~218 MB/s, and the whole chunk encodes about
   // 2x faster (1.9-2.4x measured) for 0.1% more bytes (0.852 of raw vs
-  // 0.851). Any other level is
-  // stock zstd at that level, per plane. Default: 1 (on full-precision
-  // activations, higher levels gain under 1% in size for several times the
-  // time).
+  // 0.851). Any other level is stock zstd at that level, per plane.
+  // Default: 1 (on full-precision activations, higher levels gain under 1% in
+  // size for several times the time).
   int zstd_level = 1;
 
   // Precision of a conversation this Store creates (append to a new id,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "colikv/store.h"
+#include "synthetic_engine.h"
 
 namespace {
 
@@ -25,66 +26,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-uint64_t splitmix(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Engine-shaped buffers: Lc[layer][pos*kv_lora + j], likewise Rc.
-struct Buffers {
-  colikv::ModelSignature m;
-  int64_t cap;
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> lc, rc;
-  std::vector<const float*> lcp, rcp;
-  std::vector<float*> lw, rw;
-
-  Buffers(const colikv::ModelSignature& model, int64_t capacity) : m(model), cap(capacity), tokens(capacity) {
-    for (int l = 0; l < m.n_layers; ++l) {
-      lc.emplace_back(static_cast<size_t>(cap * m.kv_lora));
-      rc.emplace_back(static_cast<size_t>(cap * m.qk_rope));
-      lcp.push_back(lc.back().data());
-      rcp.push_back(rc.back().data());
-      lw.push_back(lc.back().data());
-      rw.push_back(rc.back().data());
-    }
-  }
-  colikv::KvSource source() const { return {lcp.data(), rcp.data(), nullptr}; }
-  colikv::KvTarget target() { return {lw.data(), rw.data(), nullptr}; }
-
-  // Activation-like values: full float32 mantissas, per-channel scales spread
-  // ~100x, rotary parts smooth across positions.
-  void compute(int64_t from, int64_t to, uint64_t seed) {
-    for (int64_t p = from; p < to; ++p) {
-      uint64_t s = seed * 1000003 + static_cast<uint64_t>(p);
-      tokens[p] = static_cast<int32_t>(splitmix(s) % static_cast<uint64_t>(m.vocab));
-    }
-    for (int l = 0; l < m.n_layers; ++l) {
-      uint64_t s = seed ^ (static_cast<uint64_t>(l) << 40) ^ (static_cast<uint64_t>(from) << 8);
-      for (int64_t p = from; p < to; ++p) {
-        float* L = &lc[l][p * m.kv_lora];
-        for (int j = 0; j < m.kv_lora; ++j) {
-          double u = static_cast<double>(splitmix(s) >> 11) * (1.0 / 9007199254740992.0) - 0.5;
-          L[j] = static_cast<float>(u * (0.02 + 2.0 * ((j * 37) % 101) / 100.0));
-        }
-        float* R = &rc[l][p * m.qk_rope];
-        for (int j = 0; j < m.qk_rope; ++j)
-          R[j] = static_cast<float>(std::sin(0.01 * static_cast<double>(p) * (j + 1) + l) * (1.0 + j % 7));
-      }
-    }
-  }
-
-  bool same_as(const Buffers& o, int64_t n) const {
-    if (std::memcmp(tokens.data(), o.tokens.data(), static_cast<size_t>(n) * 4) != 0) return false;
-    for (int l = 0; l < m.n_layers; ++l)
-      if (std::memcmp(lc[l].data(), o.lc[l].data(), static_cast<size_t>(n * m.kv_lora) * 4) != 0 ||
-          std::memcmp(rc[l].data(), o.rc[l].data(), static_cast<size_t>(n * m.qk_rope) * 4) != 0)
-        return false;
-    return true;
-  }
-};
+using colikv_examples::EngineBuffers;
 
 int usage() {
   std::fprintf(stderr, "usage: colikv_demo [STORE] [--conversations N] [--tokens T] [--turn K] [--small]\n");
@@ -120,7 +62,7 @@ int main(int argc, char** argv) {
     for (const auto& c : store.list({1000000, 0}))
       if (c.id.rfind("demo-", 0) == 0) store.remove(c.id);
 
-    Buffers engine(model, n_tokens), loaded(model, n_tokens);
+    EngineBuffers engine(model, n_tokens), loaded(model, n_tokens);
     double append_s = 0, load_s = 0, raw_mb = 0;
     bool all_ok = true;
     for (int64_t c = 0; c < n_conv; ++c) {

@@ -44,6 +44,7 @@
 #include "chunk_codec.h"  // the codec alone, for the "bounds" rows
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
+#include "synthetic_engine.h"
 
 namespace {
 
@@ -51,25 +52,7 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-uint64_t splitmix(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-float round_bf16(float f) {  // round to nearest even, NaN kept
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    u |= 0x00400000u;
-    u &= 0xffff0000u;
-  } else {
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  }
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using colikv_examples::splitmix;
 
 int64_t file_size(const std::string& p) {
   struct stat st;
@@ -103,52 +86,13 @@ const char* kind_name(Kind k) {
   return k == Kind::kFull ? "full" : k == Kind::kBf16Origin ? "bf16-origin" : "genuine";
 }
 
-struct Engine {
-  colikv::ModelSignature m;
-  int64_t cap = 0;
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> lc, rc;
-  std::vector<const float*> lcp, rcp;
-  std::vector<float*> lw, rw;
+// The demo's engine buffers and data (examples/synthetic_engine.h), with
+// the data kinds, the genuine sample and an error measure.
+struct Engine : colikv_examples::EngineBuffers {
+  using EngineBuffers::EngineBuffers;
 
-  Engine(const colikv::ModelSignature& model, int64_t capacity) : m(model), cap(capacity), tokens(capacity) {
-    for (int l = 0; l < m.n_layers; ++l) {
-      lc.emplace_back(static_cast<size_t>(cap * m.kv_lora));
-      rc.emplace_back(static_cast<size_t>(cap * m.qk_rope));
-      lcp.push_back(lc.back().data());
-      rcp.push_back(rc.back().data());
-      lw.push_back(lc.back().data());
-      rw.push_back(rc.back().data());
-    }
-  }
-  colikv::KvSource source() const { return {lcp.data(), rcp.data(), nullptr}; }
-  colikv::KvTarget target() { return {lw.data(), rw.data(), nullptr}; }
-
-  // Activation-like values: full float32 mantissas, per-channel scales spread
-  // ~100x, rotary parts smooth across positions; bf16-origin rounds them to
-  // bf16 and widens them back.
   void compute(int64_t from, int64_t to, uint64_t seed, Kind kind) {
-    for (int64_t p = from; p < to; ++p) {
-      uint64_t s = seed * 1000003 + static_cast<uint64_t>(p);
-      tokens[p] = static_cast<int32_t>(splitmix(s) % static_cast<uint64_t>(m.vocab));
-    }
-    const bool bf = kind == Kind::kBf16Origin;
-    for (int l = 0; l < m.n_layers; ++l) {
-      uint64_t s = seed ^ (static_cast<uint64_t>(l) << 40) ^ (static_cast<uint64_t>(from) << 8);
-      for (int64_t p = from; p < to; ++p) {
-        float* L = &lc[l][p * m.kv_lora];
-        for (int j = 0; j < m.kv_lora; ++j) {
-          double u = static_cast<double>(splitmix(s) >> 11) * (1.0 / 9007199254740992.0) - 0.5;
-          float v = static_cast<float>(u * (0.02 + 2.0 * ((j * 37) % 101) / 100.0));
-          L[j] = bf ? round_bf16(v) : v;
-        }
-        float* R = &rc[l][p * m.qk_rope];
-        for (int j = 0; j < m.qk_rope; ++j) {
-          float v = static_cast<float>(std::sin(0.01 * static_cast<double>(p) * (j + 1) + l) * (1.0 + j % 7));
-          R[j] = bf ? round_bf16(v) : v;
-        }
-      }
-    }
+    EngineBuffers::compute(from, to, seed, kind == Kind::kBf16Origin);
   }
 
   // Fills positions from a .coli_kv file's records (the genuine sample).
@@ -167,23 +111,6 @@ struct Engine {
     }
     std::fclose(f);
     return ok;
-  }
-
-  void zero(int64_t n) {
-    std::fill(tokens.begin(), tokens.begin() + n, 0);
-    for (int l = 0; l < m.n_layers; ++l) {
-      std::fill(lc[l].begin(), lc[l].begin() + n * m.kv_lora, 0.0f);
-      std::fill(rc[l].begin(), rc[l].begin() + n * m.qk_rope, 0.0f);
-    }
-  }
-
-  bool same_as(const Engine& o, int64_t n) const {
-    if (std::memcmp(tokens.data(), o.tokens.data(), static_cast<size_t>(n) * 4) != 0) return false;
-    for (int l = 0; l < m.n_layers; ++l)
-      if (std::memcmp(lc[l].data(), o.lc[l].data(), static_cast<size_t>(n * m.kv_lora) * 4) != 0 ||
-          std::memcmp(rc[l].data(), o.rc[l].data(), static_cast<size_t>(n * m.qk_rope) * 4) != 0)
-        return false;
-    return true;
   }
 
   // Largest |a-b|/|a| over positions [0, n) (a = this, the original).

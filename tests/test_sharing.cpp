@@ -300,3 +300,24 @@ TEST_CASE("sharing: twins imported from .coli_kv files export byte for byte", "[
   }
   CHECK(chunk_rows(s) == 3 + 2);  // chunks 0 and 1 differ, chunk 2 is equal
 }
+
+TEST_CASE("sharing: a chunk's key ties its content digest to its place", "[sharing]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  const ModelSignature m = colikv_test::tiny_model();
+  Store s(path, small_chunks(m));
+  const EngineBuffers a = history(m, 8, 1);
+  append(s, "a", a, 8);
+  {
+    // Another chunk's digest in place of chunk 0's: the key no longer matches.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.exec("UPDATE chunk_meta SET digest = (SELECT digest FROM chunk_meta WHERE chunk_id = 2) WHERE chunk_id = 1");
+  }
+  CHECK(load_error(s, "a", m, 8) == ErrorCode::kCorrupt);
+  // verify names it twice: its key, and its digest against the decoded values.
+  colikv::VerifyReport v = s.verify();
+  REQUIRE(v.problems.size() == 2);
+  for (const auto& p : v.problems) CHECK(p.chunk_id == 1);
+  CHECK(v.problems[0].what.find("chunk hash does not match") != std::string::npos);
+  CHECK(v.problems[1].what.find("content digest does not match its decoded values") != std::string::npos);
+}

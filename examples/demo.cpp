@@ -9,6 +9,7 @@
 // Defaults: STORE colikv-demo.db, 6 conversations of 960 tokens in turns of
 // 256 (about 1 GB of raw records). --small uses a 4-layer shape for a quick run.
 // Only the demo's own conversations (demo-*) are replaced in an existing store.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -101,6 +102,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(at), fork_ok ? "yes" : "NO");
 
     colikv::StoreStats st = store.stats();
+    // Sharing still works for equal values: demo-1's full chunks of the shared
+    // prompt are demo-0's, and so are the fork's full chunks.
+    const int64_t C = st.models.empty() ? 1 : st.models[0].chunk_tokens;
+    const int64_t prompt = n_conv >= 2 ? std::min<int64_t>(256, n_tokens) / C * C : 0;
+    const int64_t expect_shared = (prompt + at / C * C) * model.record_bytes();
+    const bool sharing_ok = st.total.saved_by_sharing() >= expect_shared;
+    all_ok = all_ok && sharing_ok;
     std::printf("wrote %.1f MB of records in %.2f s (%.0f MB/s), loaded them in %.2f s (%.0f MB/s)\n", raw_mb,
                 append_s, raw_mb / append_s, load_s, raw_mb / load_s);
     std::printf("store: %lld conversations, logical %.1f MB, unique %.1f MB, stored %.1f MB "
@@ -108,6 +116,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(st.total.conversations), st.total.logical_bytes / 1e6,
                 st.total.unique_bytes / 1e6, st.total.stored_bytes / 1e6, st.total.saved_by_sharing() / 1e6,
                 st.total.saved_by_compression() / 1e6, st.file_bytes / 1e6);
+    std::printf("sharing: %.1f MB not stored twice (the shared prompt's and the fork's chunks: %.1f MB expected): %s\n",
+                st.total.saved_by_sharing() / 1e6, expect_shared / 1e6, sharing_ok ? "yes" : "NO");
     auto t0 = std::chrono::steady_clock::now();
     colikv::VerifyReport v = store.verify();
     std::printf("verify: %lld conversations, %lld chunks, %.1f MB checked in %.2f s, integrity %s, %zu problems\n",

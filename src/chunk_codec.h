@@ -46,11 +46,20 @@ inline int64_t precision_value_bytes(ChunkPrecision p) { return p == ChunkPrecis
 uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t b);
 
+// A SHA-256 value: chain hashes, content digests, chunk keys.
+using ChunkHash = std::array<uint8_t, 32>;
+
+// The content digest of a chunk whose values are unknown (a token-only chunk
+// cut from an evicted one): all zero, which no SHA-256 of content is.
+constexpr ChunkHash kNoValuesDigest{};
+
 struct EncodedChunk {
   std::vector<uint8_t> payload;  // the blob to store
   bool compressed = false;       // true: payload is zstd frames, one per byte plane; false: stored as is
   int64_t raw_size = 0;          // bytes of the decoded payload: 4 (f32) or 2 (bf16) * values
   uint32_t checksum = 0;         // chunk_checksum(tokens, decoded payload)
+  ChunkHash digest{};            // content_digest(precision, tokens, decoded payload)
+  bool skipped = false;          // digest was one of those to skip: nothing compressed, payload empty
 };
 
 // CRC-32C (Castagnoli), extending crc; crc32c(0, p, n) is the plain checksum.
@@ -66,8 +75,11 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 // zstd context and scratch buffers.
 // With ChunkPrecision::kBf16 the values are rounded to bfloat16 and split into
 // 2 byte streams (low byte of every bf16 value, then high byte).
+// When the chunk's digest is one of `skip_if` (chunks stored already with this
+// content), returns without compressing: `skipped`, digest and checksum set.
 EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneList& planes,
-                          int zstd_level, ChunkPrecision precision = ChunkPrecision::kF32);
+                          int zstd_level, ChunkPrecision precision = ChunkPrecision::kF32,
+                          const std::vector<ChunkHash>* skip_if = nullptr);
 
 // Verifies and decodes a payload into the planes. A compressed payload is one
 // or more zstd frames (one per byte plane, or one for the whole chunk as
@@ -79,21 +91,33 @@ EncodedChunk encode_chunk(int64_t n_tokens, const int32_t* tokens, const PlaneLi
 // bytes. Throws Error(kCorrupt, <what is wrong>: for a frame, its index and
 // byte offset) before writing any byte of any plane.
 // `precision` is the chunk's (chunks.precision); raw_size must be
-// precision_value_bytes(precision) * values.
+// precision_value_bytes(precision) * values. With `digest` not null, also
+// stores the content digest of the decoded chunk there (verify compares it).
 void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, int64_t raw_size,
                   uint32_t checksum, int64_t n_tokens, const int32_t* tokens,
-                  const PlaneList& planes, ChunkPrecision precision = ChunkPrecision::kF32);
+                  const PlaneList& planes, ChunkPrecision precision = ChunkPrecision::kF32,
+                  ChunkHash* digest = nullptr);
 
 // Raw size of a chunk: 4 * sum over planes of width * n_tokens.
 int64_t planes_raw_size(const PlaneList& planes, int64_t n_tokens);
 
-// SHA-256 chain that addresses chunks.
-using ChunkHash = std::array<uint8_t, 32>;
 // SHA-256("colikv chunk chain v1" NUL signature NUL precision)
 ChunkHash chain_seed(const std::string& signature, const std::string& precision);
 // SHA-256(prev || tokens as int32 little-endian)
 ChunkHash chain_next(const ChunkHash& prev, const int32_t* tokens, int64_t n);
 std::string hash_hex(const ChunkHash& h);
+
+// What a chunk holds, independent of how it is compressed:
+// SHA-256("colikv chunk content v1" NUL precision NUL || token ids as int32 LE
+// || raw payload), the raw payload being the decoded, shuffled bytes (bf16
+// values for a bf16 chunk: exactly what a load returns, widened).
+ChunkHash content_digest(ChunkPrecision precision, const int32_t* tokens, int64_t n, const uint8_t* raw,
+                         size_t raw_size);
+// The key a chunk is stored under (chunks.hash) from schema 5 on: its place
+// (the chain hash) and its content together,
+// SHA-256("colikv chunk key v1" NUL || chain || digest). Chunks are shared
+// only when their keys are equal.
+ChunkHash chunk_key(const ChunkHash& chain, const ChunkHash& digest);
 
 // Token ids as a compact JSON array "[1,2,3]" and back. parse returns false
 // (leaving out unspecified) on anything but a well-formed array of int32s.

@@ -251,8 +251,8 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
                         ") (records written under another shape's header?)");
       out.tokens[static_cast<size_t>(i)] = t;
     }
-    out.encoded =
-        detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level, out.precision);
+    out.encoded = detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level,
+                                       out.precision, &out.stored_digests);
   };
   s.append(req);
   return result;

@@ -47,28 +47,26 @@ void bind_prev(SQLite::Statement& q, int index, int64_t first_pos, const detail:
 
 namespace detail {
 
-void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, int64_t model_id, const std::string& precision,
-                       int64_t first_pos, const ChunkHash& prev, const std::string& tokens_json,
-                       int64_t payload_bytes) {
+void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
   SQLite::Statement q(db,
-                      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes) "
-                      "VALUES (?, ?, ?, ?, ?, ?)");
+                      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
+                      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   q.bind(1, chunk_id);
-  q.bind(2, model_id);
-  q.bind(3, precision);
-  bind_prev(q, 4, first_pos, prev);
-  q.bind(5, tokens_json);
-  q.bind(6, payload_bytes);
+  q.bind(2, meta.model_id);
+  q.bind(3, meta.precision);
+  bind_prev(q, 4, meta.first_pos, meta.prev);
+  q.bind(5, meta.tokens_json);
+  q.bind(6, meta.payload_bytes);
+  q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
+  q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
   q.exec();
 }
 
-void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, int64_t model_id, const std::string& precision,
-                          int64_t first_pos, const ChunkHash& prev, const std::string& tokens_json,
-                          int64_t payload_bytes) {
+void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
   SQLite::Statement u(db, "UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
-  u.bind(1, payload_bytes);
+  u.bind(1, meta.payload_bytes);
   u.bind(2, chunk_id);
-  if (u.exec() == 0) record_chunk_meta(db, chunk_id, model_id, precision, first_pos, prev, tokens_json, payload_bytes);
+  if (u.exec() == 0) record_chunk_meta(db, chunk_id, meta);
 }
 
 void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {

@@ -15,19 +15,25 @@
 namespace colikv {
 namespace detail {
 
+// What chunk_meta records of a chunk.
+struct ChunkMeta {
+  int64_t model_id = 0;
+  std::string precision;
+  int64_t first_pos = 0;
+  ChunkHash prev{};    // the chain hash before it (ignored when first_pos == 0)
+  ChunkHash chain{};   // its own chain hash
+  ChunkHash digest{};  // its content digest (kNoValuesDigest for a token-only chunk)
+  std::string tokens_json;
+  int64_t payload_bytes = 0;  // 0: evicted
+};
+
 // Writes the chunk_meta row of a chunk just inserted (replacing any row of a
-// reused chunk_id): its predecessor's chain hash `prev` (ignored when
-// first_pos == 0), its token ids as JSON, and its payload bytes (0: evicted).
-// Inside the write transaction that inserted the chunk.
-void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, int64_t model_id, const std::string& precision,
-                       int64_t first_pos, const ChunkHash& prev, const std::string& tokens_json,
-                       int64_t payload_bytes);
+// reused chunk_id). Inside the write transaction that inserted the chunk.
+void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta);
 
 // The payload of an existing chunk was (re)written: updates its payload bytes
 // (writing its whole chunk_meta row if it has none).
-void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, int64_t model_id, const std::string& precision,
-                          int64_t first_pos, const ChunkHash& prev, const std::string& tokens_json,
-                          int64_t payload_bytes);
+void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta);
 
 // In a load's read snapshot, before any KV byte is written: when KV data of
 // positions [0, st.n) was evicted, fills tokens[0, st.n) (unless null) and

@@ -3,8 +3,11 @@
 // of conversations.
 //
 //  1. Full chunks: the prompt's chain hashes over whole chunks, each looked up
-//     in the UNIQUE (model_id, hash) index, until one is not stored. A stored
-//     hash means some conversation holds exactly those tokens up to there.
+//     in chunk_meta's (model_id, chain_hash) index, until one is not stored. A
+//     stored chain hash means some conversation holds exactly those tokens up
+//     to there. Only token ids are compared: chunks stored under the same
+//     chain hash with different content (schema 5 keeps them apart) all
+//     match, and the conversation found loads its own values.
 //  2. The next, partial region: among the chunks that follow the matched
 //     prefix (chunk_meta: same model, precision and predecessor hash), the
 //     largest k such that some chunk starts with the region's first k tokens.
@@ -66,7 +69,7 @@ struct Region {
 struct Statements {
   explicit Statements(SQLite::Database& db)
       : model(db, "SELECT model_id FROM models WHERE signature = ?"),
-        by_hash(db, "SELECT chunk_id FROM chunks WHERE model_id = ? AND hash = ?"),
+        by_chain(db, "SELECT 1 FROM chunk_meta WHERE model_id = ? AND chain_hash = ? LIMIT 1"),
         gone(db,
              "SELECT cc.seq FROM conversation_chunks cc JOIN chunks ch INDEXED BY chunks_evicted "
              "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq < ? AND ch.payload IS NULL "
@@ -78,6 +81,9 @@ struct Statements {
               "SELECT 1 FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
               "AND tokens = ?4 LIMIT 1"),
         at_seq(db, "SELECT chunk_id FROM conversation_chunks WHERE conversation_id = ? AND seq = ?"),
+        chain_at_seq(db,
+                     "SELECT k.chain_hash FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+                     "WHERE cc.conversation_id = ? AND cc.seq = ?"),
         meta(db,
              "SELECT tokens FROM chunk_meta WHERE chunk_id = ?1 AND model_id = ?2 AND precision = ?3 "
              "AND prev_hash = ?4"),
@@ -85,9 +91,11 @@ struct Statements {
         recent(db, "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ?"),
         next_precision(db, "SELECT precision FROM chunk_meta WHERE model_id = ? AND precision > ? ORDER BY precision LIMIT 1"),
         last_used(db, "SELECT last_used_ms, conversation_id FROM conversations WHERE name = ?"),
-        users_of_chunk(db,
-                       "SELECT c.conversation_id, c.name FROM conversation_chunks cc "
-                       "JOIN conversations c ON c.conversation_id = cc.conversation_id WHERE cc.chunk_id = ?1 "
+        users_of_chain(db,
+                       "SELECT c.conversation_id, c.name FROM chunk_meta k "
+                       "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = ?3 "
+                       "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                       "WHERE k.model_id = ?1 AND k.chain_hash = ?2 "
                        "ORDER BY c.last_used_ms DESC, c.conversation_id DESC"),
         users_of_prefix(db,
                         "SELECT c.conversation_id, c.name FROM ("
@@ -99,8 +107,8 @@ struct Statements {
                         "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = ?6 "
                         "JOIN conversations c ON c.conversation_id = cc.conversation_id "
                         "ORDER BY c.last_used_ms DESC, c.conversation_id DESC") {}
-  SQLite::Statement model, by_hash, gone, range, exact, at_seq, meta, chunk_tokens, recent, next_precision, last_used,
-      users_of_chunk, users_of_prefix;
+  SQLite::Statement model, by_chain, gone, range, exact, at_seq, chain_at_seq, meta, chunk_tokens, recent,
+      next_precision, last_used, users_of_chain, users_of_prefix;
 };
 
 // Resets a statement however the scope is left.
@@ -120,15 +128,16 @@ class Matcher {
       : s_(s),
         m_(m),
         precision_(precision),
-        by_hash_(st.by_hash),
+        by_chain_(st.by_chain),
         gone_(st.gone),
         range_(st.range),
         exact_(st.exact),
         at_seq_(st.at_seq),
+        chain_at_seq_(st.chain_at_seq),
         meta_(st.meta),
         chunk_tokens_(st.chunk_tokens),
         recent_(st.recent),
-        users_of_chunk_(st.users_of_chunk),
+        users_of_chain_(st.users_of_chain),
         users_of_prefix_(st.users_of_prefix) {}
 
   PrefixMatch run(const int32_t* tokens, int64_t len) {
@@ -139,14 +148,11 @@ class Matcher {
     int64_t full = 0;
     while ((full + 1) * C <= len) {
       ChunkHash h = detail::chain_next(chain_, tokens + full * C, C);
-      Reset rs{by_hash_};
-      by_hash_.bind(1, m_.id);
-      by_hash_.bind(2, h.data(), static_cast<int>(h.size()));
-      const bool found = by_hash_.executeStep();
-      const int64_t id = found ? by_hash_.getColumn(0).getInt64() : 0;
-      if (!found) break;
+      Reset rs{by_chain_};
+      by_chain_.bind(1, m_.id);
+      by_chain_.bind(2, h.data(), static_cast<int>(h.size()));
+      if (!by_chain_.executeStep()) break;
       chain_ = h;
-      last_full_ = id;
       ++full;
     }
     // 2. The region after them: the most leading tokens some following chunk holds.
@@ -224,7 +230,15 @@ class Matcher {
       at_seq_.bind(2, seq);
       return at_seq_.executeStep() ? at_seq_.getColumn(0).getInt64() : -1;
     };
-    if (full > 0 && chunk_of(full - 1) != last_full_) return false;
+    if (full > 0) {  // its chunk at full - 1 ends the matched chain
+      Reset rs{chain_at_seq_};
+      chain_at_seq_.bind(1, conv);
+      chain_at_seq_.bind(2, full - 1);
+      if (!chain_at_seq_.executeStep()) return false;
+      SQLite::Column h = chain_at_seq_.getColumn(0);
+      if (h.getBytes() != static_cast<int>(chain_.size()) || std::memcmp(h.getBlob(), chain_.data(), chain_.size()) != 0)
+        return false;
+    }
     if (k == 0) return true;
     const int64_t chunk_at = chunk_of(full);
     if (chunk_at < 0) return false;
@@ -252,11 +266,13 @@ class Matcher {
       }
     }
     // Every conversation that uses a matching chunk, most recently used first.
-    SQLite::Statement& q = k == 0 ? users_of_chunk_ : users_of_prefix_;
+    SQLite::Statement& q = k == 0 ? users_of_chain_ : users_of_prefix_;
     Reset rs{q};
     q.clearBindings();
     if (k == 0) {
-      q.bind(1, last_full_);
+      q.bind(1, m_.id);
+      q.bind(2, chain_.data(), static_cast<int>(chain_.size()));
+      q.bind(3, full - 1);
     } else {
       q.bind(1, m_.id);
       q.bind(2, precision_);
@@ -276,10 +292,9 @@ class Matcher {
   Store::Impl& s_;
   const detail::ModelRow& m_;
   std::string precision_;
-  SQLite::Statement &by_hash_, &gone_, &range_, &exact_, &at_seq_, &meta_, &chunk_tokens_, &recent_, &users_of_chunk_,
-      &users_of_prefix_;
+  SQLite::Statement &by_chain_, &gone_, &range_, &exact_, &at_seq_, &chain_at_seq_, &meta_, &chunk_tokens_, &recent_,
+      &users_of_chain_, &users_of_prefix_;
   ChunkHash chain_{};
-  int64_t last_full_ = -1;
   Region region_;
 };
 

@@ -12,6 +12,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "chunk_codec.h"
@@ -77,6 +78,18 @@ ChunkHash blob_to_hash(const SQLite::Column& col) {
   ChunkHash h{};
   if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());
   return h;
+}
+
+// A chunk's content digest column (chunk_meta.digest): absent (NULL) for a
+// chunk written before schema 5, whose chunks.hash is its chain hash.
+std::optional<ChunkHash> digest_column(const SQLite::Column& col) {
+  if (col.isNull()) return std::nullopt;
+  return blob_to_hash(col);
+}
+
+// Does a stored chunk's key (chunks.hash) say it sits at chain hash `chain`?
+bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest, const ChunkHash& chain) {
+  return stored == (digest ? detail::chunk_key(chain, *digest) : chain);
 }
 
 std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t expect_n,
@@ -488,7 +501,9 @@ namespace {
 // What a conversation holds before an append, read outside the write lock.
 struct ChunkSummary {
   int64_t chunk_id;
-  ChunkHash hash;
+  ChunkHash key;    // chunks.hash
+  ChunkHash chain;  // chunk_meta.chain_hash
+  std::optional<ChunkHash> digest;  // chunk_meta.digest
   int64_t n_tokens;
   bool evicted;  // its payload was evicted (only token ids are kept)
 };
@@ -499,12 +514,13 @@ std::vector<ChunkSummary> chunk_summaries(SQLite::Database& db, int64_t conversa
   // makes SQLite 3.40 read the whole blob through its overflow pages (every
   // append paid ~15 ms per 100 MB committed); length() reads only the header.
   SQLite::Statement q(db,
-                      "SELECT ch.chunk_id, ch.hash, ch.n_tokens, length(ch.payload) IS NULL FROM conversation_chunks cc "
-                      "JOIN chunks ch ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+                      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL "
+                      "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
   while (q.executeStep())
-    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), q.getColumn(2).getInt64(),
-                   q.getColumn(3).getInt() != 0});
+    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
+                   digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0});
   return out;
 }
 
@@ -513,6 +529,19 @@ std::vector<int32_t> chunk_tokens_by_id(SQLite::Database& db, int64_t chunk_id, 
   q.bind(1, chunk_id);
   if (!q.executeStep()) throw Error(ErrorCode::kCorrupt, where + ": chunk " + std::to_string(chunk_id) + " is missing");
   return parse_tokens_or_throw(q.getColumn(0), n, where + ": chunk " + std::to_string(chunk_id));
+}
+
+// Content digests of the chunks stored with values at chain hash `chain`: an
+// append whose chunk has one of them links that chunk instead of encoding.
+std::vector<ChunkHash> stored_digests(SQLite::Database& db, int64_t model_id, const ChunkHash& chain) {
+  SQLite::Statement q(db,
+                      "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
+                      "AND digest IS NOT NULL");
+  q.bind(1, model_id);
+  q.bind(2, chain.data(), static_cast<int>(chain.size()));
+  std::vector<ChunkHash> out;
+  while (q.executeStep()) out.push_back(blob_to_hash(q.getColumn(0)));
+  return out;
 }
 
 // A conversation's row, model and chunk list, from one read snapshot.
@@ -534,48 +563,61 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
 struct WriteChunk {
   int64_t seq = 0;
   int64_t first_pos = 0;
-  ChunkHash hash{};
+  ChunkHash hash{};  // its chain hash
   detail::ProducedChunk produced;
   ChunkHash prev{};  // the chain hash before this chunk (unused at seq 0), for chunk_meta
 };
 
-// Stores one chunk (or finds its identical twin) and returns its id.
+// A token-only chunk: cut from an evicted one, its values are unknown.
+bool token_only(const EncodedChunk& e) { return e.payload.empty() && !e.skipped; }
+
+// Stores one chunk, or finds the stored chunk with the same key (the same
+// place and the same content), and returns its id; 0 when the chunk was
+// skipped as stored already but is no longer there with its values (the
+// caller encodes it and calls again).
 int64_t put_chunk(SQLite::Database& db, int64_t model_id, const WriteChunk& w, const std::string& precision) {
+  const EncodedChunk& e = w.produced.encoded;
+  const ChunkHash key = detail::chunk_key(w.hash, token_only(e) ? detail::kNoValuesDigest : e.digest);
+  detail::ChunkMeta meta;
+  meta.model_id = model_id;
+  meta.precision = precision;
+  meta.first_pos = w.first_pos;
+  meta.prev = w.prev;
+  meta.chain = w.hash;
+  meta.digest = token_only(e) ? detail::kNoValuesDigest : e.digest;
+  meta.payload_bytes = static_cast<int64_t>(e.payload.size());
   {
     SQLite::Statement q(db, "SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
     q.bind(1, model_id);
-    q.bind(2, w.hash.data(), static_cast<int>(w.hash.size()));
+    q.bind(2, key.data(), static_cast<int>(key.size()));
     if (q.executeStep()) {
       int64_t id = q.getColumn(0).getInt64();
       bool evicted = q.getColumn(1).getInt() != 0;
-      if (!evicted) return id;
-      if (w.produced.reuse) return 0;  // evicted meanwhile: the caller encodes it
-      if (w.produced.encoded.payload.empty()) return id;  // a token-only (evicted) chunk stays so
+      if (!evicted || token_only(e)) return id;
+      if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
+      // The same content evicted: its values come back for every conversation using it.
       SQLite::Statement u(db, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
-      const EncodedChunk& e = w.produced.encoded;
       u.bind(1, e.compressed ? "zstd" : "none");
       u.bind(2, static_cast<int64_t>(e.raw_size));
       u.bind(3, static_cast<int64_t>(e.checksum));
       u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
       u.bind(5, id);
       u.exec();
-      detail::record_chunk_payload(db, id, model_id, precision, w.first_pos, w.prev,
-                                   detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size())),
-                                   static_cast<int64_t>(e.payload.size()));
+      meta.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
+      detail::record_chunk_payload(db, id, meta);
       return id;
     }
   }
-  if (w.produced.reuse) return 0;  // vanished meanwhile: the caller re-encodes it
-  const EncodedChunk& e = w.produced.encoded;
+  if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
   SQLite::Statement ins(db,
                         "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
                         "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
   ins.bind(1, model_id);
-  ins.bind(2, w.hash.data(), static_cast<int>(w.hash.size()));
+  ins.bind(2, key.data(), static_cast<int>(key.size()));
   ins.bind(3, static_cast<int64_t>(w.first_pos));
   ins.bind(4, static_cast<int64_t>(w.produced.tokens.size()));
-  const std::string tokens_json = detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
-  ins.bind(5, tokens_json);
+  meta.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
+  ins.bind(5, meta.tokens_json);
   ins.bind(6, precision);
   ins.bind(7, e.compressed ? "zstd" : "none");
   ins.bind(8, static_cast<int64_t>(e.raw_size));
@@ -586,8 +628,7 @@ int64_t put_chunk(SQLite::Database& db, int64_t model_id, const WriteChunk& w, c
     ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
   ins.exec();
   const int64_t new_id = db.getLastInsertRowid();
-  detail::record_chunk_meta(db, new_id, model_id, precision, w.first_pos, w.prev, tokens_json,
-                            static_cast<int64_t>(e.payload.size()));
+  detail::record_chunk_meta(db, new_id, meta);
   return new_id;
 }
 
@@ -646,13 +687,16 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 
   // 2. The caller's tokens [0, committed) must be the stored ones: compare
   // chunk hashes, then the tokens of the first chunk that differs.
-  ChunkHash chain = detail::chain_seed(req.model.to_string(), precision);
+  const ChunkHash seed = detail::chain_seed(req.model.to_string(), precision);
+  ChunkHash chain = seed;
   const int64_t keep_chunks = committed / C;  // full chunks that stay as they are
+  std::vector<ChunkHash> existing_chains;      // the chain hash of each existing chunk
   for (size_t k = 0; k < existing.size(); ++k) {
     const int64_t first = static_cast<int64_t>(k) * C;
     const int64_t n = existing[k].n_tokens;
-    ChunkHash h = detail::chain_next(chain, req.tokens + first, n);
-    if (h != existing[k].hash) {
+    ChunkHash h = detail::chain_next(existing_chains.empty() ? seed : existing_chains.back(), req.tokens + first, n);
+    existing_chains.push_back(h);
+    if (!key_matches(existing[k].key, existing[k].digest, h)) {
       std::vector<int32_t> stored = with_context(here, [&] {
         return chunk_tokens_by_id(db, existing[k].chunk_id, n, here);
       });
@@ -701,9 +745,9 @@ void Store::Impl::append(const detail::AppendRequest& req) {
     SqlTransaction hash_snapshot(db, here, SqlTransaction::kRead);
     for (auto& w : plan) {
       const int64_t n = std::min(C, req.len - w.first_pos);
-      if (w.seq < keep_chunks) {  // an evicted full chunk, re-saved as it is
-        w.prev = w.seq > 0 ? existing[w.seq - 1].hash : detail::chain_seed(req.model.to_string(), precision);
-        w.hash = existing[w.seq].hash;
+      if (w.seq < keep_chunks) {  // an evicted full chunk, re-saved from the caller's values
+        w.prev = w.seq > 0 ? existing_chains[w.seq - 1] : seed;
+        w.hash = existing_chains[w.seq];
         w.produced.tokens.assign(req.tokens + w.first_pos, req.tokens + w.first_pos + n);
         continue;
       }
@@ -711,24 +755,19 @@ void Store::Impl::append(const detail::AppendRequest& req) {
       h = detail::chain_next(h, req.tokens + w.first_pos, n);
       w.hash = h;
       w.produced.tokens.assign(req.tokens + w.first_pos, req.tokens + w.first_pos + n);
-      if (model) {
-        w.produced.reuse = with_context(here, [&] {
-          SQLite::Statement q(db, "SELECT 1 FROM chunks WHERE model_id = ? AND hash = ? AND payload IS NOT NULL");
-          q.bind(1, model->id);
-          q.bind(2, w.hash.data(), static_cast<int>(w.hash.size()));
-          return q.executeStep();
-        });
-      }
+      if (model) w.produced.stored_digests = with_context(here, [&] { return stored_digests(db, model->id, w.hash); });
     }
   }
 
+  // Producers always compute the content digest; they skip compressing when
+  // an equal chunk is stored at the same place already.
   auto produce = [&](size_t i) -> detail::ProducedChunk {
     WriteChunk& w = plan[i];
     detail::ProducedChunk out;
     out.tokens = w.produced.tokens;
-    out.reuse = w.produced.reuse;
     out.precision = chunk_precision;
-    if (!out.reuse) req.produce(w.first_pos, std::min(C, req.len - w.first_pos), out);
+    out.stored_digests = w.produced.stored_digests;
+    req.produce(w.first_pos, std::min(C, req.len - w.first_pos), out);
     return out;
   };
 
@@ -771,8 +810,11 @@ void Store::Impl::append(const detail::AppendRequest& req) {
     } else {
       conv_id = conv->id;
     }
+    // The chunks rewritten at their seq (the partial last one, evicted ones
+    // re-saved): freed below unless another conversation uses them.
     std::vector<int64_t> replaced;
-    if (committed % C != 0 && !existing.empty()) replaced.push_back(existing.back().chunk_id);
+    for (const WriteChunk& w : plan)
+      if (w.seq < static_cast<int64_t>(existing.size())) replaced.push_back(existing[w.seq].chunk_id);
     SQLite::Statement link(db, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
     ChunkHash h = chain;
     while (!encoded.done()) {
@@ -785,8 +827,8 @@ void Store::Impl::append(const detail::AppendRequest& req) {
         w.hash = h;
       }
       int64_t id = put_chunk(db, m.id, w, precision);
-      if (id == 0) {  // a shared chunk was freed between our read and our lock
-        w.produced.reuse = false;
+      if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
+        w.produced.stored_digests.clear();
         req.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
         id = put_chunk(db, m.id, w, precision);
       }
@@ -807,8 +849,8 @@ void Store::Impl::append(const detail::AppendRequest& req) {
     upd.bind(3, t);
     upd.bind(4, conv_id);
     upd.exec();
-    // The replaced partial chunk may still be linked (same seq was rewritten
-    // to a new id) only if no chunk was written at its seq, which cannot be.
+    // A replaced chunk stays when it is linked still: by another conversation,
+    // or by this one when the same content was re-saved into it.
     free_unused_chunks(replaced);
     // The byte budget: evict least recently used conversations, not this one.
     if (options.max_store_bytes > 0) detail::evict_to_fit(*this, options.max_store_bytes, conv_id);
@@ -840,8 +882,9 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
   with_context(here, [&] {
     SQLite::Statement q(db,
                         "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
-                        "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision FROM conversation_chunks cc "
-                        "JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                        "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
+                        "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                        "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
                         "WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq");
     q.bind(1, start.conv.id);
     q.bind(2, static_cast<int64_t>(n_chunks));
@@ -910,7 +953,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
         if (t < 0 || t >= start.model.sig.vocab)
           throw Error(ErrorCode::kCorrupt, cw + ": token id " + std::to_string(t) + " is outside the vocabulary");
       chain = detail::chain_next(chain, c->tokens.data(), c->n_tokens);
-      if (chain != blob_to_hash(q.getColumn(9)))
+      if (!key_matches(blob_to_hash(q.getColumn(9)), digest_column(q.getColumn(11)), chain))
         throw Error(ErrorCode::kCorrupt, cw + ": chunk hash does not match the token ids before and in it");
       const std::string compression = q.getColumn(5).getString();
       c->compressed = compression == "zstd";
@@ -1022,8 +1065,8 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
   req.tokens = tokens;
   const int level = s.options.zstd_level;
   req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
-    out.encoded =
-        detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level, out.precision);
+    out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
+                                       out.precision, &out.stored_digests);
   };
   s.append(req);
 }
@@ -1144,6 +1187,7 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
       toks.resize(static_cast<size_t>(keep));
       out.produced.tokens = toks;
       out.produced.encoded.raw_size = keep * model.sig.floats_per_token() * detail::precision_value_bytes(precision);
+      out.produced.encoded.digest = detail::kNoValuesDigest;
       out.hash = detail::chain_next(prev, toks.data(), keep);
       return;
     }
@@ -1185,7 +1229,7 @@ void Store::truncate(const std::string& id, int64_t len) {
   const int64_t keep_full = len / C;
   std::optional<PrefixChunk> tail;
   if (len % C != 0) {
-    ChunkHash prev = keep_full > 0 ? chunks[keep_full - 1].hash : detail::chain_seed(model.text, c.precision);
+    ChunkHash prev = keep_full > 0 ? chunks[keep_full - 1].chain : detail::chain_seed(model.text, c.precision);
     tail = reencode_prefix(s, model, chunks[keep_full].chunk_id, keep_full, len % C, prev, here);
   }
   SqlTransaction txn(s.db, here);
@@ -1264,7 +1308,7 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
     if (chunks[shared].n_tokens == len % C) {
       ++shared;  // the source's own partial last chunk: share it too
     } else {
-      ChunkHash prev = shared > 0 ? chunks[shared - 1].hash : detail::chain_seed(model.text, c.precision);
+      ChunkHash prev = shared > 0 ? chunks[shared - 1].chain : detail::chain_seed(model.text, c.precision);
       tail = reencode_prefix(s, model, chunks[shared].chunk_id, shared, len % C, prev, here);
     }
   }
@@ -1431,6 +1475,79 @@ int64_t Store::conversation_count() {
 // ---------------------------------------------------------------------------
 // Verify and stats
 
+namespace {
+
+// Which conversation wrote the values a conversation holds at `first_pos`:
+// follow its fork parents while the position lies below the fork point.
+// A fork of a deleted conversation (parent_id NULL, forked_at > 0) has lost
+// its lineage: its inherited chunks are given an origin of their own.
+struct Lineage {
+  int64_t parent = 0;  // 0: none or deleted
+  int64_t forked_at = 0;
+};
+
+int64_t origin_of(const std::map<int64_t, Lineage>& lineage, int64_t conv, int64_t first_pos) {
+  for (size_t hops = 0; hops <= lineage.size(); ++hops) {  // bounded: parent_id may be corrupt
+    auto it = lineage.find(conv);
+    if (it == lineage.end() || first_pos >= it->second.forked_at) return conv;
+    if (it->second.parent == 0) return -conv;
+    conv = it->second.parent;
+  }
+  return conv;
+}
+
+// Chunks written before schema 5 (no content digest) that still hold values
+// and are used by conversations whose values come from different origins:
+// schema 4 shared them by token ids alone.
+std::vector<UncomparedShare> find_uncompared_shares(SQLite::Database& db, const std::string& only) {
+  std::map<int64_t, Lineage> lineage;
+  std::map<int64_t, std::string> names;
+  {
+    SQLite::Statement q(db, "SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations");
+    while (q.executeStep()) {
+      const int64_t id = q.getColumn(0).getInt64();
+      names[id] = q.getColumn(1).getString();
+      lineage[id] = {q.getColumn(2).getInt64(), q.getColumn(3).getInt64()};
+    }
+  }
+  std::vector<UncomparedShare> out;
+  SQLite::Statement q(db,
+                      "SELECT ch.chunk_id, ch.first_pos, ch.n_tokens, cc.conversation_id FROM chunks ch "
+                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+                      "WHERE k.digest IS NULL AND length(ch.payload) IS NOT NULL "
+                      "AND ch.chunk_id IN (SELECT chunk_id FROM conversation_chunks GROUP BY chunk_id HAVING count(*) > 1) "
+                      "ORDER BY ch.chunk_id");
+  UncomparedShare cur;
+  std::set<int64_t> origins;
+  auto flush = [&] {
+    const bool wanted = only.empty() || std::find(cur.conversations.begin(), cur.conversations.end(), only) !=
+                                            cur.conversations.end();
+    if (origins.size() > 1 && wanted) {
+      std::sort(cur.conversations.begin(), cur.conversations.end());
+      out.push_back(cur);
+    }
+    cur = UncomparedShare();
+    origins.clear();
+  };
+  while (q.executeStep()) {
+    const int64_t chunk_id = q.getColumn(0).getInt64();
+    if (chunk_id != cur.chunk_id) {
+      if (cur.chunk_id >= 0) flush();
+      cur.chunk_id = chunk_id;
+      cur.first_pos = q.getColumn(1).getInt64();
+      cur.end_pos = cur.first_pos + q.getColumn(2).getInt64();
+    }
+    const int64_t conv = q.getColumn(3).getInt64();
+    cur.conversations.push_back(names.count(conv) ? names[conv] : "#" + std::to_string(conv));
+    origins.insert(origin_of(lineage, conv, cur.first_pos));
+  }
+  if (cur.chunk_id >= 0) flush();
+  return out;
+}
+
+}  // namespace
+
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
@@ -1479,8 +1596,9 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
       ChunkHash chain = detail::chain_seed(m.text, c.precision);
       SQLite::Statement q(s.db,
                           "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
-                          "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision FROM conversation_chunks cc "
-                          "LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+                          "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest "
+                          "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                          "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
       q.bind(1, c.id);
       int64_t covered = 0, expected_seq = 0;
       bool chain_ok = true;
@@ -1517,9 +1635,10 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
             problem(seq, chunk_id, first + i, first + i + 1, "token id " + std::to_string(toks[i]) + " is outside the vocabulary");
             break;
           }
+        const std::optional<ChunkHash> digest = digest_column(q.getColumn(12));
         if (chain_ok) {
           ChunkHash h = detail::chain_next(chain, toks.data(), n);
-          if (h != blob_to_hash(q.getColumn(9))) {
+          if (!key_matches(blob_to_hash(q.getColumn(9)), digest, h)) {
             problem(seq, chunk_id, first, first + n, "chunk hash does not match the token ids before and in it");
             chain_ok = false;
           }
@@ -1539,9 +1658,12 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
               if (!detail::parse_precision(q.getColumn(11).getString(), precision))
                 throw Error(ErrorCode::kCorrupt, "unknown precision '" + q.getColumn(11).getString() + "'");
               std::vector<float> buf(static_cast<size_t>(n * m.sig.floats_per_token()));
+              ChunkHash decoded_digest;
               detail::decode_chunk(static_cast<const uint8_t*>(payload.getBlob()), static_cast<size_t>(payload.getBytes()),
                                    comp == "zstd", q.getColumn(6).getInt64(), static_cast<uint32_t>(q.getColumn(7).getInt64()),
-                                   n, toks.data(), detail::packed_planes(m.sig, buf.data(), n), precision);
+                                   n, toks.data(), detail::packed_planes(m.sig, buf.data(), n), precision, &decoded_digest);
+              if (digest && decoded_digest != *digest)
+                throw Error(ErrorCode::kCorrupt, "content digest does not match its decoded values");
               ++report.chunks;
               report.bytes += static_cast<int64_t>(buf.size()) * 4;
             } catch (const Error& e) {
@@ -1558,6 +1680,7 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
       done_tokens += c.count;
       if (progress) progress(done_tokens, total_tokens);
     }
+    report.uncompared_shares = find_uncompared_shares(s.db, id);
     if (id.empty()) {
       SQLite::Statement q(s.db,
                           "SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "

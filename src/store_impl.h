@@ -51,9 +51,11 @@ PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n);
 // A chunk produced for an append, on a worker thread.
 struct ProducedChunk {
   std::vector<int32_t> tokens;  // the chunk's token ids
-  EncodedChunk encoded;
-  bool reuse = false;  // an identical chunk is stored already: nothing was encoded
+  EncodedChunk encoded;         // encoded.skipped: an equal chunk is stored already, nothing was compressed
   ChunkPrecision precision = ChunkPrecision::kF32;  // the conversation's: producers encode with it
+  // Content digests of the chunks stored with values under this chunk's chain
+  // hash: producers pass them to encode_chunk as skip_if.
+  std::vector<ChunkHash> stored_digests;
 };
 using ChunkProducer = std::function<void(int64_t first_pos, int64_t n, ProducedChunk& out)>;
 

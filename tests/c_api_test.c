@@ -185,6 +185,29 @@ static int64_t load_prefix(colikv_store *s, const char *conv, bufs *out, int64_t
   return colikv_load_prefix(s, conv, &out->m, k, out->tokens, out->lc, out->rc, out->m.n_indexed ? out->ic : NULL);
 }
 
+/* Two conversations of one model with the same token ids and other values
+ * (another build or backend of the engine): each loads its own values. */
+static void check_twins(colikv_store *s, const colikv_model *m, const char *a_id, const char *b_id) {
+  bufs a, b, out;
+  bufs_init(&a, m, 20);
+  bufs_init(&b, m, 20);
+  bufs_init(&out, m, 20);
+  bufs_fill(&a, 0, 20, 41);
+  bufs_fill(&b, 0, 20, 42);
+  memcpy(b.tokens, a.tokens, 20 * sizeof(int32_t));
+  CHECK_S(append(s, a_id, &a, 20) == COLIKV_OK, s);
+  CHECK_S(append(s, b_id, &b, 20) == COLIKV_OK, s);
+  bufs_poison(&out);
+  CHECK_S(load(s, b_id, &out, 20) == 20, s);
+  CHECK(same(&b, &out, 20));
+  bufs_poison(&out);
+  CHECK_S(load(s, a_id, &out, 20) == 20, s);
+  CHECK(same(&a, &out, 20));
+  bufs_free(&a);
+  bufs_free(&b);
+  bufs_free(&out);
+}
+
 static void remove_store_files(void) {
   char buf[4096];
   remove(g_path);
@@ -410,6 +433,15 @@ int main(int argc, char **argv) {
   n = load(s, "branch", &out, 64);
   CHECK_S(n == 18, s);
   CHECK(same(&g, &out, 18));
+
+  /* Equal token ids never make conversations share other values, with or
+   * without a weights id in the model. */
+  {
+    colikv_model no_weights = m;
+    no_weights.weights_id = NULL;
+    check_twins(s, &m, "twin-a", "twin-b");
+    check_twins(s, &no_weights, "twin-a-nw", "twin-b-nw");
+  }
   colikv_close(s);
 
   bufs_free(&h);

@@ -25,6 +25,8 @@ uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n);
 uint32_t crc32c_hardware(uint32_t crc, const void* data, size_t n);
 bool crc32c_hardware_available();
 ChunkHash sha256(const void* data, size_t n);
+ChunkHash sha256_portable(const void* data, size_t n);
+bool sha256_hardware_available();
 }  // namespace detail
 }  // namespace colikv
 
@@ -333,6 +335,71 @@ TEST_CASE("sha256 matches FIPS 180-4 vectors and block boundaries", "[codec]") {
     INFO("length " << b.n);
     CHECK(hash_hex(sha256(data.data(), data.size())) == b.hex);
   }
+}
+
+TEST_CASE("sha256: the SHA-extension path agrees with the portable one", "[codec]") {
+  INFO("SHA extensions " << (sha256_hardware_available() ? "used" : "not available: both paths are portable"));
+  CHECK(hash_hex(sha256_portable("abc", 3)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::vector<uint8_t> data(1 << 20);
+  uint32_t x = 99;
+  for (auto& b : data) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{127}, size_t{128}, size_t{1000},
+                   size_t{4096 + 17}, data.size()}) {
+    INFO("length " << n);
+    CHECK(sha256(data.data(), n) == sha256_portable(data.data(), n));
+  }
+}
+
+TEST_CASE("content digests and chunk keys follow the documented definition", "[codec]") {
+  // Expected values from Python hashlib:
+  // d = sha256(b"colikv chunk content v1\0f32\0" + pack("<2i", 1, 2) + bytes([1, 2, 3]))
+  // key = sha256(b"colikv chunk key v1\0" + sha256(b"x") + d)
+  const int32_t toks[] = {1, 2};
+  const uint8_t raw[] = {1, 2, 3};
+  const ChunkHash d = content_digest(ChunkPrecision::kF32, toks, 2, raw, 3);
+  CHECK(hash_hex(d) == "e8c443c9b56cc9a88ef16d5749a3079dbec6b4950d17b1da6cb4ee0e6ca552fa");
+  CHECK(hash_hex(chunk_key(sha256("x", 1), d)) == "0ff03f5f4d603f213a0d3242ae3722c964c5d479661eb551451b24cbe3523d99");
+  CHECK(content_digest(ChunkPrecision::kBf16, toks, 2, raw, 3) != d);
+  CHECK(content_digest(ChunkPrecision::kF32, toks, 1, raw, 3) != d);
+  CHECK(d != kNoValuesDigest);
+}
+
+TEST_CASE("encode_chunk digests the decoded content and skips only an equal one", "[codec]") {
+  float values[4] = {1.5f, from_bits(0x7fc00001u), 0.0f, from_bits(0x00000001u)};
+  const int32_t toks[2] = {5, 6};
+  const PlaneList planes = {PlaneRef{values, 2, 2}};
+  const EncodedChunk e = encode_chunk(2, toks, planes, 1);
+  float back[4];
+  ChunkHash decoded;
+  decode_chunk(e.payload.data(), e.payload.size(), e.compressed, e.raw_size, e.checksum, 2, toks,
+               {PlaneRef{back, 2, 2}}, ChunkPrecision::kF32, &decoded);
+  CHECK(decoded == e.digest);
+  CHECK_FALSE(e.skipped);
+
+  // Any bit counts: a NaN payload, the sign of zero, a denormal.
+  for (std::pair<int, uint32_t> change : {std::pair<int, uint32_t>{1, 0x7fc00002u}, {2, 0x80000000u}, {3, 0x00000002u}}) {
+    float other[4];
+    std::copy(values, values + 4, other);
+    other[change.first] = from_bits(change.second);
+    INFO("value " << change.first);
+    CHECK(encode_chunk(2, toks, {PlaneRef{other, 2, 2}}, 1).digest != e.digest);
+  }
+  // Skipped only when the digest is listed: then nothing is compressed.
+  const std::vector<ChunkHash> listed = {kNoValuesDigest, e.digest};
+  const EncodedChunk s = encode_chunk(2, toks, planes, 1, ChunkPrecision::kF32, &listed);
+  CHECK(s.skipped);
+  CHECK(s.payload.empty());
+  CHECK(s.digest == e.digest);
+  const std::vector<ChunkHash> others = {kNoValuesDigest};
+  CHECK_FALSE(encode_chunk(2, toks, planes, 1, ChunkPrecision::kF32, &others).skipped);
+
+  // bf16: values that round to the same bf16 value have the same content.
+  float near[4];
+  std::copy(values, values + 4, near);
+  near[0] = from_bits(bits_of(1.5f) + 1);
+  CHECK(encode_chunk(2, toks, {PlaneRef{near, 2, 2}}, 1, ChunkPrecision::kBf16).digest ==
+        encode_chunk(2, toks, planes, 1, ChunkPrecision::kBf16).digest);
+  CHECK(encode_chunk(2, toks, {PlaneRef{near, 2, 2}}, 1).digest != e.digest);
 }
 
 TEST_CASE("chain hashes follow the documented definition", "[codec]") {

@@ -723,7 +723,8 @@ TEST_CASE("cli: --json output matches the documented form", "[cli]") {
         "  \"bytes\": <BYTES>,\n"
         "  \"integrity\": \"ok\",\n"
         "  \"ok\": true,\n"
-        "  \"problems\": []\n"
+        "  \"problems\": [],\n"
+        "  \"uncompared_shares\": []\n"
         "}\n");
   j = json_run({"verify", store, "alpha", "--json"});
   CHECK(contains(j, "  \"conversation\": \"alpha\",\n  \"conversations\": 1,\n  \"chunks\": 1,\n"));
@@ -826,6 +827,68 @@ TEST_CASE("cli: generated files round-trip byte for byte", "[cli]") {
   Run r = RUN_EXPECT(0, {"verify", store});
   CHECK(contains(r.out, "checked 9 conversations"));
   CHECK(contains(r.out, "ok: no problems found"));
+}
+
+TEST_CASE("cli: files with the same token ids and other values each export byte for byte", "[cli]") {
+  TempDir dir;
+  const std::string store = dir.file("n.db");
+  const colikv::ModelSignature m = colikv_test::tiny_indexed_model();
+  const int64_t n = 40;
+  const std::string a = coli_bytes(m, n, 7);
+  // Same shape, same token ids; the first float of every record differs:
+  // NaN payloads, -0.0, denormals, or another value.
+  std::string b = a;
+  const uint32_t bits[] = {0x7fc00123u, 0x80000000u, 0x00000007u, 0x807fffffu, 0x3f800000u};
+  for (int64_t p = 0; p < n; ++p) {
+    uint32_t v;
+    std::memcpy(&v, &a[static_cast<size_t>(40 + p * m.record_bytes() + 4)], 4);
+    const uint32_t w = bits[p % 5] == v ? bits[p % 5] ^ 1u : bits[p % 5];
+    std::memcpy(&b[static_cast<size_t>(40 + p * m.record_bytes() + 4)], &w, 4);
+  }
+  write_file(dir.file("A.coli_kv"), a);
+  write_file(dir.file("B.coli_kv"), b);
+  RUN_EXPECT(0, {"import", store, dir.file("A.coli_kv"), "--id", "a"});
+  RUN_EXPECT(0, {"import", store, dir.file("B.coli_kv"), "--id", "b"});
+  RUN_EXPECT(0, {"export", store, "b", dir.file("b.out")});
+  RUN_EXPECT(0, {"export", store, "a", dir.file("a.out")});
+  CHECK(read_file(dir.file("b.out")) == b);
+  CHECK(read_file(dir.file("a.out")) == a);
+  Run r = RUN_EXPECT(0, {"verify", store});
+  CHECK(contains(r.out, "ok: no problems found\n"));
+  CHECK_FALSE(contains(r.out, "warning"));
+}
+
+TEST_CASE("cli: verify warns about chunks an older colikv shared without comparing values", "[cli]") {
+  TempDir dir;
+  const std::string store = dir.file("n.db");
+  const colikv::ModelSignature m = colikv_test::tiny_model();
+  write_file(dir.file("A.coli_kv"), coli_bytes(m, 5, 7));
+  RUN_EXPECT(0, {"import", store, dir.file("A.coli_kv"), "--id", "a"});
+  RUN_EXPECT(0, {"import", store, dir.file("A.coli_kv"), "--id", "b"});
+  RUN_EXPECT(0, {"fork", store, "a", "a-fork"});
+  // As a colikv of schema 4 left it: the one chunk stored under its chain
+  // hash, without a digest, shared by a, its fork and the unrelated b.
+  sql_exec(store,
+           "UPDATE chunks SET hash = (SELECT chain_hash FROM chunk_meta k WHERE k.chunk_id = chunks.chunk_id); "
+           "UPDATE chunk_meta SET digest = NULL");
+  Run r = RUN_EXPECT(0, {"verify", store});
+  CHECK(contains(r.out, "warning: chunk_id 1, positions [0, 5): shared by 'a', 'a-fork', 'b' (not forks of one another) "
+                        "without comparing their values"));
+  CHECK(contains(r.out, "ok: no problems found; 1 chunk shared without a content comparison"));
+  const std::string j = RUN_EXPECT(0, {"verify", store, "--json"}).out;
+  CHECK(valid_json(j));
+  CHECK(contains(j, "  \"uncompared_shares\": [\n"
+                    "    {\n"
+                    "      \"chunk_id\": 1,\n"
+                    "      \"first_pos\": 0,\n"
+                    "      \"end_pos\": 5,\n"
+                    "      \"conversations\": [\"a\", \"a-fork\", \"b\"]\n"
+                    "    }\n"
+                    "  ]\n"));
+  // A fork alone is no finding: its values are its parent's by construction.
+  RUN_EXPECT(0, {"rm", store, "b"});
+  r = RUN_EXPECT(0, {"verify", store});
+  CHECK_FALSE(contains(r.out, "warning"));
 }
 
 TEST_CASE("cli: records past the header's count are ignored, and import says so", "[cli]") {

@@ -237,9 +237,11 @@ TEST_CASE("match: stores written before schema 3 are indexed by the migration", 
     put(s, "b", m, cat(seq(100, 6), seq(300, 4)));
   }
   {
-    // Back to schema 2 as that library would have left it.
+    // Back to schema 2 as that library would have left it: chunks stored
+    // under their chain hash, no chunk_meta.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
-    db.exec("DROP TABLE chunk_meta; DROP INDEX chunks_evicted; PRAGMA user_version=2");
+    db.exec("UPDATE chunks SET hash = (SELECT chain_hash FROM chunk_meta k WHERE k.chunk_id = chunks.chunk_id); "
+            "DROP TABLE chunk_meta; DROP INDEX chunks_evicted; PRAGMA user_version=2");
   }
   Store s(path, four_token_chunks(m));
   CHECK(s.schema_version() >= 3);
@@ -249,6 +251,7 @@ TEST_CASE("match: stores written before schema 3 are indexed by the migration", 
   r = match(s, m, seq(100, 9));
   CHECK(r.id == "a");
   CHECK(r.tokens == 9);
+  CHECK(s.verify().ok());
 }
 
 TEST_CASE("match: the C API", "[match]") {

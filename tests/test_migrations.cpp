@@ -5,6 +5,7 @@
 // only, so every later migration runs over real version-1 data.
 #include <catch2/catch.hpp>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 #include <zstd.h>
 
@@ -20,6 +21,7 @@
 #include "colikv/error.h"
 #include "colikv/model.h"
 #include "colikv/store.h"
+#include "migrations.h"
 #include "test_support.h"
 
 #ifndef COLIKV_SOURCE_DIR
@@ -362,4 +364,67 @@ TEST_CASE("migrations: a store made by the first schema migrates with its data i
         colikv_test::make_tokens(17, m.vocab, 31)[12]);
   CHECK(db.integer("SELECT tokens FROM model_summary") == 22);
   CHECK(db.integer("SELECT count(*) FROM chunks WHERE chunk_id NOT IN (SELECT chunk_id FROM conversation_chunks)") == 0);
+}
+
+TEST_CASE("migrations: a schema-4 store keeps its data; chunks it shared by token ids alone are listed", "[migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("v4.colikv");
+  V1Store v = make_v1_store(path);
+  const ModelSignature& m = v.model;
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    colikv::detail::apply_migrations(db, "v4 store", 4);
+    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 4);
+    // What a library of schema 4 did for "stranger", a conversation with
+    // old's first 8 token ids but other values: it linked old's chunks.
+    const int64_t old_id = db.execAndGet("SELECT conversation_id FROM conversations WHERE name = 'old'").getInt64();
+    db.exec("INSERT INTO conversations (name, model_id, token_count, created_ms, updated_ms, last_used_ms) "
+            "SELECT 'stranger', model_id, 8, 1, 1, 1 FROM conversations WHERE name = 'old'");
+    db.exec("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) SELECT "
+            "(SELECT conversation_id FROM conversations WHERE name = 'stranger'), seq, chunk_id "
+            "FROM conversation_chunks WHERE conversation_id = " + std::to_string(old_id) + " AND seq < 2");
+  }
+  Store s(path);
+  CHECK(s.schema_version() == Store::library_schema_version());
+  CHECK(loads_as(s, "old", v.old_conv, 10) == "");
+  CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
+  CHECK(loads_as(s, "stranger", v.old_conv, 8) == "");  // old's values: the damage cannot be undone
+
+  colikv::VerifyReport report = s.verify();
+  CHECK(report.ok());
+  REQUIRE(report.uncompared_shares.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    const colikv::UncomparedShare& u = report.uncompared_shares[k];
+    CHECK(u.first_pos == static_cast<int64_t>(k) * kChunkTokens);
+    CHECK(u.end_pos == u.first_pos + kChunkTokens);
+    CHECK(u.conversations == std::vector<std::string>{"old", "old-fork", "stranger"});
+  }
+  CHECK(s.verify("old-fork").uncompared_shares.size() == 2);
+
+  // Legacy chunks are never reused for new content, equal or not.
+  const int64_t chunks_before = s.stats().total.chunks;
+  s.append("same", m, v.old_conv.tokens.data(), 8, v.old_conv.source());
+  CHECK(s.stats().total.chunks == chunks_before + 2);
+  EngineBuffers other = history(m, 10, 31);
+  other.fill(0, 10, 77);
+  s.append("other", m, other.tokens.data(), 8, other.source());
+  CHECK(loads_as(s, "other", other, 8) == "");
+  CHECK(loads_as(s, "same", v.old_conv, 8) == "");
+  // Legacy chunks stay usable: prefix lookup, fork, truncate.
+  colikv::PrefixMatch r = s.match(m, v.old_conv.tokens.data(), 10);
+  CHECK(r.id == "old");
+  CHECK(r.tokens == 10);
+  s.fork("old", "old-2", 9);
+  CHECK(loads_as(s, "old-2", v.old_conv, 9) == "");
+  s.truncate("old", 6);
+  CHECK(loads_as(s, "old", v.old_conv, 6) == "");
+  report = s.verify();
+  CHECK(report.ok());
+  CHECK(report.uncompared_shares.size() == 2);
+  CHECK(s.verify("same").uncompared_shares.empty());
+  // Re-saving the stranger from its engine makes its chunks its own.
+  s.truncate("stranger", 0);
+  s.append("stranger", m, other.tokens.data(), 8, other.source());
+  CHECK(loads_as(s, "stranger", other, 8) == "");
+  CHECK(s.verify("stranger").uncompared_shares.empty());
 }

@@ -867,6 +867,18 @@ int cmd_verify(const Args& a) {
       probs.push(std::move(pj));
     }
     j.set("problems", std::move(probs));
+    Json shares = Json::array();
+    for (const auto& u : rep.uncompared_shares) {
+      Json uj = Json::object();
+      uj.set("chunk_id", Json::integer(u.chunk_id));
+      uj.set("first_pos", Json::integer(u.first_pos));
+      uj.set("end_pos", Json::integer(u.end_pos));
+      Json names = Json::array();
+      for (const auto& c : u.conversations) names.push(Json::string(c));
+      uj.set("conversations", std::move(names));
+      shares.push(std::move(uj));
+    }
+    j.set("uncompared_shares", std::move(shares));
     print(j.dump());
   } else {
     std::string out = "checked " + plural(rep.conversations, "conversation", "conversations") + ", " +
@@ -880,7 +892,20 @@ int cmd_verify(const Args& a) {
         where += ", positions [" + std::to_string(p.first_pos) + ", " + std::to_string(p.end_pos) + ")";
       out += "problem: " + where + ": " + p.what + "\n";
     }
-    out += sound ? "ok: no problems found\n" : "";
+    for (const auto& u : rep.uncompared_shares) {
+      std::string names;
+      for (const auto& c : u.conversations) names += (names.empty() ? "'" : ", '") + c + "'";
+      out += "warning: chunk_id " + std::to_string(u.chunk_id) + ", positions [" + std::to_string(u.first_pos) + ", " +
+             std::to_string(u.end_pos) + "): shared by " + names +
+             " (not forks of one another) without comparing their values, by a colikv before schema 5; "
+             "all but one may load values appended to another\n";
+    }
+    if (sound)
+      out += rep.uncompared_shares.empty()
+                 ? "ok: no problems found\n"
+                 : "ok: no problems found; " +
+                       plural(static_cast<int64_t>(rep.uncompared_shares.size()), "chunk", "chunks") +
+                       " shared without a content comparison (warnings above)\n";
     print(out);
   }
   if (!sound) {
@@ -1195,12 +1220,18 @@ const std::vector<CommandSpec>& commands() {
        "Reads and checks every chunk of every conversation (or of ID): checksum,\n"
        "decompression, sizes, token ranges and chunk-list completeness; and runs\n"
        "PRAGMA integrity_check. Reports each problem with its conversation, chunk and\n"
-       "position range. Exit 1 if any problem is found. The store is opened read-only.\n",
+       "position range. Exit 1 if any problem is found. Warns about chunks that a\n"
+       "colikv before schema 5 shared by token ids alone between conversations that\n"
+       "are not forks of one another (their values were never compared; exit 0).\n"
+       "The store is opened read-only.\n",
        "  --json              print as JSON\n",
        "  store, conversation (ID or null), conversations (checked), chunks (distinct\n"
        "  chunks read), bytes (decoded payload bytes checked), integrity (the result of\n"
        "  integrity_check, \"ok\" when sound), ok, problems[], each with conversation,\n"
-       "  chunk_seq, chunk_id, first_pos, end_pos (each null when not applicable), what\n",
+       "  chunk_seq, chunk_id, first_pos, end_pos (each null when not applicable), what;\n"
+       "  uncompared_shares[] (warnings: chunks stored before schema 5 that\n"
+       "  conversations of different fork lineage share, their values never\n"
+       "  compared), each with chunk_id, first_pos, end_pos, conversations[]\n",
        1, 2, {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}}, cmd_verify},
       {"stats", "STORE [--json]", "show sizes per model and in total",
        "Per model and in total: conversations, tokens, chunks, logical bytes (what\n"

@@ -107,7 +107,9 @@ int colikv_fork(colikv_store *s, const char *src, const char *dst, int64_t len);
  * (0 when no conversation of m shares even the first token) and writes its
  * NUL-terminated id to conv_out (or "" when 0 is returned). Ties go to the most
  * recently used conversation. Never crosses models; only token ids that are
- * equal are counted. The conversation may have been evicted (see
+ * equal are counted: the conversation found may hold other values for them
+ * than this engine computes (another build, a non-deterministic kernel), and
+ * loading it returns its own values. The conversation may have been evicted (see
  * COLIKV_ERR_EVICTED): colikv_load_prefix then says so and returns the token
  * ids. COLIKV_ERR_TOO_LARGE when the id and its NUL do not fit conv_cap bytes.
  * Time grows with len, not with the number of conversations. */

@@ -76,12 +76,26 @@ struct VerifyProblem {
   std::string what;          // one line
 };
 
+// A warning of verify(), not a problem: a chunk written before schema 5 that
+// conversations of different fork lineage share. Up to schema 4 a chunk was
+// shared by its token ids alone, so their values were never compared: when
+// they differed, all but the first writer load another conversation's values.
+// Those values cannot be told apart or repaired; re-saving such a
+// conversation from its engine (truncate to 0 and append) makes it its own.
+struct UncomparedShare {
+  int64_t chunk_id = -1;
+  int64_t first_pos = -1;  // its positions [first_pos, end_pos)
+  int64_t end_pos = -1;
+  std::vector<std::string> conversations;  // those that use it, by name
+};
+
 struct VerifyReport {
   int64_t conversations = 0;  // conversations checked
   int64_t chunks = 0;         // distinct chunks read and decoded
   int64_t bytes = 0;          // decoded bytes checked
   std::string integrity;      // PRAGMA integrity_check's result ("ok" when sound)
   std::vector<VerifyProblem> problems;
+  std::vector<UncomparedShare> uncompared_shares;  // warnings: they do not make ok() false
   bool ok() const { return problems.empty(); }
 };
 
@@ -205,17 +219,22 @@ class Store {
   int64_t conversation_count();
 
   // Reads and checks every chunk of one conversation (or of all when id is
-  // ""): checksum, decompression, sizes, token ranges, chunk-list
-  // completeness against the count; and PRAGMA integrity_check for the whole
-  // file. Never throws for problems in the data: it reports them. Throws
-  // kNotFound for a missing id.
+  // ""): checksum, content digest, decompression, sizes, token ranges,
+  // chunk-list completeness against the count; and PRAGMA integrity_check for
+  // the whole file. Lists the chunks shared without a content comparison
+  // (UncomparedShare; of id's conversation only when id is given). Never
+  // throws for problems in the data: it reports them. Throws kNotFound for a
+  // missing id.
   VerifyReport verify(const std::string& id = "", const ProgressFn& progress = ProgressFn());
 
   StoreStats stats();
 
   // Longest-prefix lookup: the conversation of `model` holding the longest
   // prefix of tokens[0, len), and how many tokens it holds. Ties go to the most
-  // recently used. Never crosses models; only equal token ids count. Evicted
+  // recently used. Never crosses models; only equal token ids count. It
+  // matches by token ids only: the conversation found may hold other values
+  // for them than the caller's engine would compute (another build, a
+  // non-deterministic kernel); loading it returns its own values, exactly. Evicted
   // conversations match too (their token ids are kept): PrefixMatch::loadable
   // says how much of the match can be loaded. Time grows with len (a hash and
   // an index probe per chunk of the prompt, a few probes inside the next

@@ -148,6 +148,21 @@ std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t ex
   return out;
 }
 
+// Runs a read of stored rows. SQLITE_TOOBIG there means a value over the
+// connection's SQLITE_LIMIT_LENGTH: one no colikv writes, so the store is
+// damaged or hostile, not the caller's argument.
+template <class F>
+auto read_rows(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const SQLite::Exception& e) {
+    if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
+      throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
+                                           std::to_string(detail::kMaxStoredValueBytes) + " bytes)");
+    detail::rethrow_sqlite(e, what);
+  }
+}
+
 std::string range_text(int64_t a, int64_t b) {
   return "positions [" + std::to_string(a) + ", " + std::to_string(b) + ")";
 }
@@ -957,7 +972,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
   const int64_t C = start.model.chunk_tokens;
   const int64_t n_chunks = (start.n + C - 1) / C;
 
-  with_context(here, [&] {
+  read_rows(here, [&] {
     SQLite::Statement q(db,
                         "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
                         "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision FROM conversation_chunks cc "
@@ -1217,7 +1232,7 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
   if (c.count < 0) throw_negative_count(c, here);
   // Grown by what the chunks hold, not reserved by what the count claims.
   std::vector<int32_t> out;
-  with_context(here, [&] {
+  read_rows(here, [&] {
     SQLite::Statement q(s.db,
                         "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
                         "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
@@ -1521,7 +1536,7 @@ ConversationInfo info_from_row(Store::Impl& s, SQLite::Statement& q) {
 ConversationInfo Store::info(const std::string& id) {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
-  return with_context(s.where(id), [&] {
+  return read_rows(s.where(id), [&] {
     SQLite::Statement q(s.db, std::string(kInfoSelect) + "WHERE c.name = ?");
     q.bind(1, id);
     if (!q.executeStep()) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
@@ -1532,7 +1547,7 @@ ConversationInfo Store::info(const std::string& id) {
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
-  return with_context(s.where(), [&] {
+  return read_rows(s.where(), [&] {
     // The page is chosen on the (last_used_ms, conversation_id) index alone:
     // OFFSET over the full select would compute the skipped rows' sizes too.
     SQLite::Statement q(s.db, std::string(kInfoSelect) +
@@ -1561,7 +1576,7 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   VerifyReport report;
   SqlTransaction snapshot(s.db, s.where(id), SqlTransaction::kRead);
   if (!id.empty()) s.get_conversation(id);
-  with_context(s.where(id), [&] {
+  read_rows(s.where(id), [&] {
     {
       SQLite::Statement q(s.db, "PRAGMA integrity_check");
       std::string all;

@@ -291,3 +291,27 @@ TEST_CASE("hostile store: FIFOs, directories, empty and unreadable files get a c
   INFO(colikv_test::read_file(err));
   CHECK(colikv_test::read_file(err).find("Permission denied") != std::string::npos);
 }
+
+TEST_CASE("hostile store: the chunk sizes colikv writes stay within what it accepts on reading", "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  // 131,072 bytes a token: a 1 GiB target would give 1024-token chunks of 128 MiB.
+  colikv::ModelSignature wide = colikv_test::tiny_model();
+  wide.n_layers = 8;
+  wide.kv_lora = 4000;
+  wide.qk_rope = 96;
+  colikv::Options o = wl::options(false);
+  o.chunk_target_bytes = int64_t{1} << 30;
+  Store s(dir.file("wide.db"), o);
+  colikv_test::EngineBuffers b(wide, 1);
+  b.fill(0, 1, 3);
+  b.tokens = {7};
+  s.append("w", wide, b.tokens.data(), 1, b.source());
+  CHECK(s.stats().models.at(0).chunk_tokens == 128);  // 16 MiB
+  // One record over 16 MiB is refused on write, as it would be on reading.
+  colikv::ModelSignature huge = colikv_test::tiny_model();
+  huge.n_layers = 1;
+  huge.kv_lora = 4 << 20;
+  expect_error([&] { s.create("h", huge); }, ErrorCode::kInvalidArgument, {"'h'", "more than the 16 MiB"});
+  CHECK_FALSE(s.exists("h"));
+}

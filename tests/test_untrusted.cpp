@@ -269,3 +269,34 @@ TEST_CASE("untrusted: a short mutation run of the fuzz targets", "[untrusted][fu
               runs * 4);
   SUCCEED();
 }
+
+TEST_CASE("untrusted: a short mutation run of the store fuzz target", "[untrusted][fuzz]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("seed.db");
+  {
+    colikv::Options o = wl::options(false);
+    o.page_size = 512;  // a small file, as the fuzzer's seeds
+    Store s(path, o);
+    const auto& b = wl::history_of("c0").buffers;
+    s.append("c0", wl::model(), b.tokens.data(), 19, b.source());
+    s.fork("c0", "f", 11);
+  }
+  const std::string seed = colikv_test::read_file(path);
+  std::mt19937 rng(7);
+  const int runs = colikv_test::long_tests() ? 3000 : 300;
+  for (int i = 0; i < runs; ++i) {
+    std::string m = seed;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % m.size();
+      if (rng() % 3 == 0)
+        m[at] = static_cast<char>(rng());
+      else
+        m[at] = static_cast<char>(m[at] ^ (1 << (rng() % 8)));
+    }
+    colikv_fuzz::store_one(reinterpret_cast<const uint8_t*>(m.data()), m.size());
+  }
+  std::printf("untrusted: %d mutated store files ran through the store fuzz target\n", runs);
+  SUCCEED();
+}

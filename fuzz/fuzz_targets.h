@@ -46,6 +46,8 @@ struct Scratch {
     store.reset();
     ::unlink(file.c_str());
     ::unlink(store_path.c_str());
+    for (const char* name : {"/mutant.colikv", "/mutant.colikv-wal", "/mutant.colikv-shm", "/out.coli_kv"})
+      ::unlink((dir + name).c_str());
     ::unlink((store_path + "-wal").c_str());
     ::unlink((store_path + "-shm").c_str());
     ::rmdir(dir.c_str());
@@ -90,6 +92,56 @@ inline void coli_kv_one(const uint8_t* data, size_t size) {
     } catch (const colikv::Error&) {
       std::abort();  // an accepted import that does not read back is a bug
     }
+  }
+}
+
+// Input: the bytes of a store file (the seeds are small valid stores). It is
+// opened read-only, and every conversation listed, verified, read back and
+// exported; then opened for writing, and each truncated to half its length
+// and forked. The schema check and the size limits are what a mutant meets.
+inline void store_one(const uint8_t* data, size_t size) {
+  Scratch& s = scratch();
+  const std::string path = s.dir + "/mutant.colikv";
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) std::abort();
+  if (size > 0 && ::write(fd, data, size) != static_cast<ssize_t>(size)) std::abort();
+  ::close(fd);
+  colikv::Options o;
+  o.threads = 1;
+  o.synchronous = colikv::Synchronous::kNormal;
+  o.busy_timeout_ms = 0;
+  std::vector<colikv::ConversationInfo> listed;
+  try {
+    o.read_only = true;
+    colikv::Store r(path, o);
+    (void)r.stats();
+    listed = r.list(colikv::ListOptions());
+    for (const auto& c : listed) {
+      try {
+        (void)r.verify(c.id);
+        (void)r.tokens(c.id);
+        colikv::ExportOptions eo;
+        eo.force = true;
+        colikv::export_coli_kv(r, c.id, s.dir + "/out.coli_kv", eo);
+      } catch (const colikv::Error&) {
+      }
+    }
+  } catch (const colikv::Error&) {
+  }
+  try {
+    o.read_only = false;
+    o.create_if_missing = false;
+    colikv::Store w(path, o);
+    for (const auto& c : listed) {
+      try {
+        w.fork(c.id, c.id + "~", c.tokens / 2);
+        w.truncate(c.id, c.tokens / 3);
+        w.remove(c.id + "~");
+      } catch (const colikv::Error&) {
+      }
+    }
+  } catch (const colikv::Error&) {
   }
 }
 

@@ -1,7 +1,9 @@
 // Writes seed corpora for the fuzzers: well-formed and slightly broken
-// .coli_kv files, and encoded chunks in the chunk_decode input layout.
-//   make_seeds DIR   (creates DIR/coli_kv and DIR/chunk)
+// .coli_kv files, encoded chunks in the chunk_decode input layout, and small
+// valid store files.
+//   make_seeds DIR   (creates DIR/coli_kv, DIR/chunk and DIR/store)
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "chunk_codec.h"
+#include "colikv/store.h"
 
 namespace {
 
@@ -37,6 +40,41 @@ std::string coli_kv(int32_t layers, int32_t kv, int32_t rope, int32_t ihd, int32
   return out;
 }
 
+// A small valid store (512-byte pages, chunks of 4 positions): a
+// conversation over several chunks, a short one and a fork of the first.
+void store_seed(const std::string& path, colikv::Precision precision) {
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+  colikv::ModelSignature m;
+  m.n_layers = 2;
+  m.kv_lora = 4;
+  m.qk_rope = 2;
+  m.vocab = 50;
+  colikv::Options o;
+  o.page_size = 512;
+  o.chunk_target_bytes = 4 * m.record_bytes();
+  o.threads = 1;
+  o.synchronous = colikv::Synchronous::kNormal;
+  o.new_conversation_precision = precision;
+  const int64_t n = 11;
+  std::vector<std::vector<float>> lc(2, std::vector<float>(n * 4)), rc(2, std::vector<float>(n * 2));
+  for (int l = 0; l < 2; ++l) {
+    for (size_t i = 0; i < lc[l].size(); ++i) lc[l][i] = static_cast<float>((i * 7 + l) % 13) / 3.0f;
+    for (size_t i = 0; i < rc[l].size(); ++i) rc[l][i] = static_cast<float>((i * 5 + l) % 11) / 7.0f;
+  }
+  const float* lp[2] = {lc[0].data(), lc[1].data()};
+  const float* rp[2] = {rc[0].data(), rc[1].data()};
+  colikv::KvSource kv;
+  kv.Lc = lp;
+  kv.Rc = rp;
+  std::vector<int32_t> tokens(n);
+  for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 31) % 50);
+  colikv::Store s(path, o);  // closed last: the WAL is checkpointed into the one file
+  s.append("a", m, tokens.data(), n, kv);
+  s.append("b", m, tokens.data(), 3, kv);
+  s.fork("a", "f", 6);
+  s.set_title("b", "seed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +86,9 @@ int main(int argc, char** argv) {
   ::mkdir(dir.c_str(), 0755);
   ::mkdir((dir + "/coli_kv").c_str(), 0755);
   ::mkdir((dir + "/chunk").c_str(), 0755);
+  ::mkdir((dir + "/store").c_str(), 0755);
+  store_seed(dir + "/store/f32", colikv::Precision::kF32);
+  store_seed(dir + "/store/bf16", colikv::Precision::kBf16);
   put(dir + "/coli_kv/ok_small", coli_kv(2, 4, 2, 0, 0, 50, 5, 5, 0));
   put(dir + "/coli_kv/ok_indexed", coli_kv(3, 4, 2, 2, 1, 100, 9, 9, 0));
   put(dir + "/coli_kv/torn_tail", coli_kv(2, 4, 2, 0, 0, 50, 4, 4, 13));

@@ -2,11 +2,13 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -20,6 +22,7 @@
 #include "migrations.h"
 #include "sqlite_util.h"
 #include "store_impl.h"
+#include "store_limits.h"
 
 namespace colikv {
 
@@ -41,11 +44,6 @@ int64_t now_ms() {
       .count();
 }
 
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 int64_t file_size_or_zero(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
@@ -56,11 +54,65 @@ int open_flags(const Options& o) {
   return SQLite::OPEN_READWRITE | (o.create_if_missing ? SQLite::OPEN_CREATE : 0);
 }
 
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Reports a refusal plainly ("permission denied") instead of SQLite's
+// "unable to open database file". access(), not open(): closing a descriptor
+// of the file would drop the POSIX locks of this process's other connections.
+void check_access(const std::string& path, bool write, const std::string& what) {
+  if (::access(path.c_str(), R_OK) != 0)
+    throw Error(ErrorCode::kIO, what + ": cannot read it: " + std::strerror(errno));
+  if (write && ::access(path.c_str(), W_OK) != 0)
+    throw Error(ErrorCode::kReadOnly, what + ": cannot write it: " + std::strerror(errno) + "; open it read-only to read it");
+}
+
+// SQLite blocks forever opening a FIFO, answers "disk I/O error" for a
+// directory and "unable to open database file" for a missing directory: the
+// path is checked first, so the library (and the C API) say what is wrong.
+// The -wal and -shm files SQLite opens beside it are held to the same rule.
+void check_store_path(const std::string& path, const Options& o) {
+  const std::string what = "store " + path;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      throw Error(ErrorCode::kIO, what + ": cannot look at it: " + std::strerror(errno));
+    if (o.read_only) throw Error(ErrorCode::kNotFound, what + ": no such file (opened read-only)");
+    if (!o.create_if_missing) throw Error(ErrorCode::kNotFound, what + ": no such file");
+    const std::string dir = parent_dir(path);
+    struct stat ds;
+    if (::stat(dir.c_str(), &ds) != 0)
+      throw Error(ErrorCode::kNotFound, what + ": cannot create it: directory " + dir + ": " + std::strerror(errno));
+    if (!S_ISDIR(ds.st_mode))
+      throw Error(ErrorCode::kInvalidArgument, what + ": cannot create it: " + dir + " is not a directory");
+    return;
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument, what + ": " + file_kind(st.st_mode) + ", not a store file");
+  for (const char* suffix : {"-wal", "-shm"}) {
+    struct stat side;
+    if (::stat((path + suffix).c_str(), &side) == 0 && !S_ISREG(side.st_mode))
+      throw Error(ErrorCode::kInvalidArgument, what + ": " + path + suffix + " is " + file_kind(side.st_mode) +
+                                                   ", not SQLite's " + (suffix[1] == 'w' ? "WAL" : "shared-memory") +
+                                                   " file");
+  }
+  check_access(path, !o.read_only, what);
+}
+
 SQLite::Database open_database(const std::string& path, const Options& o) {
-  if (!o.create_if_missing && !file_exists(path))
-    throw Error(ErrorCode::kNotFound, "store " + path + ": no such file");
-  if (o.read_only && !file_exists(path))
-    throw Error(ErrorCode::kNotFound, "store " + path + ": no such file (opened read-only)");
+  check_store_path(path, o);
   return with_context("store " + path + ": open", [&] {
     return SQLite::Database(path, open_flags(o), o.busy_timeout_ms, o.vfs_name);
   });
@@ -68,9 +120,10 @@ SQLite::Database open_database(const std::string& path, const Options& o) {
 
 // The largest power of two of tokens whose chunk stays within target bytes.
 int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes) {
-  const int64_t per_token = 4 * m.floats_per_token();
+  const int64_t per_token = detail::token_raw_bytes(m);
+  target_bytes = std::min(target_bytes, detail::kMaxChunkRawBytes);
   int64_t c = 1;
-  while (c < 1024 && (c * 2) * per_token <= target_bytes) c *= 2;
+  while (c < detail::kMaxChunkTokens && (c * 2) * per_token <= target_bytes) c *= 2;
   return c;
 }
 
@@ -95,12 +148,32 @@ bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest
 std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t expect_n,
                                            const std::string& where) {
   std::vector<int32_t> out;
+  // Sizes first: a list longer than the library writes for expect_n ids is
+  // not parsed (its ids would be held in memory).
+  if (expect_n < 1 || expect_n > detail::kMaxChunkTokens || col.getBytes() > detail::max_tokens_json_bytes(expect_n))
+    throw Error(ErrorCode::kCorrupt, where + ": token list of " + std::to_string(col.getBytes()) + " bytes for " +
+                                         std::to_string(expect_n) + " token ids is not one colikv writes");
   const char* text = static_cast<const char*>(col.getBlob());
   if (!detail::parse_tokens_json(text ? text : "", static_cast<size_t>(col.getBytes()), out) ||
       static_cast<int64_t>(out.size()) != expect_n)
     throw Error(ErrorCode::kCorrupt, where + ": token list is not a JSON array of " +
                                          std::to_string(expect_n) + " token ids");
   return out;
+}
+
+// Runs a read of stored rows. SQLITE_TOOBIG there means a value over the
+// connection's SQLITE_LIMIT_LENGTH: one no colikv writes, so the store is
+// damaged or hostile, not the caller's argument.
+template <class F>
+auto read_rows(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const SQLite::Exception& e) {
+    if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
+      throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
+                                           std::to_string(detail::kMaxStoredValueBytes) + " bytes)");
+    detail::rethrow_sqlite(e, what);
+  }
 }
 
 std::string range_text(int64_t a, int64_t b) {
@@ -310,6 +383,11 @@ Store::Impl::Impl(const std::string& p, const Options& o)
     sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
     sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
   }
+  // No value larger than any the library writes is ever loaded, whatever a
+  // store holds or computes; and the page cache has SQLite's default size,
+  // not the one the file's header suggests.
+  sqlite3_limit(h, SQLITE_LIMIT_LENGTH, static_cast<int>(detail::kMaxStoredValueBytes));
+  detail::exec(db, "PRAGMA cache_size=-2000", what);
   // Setting up a new store races other processes opening it: switching to
   // WAL and the first migration need locks that SQLite may refuse at once
   // (SQLITE_BUSY without calling the busy handler, to avoid a deadlock), so
@@ -318,23 +396,35 @@ Store::Impl::Impl(const std::string& p, const Options& o)
   for (;;) {
     try {
       // Any read fails here on a file that is not a database.
-      // Version and schema are read in one statement, one snapshot: another
-      // process may be creating the schema of a new store right now.
+      // Version and schema are read in one snapshot: another process may be
+      // creating or migrating the schema right now.
       int64_t version = 0, tables = 0;
-      with_context(what, [&] {
-        SQLite::Statement q(db, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)");
-        q.executeStep();
-        version = q.getColumn(0).getInt64();
-        tables = q.getColumn(1).getInt64();
-      });
-      if (version == 0 && tables > 0)
-        throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (schema version 0 with " +
-                                             std::to_string(tables) + " objects of another application)");
-      if (version > detail::latest_schema_version())
-        throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(version) +
-                                             " is newer than this library's " +
-                                             std::to_string(detail::latest_schema_version()) +
-                                             "; upgrade colikv to open it");
+      {
+        SqlTransaction snapshot(db, what, SqlTransaction::kRead);
+        with_context(what, [&] {
+          SQLite::Statement q(db, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)");
+          q.executeStep();
+          version = q.getColumn(0).getInt64();
+          tables = q.getColumn(1).getInt64();
+        });
+        if (version == 0 && tables > 0)
+          throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (schema version 0 with " +
+                                               std::to_string(tables) + " objects of another application)");
+        if (version > detail::latest_schema_version())
+          throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(version) +
+                                               " is newer than this library's " +
+                                               std::to_string(detail::latest_schema_version()) +
+                                               "; upgrade colikv to open it");
+        if (version < 0)
+          throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (schema version " + std::to_string(version) + ")");
+        detail::check_schema(db, static_cast<int>(version), what);
+        snapshot.commit();
+      }
+      if (options.read_only && version == 0)
+        throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (" +
+                                             (file_size_or_zero(path) == 0 ? std::string("an empty file")
+                                                                           : std::string("an SQLite database without colikv's tables")) +
+                                             ")");
       if (options.read_only) {
         if (version < detail::latest_schema_version())
           throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(version) +
@@ -439,9 +529,16 @@ ModelRow Store::Impl::model_by_id(int64_t model_id) {
     } catch (const Error& e) {
       throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": " + e.what());
     }
-    if (r.chunk_tokens < 1 || r.chunk_tokens > (int64_t{1} << 20) || r.text != q.getColumn(8).getString())
+    // Everything a read allocates follows from chunk_tokens: it must be a
+    // size the library itself could have chosen.
+    if (!detail::chunk_tokens_allowed(r.sig, r.chunk_tokens))
+      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": chunk_tokens " +
+                                           std::to_string(r.chunk_tokens) + " is not a chunk size colikv writes (a power of two up to " +
+                                           std::to_string(detail::kMaxChunkTokens) + ", at most " +
+                                           std::to_string(detail::kMaxChunkRawBytes >> 20) + " MiB a chunk)");
+    if (r.text != q.getColumn(8).getString())
       throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) +
-                                           " is inconsistent (chunk_tokens or signature text)");
+                                           " is inconsistent (its signature text does not match its fields)");
     models_by_id_[model_id] = r;
     return r;
   });
@@ -506,6 +603,8 @@ struct ChunkSummary {
   std::optional<ChunkHash> digest;  // chunk_meta.digest
   int64_t n_tokens;
   bool evicted;  // its payload was evicted (only token ids are kept)
+  int64_t seq;
+  int64_t first_pos;
 };
 
 std::vector<ChunkSummary> chunk_summaries(SQLite::Database& db, int64_t conversation_id) {
@@ -514,14 +613,42 @@ std::vector<ChunkSummary> chunk_summaries(SQLite::Database& db, int64_t conversa
   // makes SQLite 3.40 read the whole blob through its overflow pages (every
   // append paid ~15 ms per 100 MB committed); length() reads only the header.
   SQLite::Statement q(db,
-                      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL "
-                      "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
+                      "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                       "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
   while (q.executeStep())
     out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
-                   digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0});
+                   digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0,
+                   q.getColumn(6).getInt64(), q.getColumn(7).getInt64()});
   return out;
+}
+
+[[noreturn]] void throw_negative_count(const ConversationRow& conv, const std::string& here) {
+  throw Error(ErrorCode::kCorrupt, here + ": its token count is negative (" + std::to_string(conv.count) + ")");
+}
+
+// The chunk list must cover exactly [0, count): chunks seq 0, 1, ..., each
+// full but the last, which ends at the count. Checked before anything indexes
+// the list by a position, so a count or a list altered by hand is reported,
+// never followed out of bounds.
+void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const std::vector<ChunkSummary>& chunks,
+                      const std::string& here) {
+  if (conv.count < 0) throw_negative_count(conv, here);
+  const int64_t C = model.chunk_tokens;
+  const int64_t wanted = conv.count / C + (conv.count % C != 0 ? 1 : 0);
+  if (static_cast<int64_t>(chunks.size()) != wanted)
+    throw Error(ErrorCode::kCorrupt, here + ": its count of " + std::to_string(conv.count) + " tokens needs " +
+                                         std::to_string(wanted) + " chunks but its chunk list has " +
+                                         std::to_string(chunks.size()));
+  for (int64_t k = 0; k < wanted; ++k) {
+    const ChunkSummary& c = chunks[static_cast<size_t>(k)];
+    const int64_t n = k + 1 < wanted ? C : conv.count - k * C;
+    if (c.seq != k || c.first_pos != k * C || c.n_tokens != n)
+      throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(c.chunk_id) + " (seq " + std::to_string(c.seq) +
+                                           ") does not cover " + range_text(k * C, k * C + n) + " as the count of " +
+                                           std::to_string(conv.count) + " says");
+  }
 }
 
 std::vector<int32_t> chunk_tokens_by_id(SQLite::Database& db, int64_t chunk_id, int64_t n, const std::string& where) {
@@ -557,6 +684,7 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
   st.conv = s.get_conversation(id);
   st.model = s.model_by_id(st.conv.model_id);
   st.chunks = with_context(here, [&] { return chunk_summaries(s.db, st.conv.id); });
+  check_chunk_list(st.conv, st.model, st.chunks, here);
   return st;
 }
 
@@ -638,6 +766,11 @@ void Store::Impl::append(const detail::AppendRequest& req) {
   const std::string here = where(req.id);
   require_writable("append to conversation '" + req.id + "'");
   req.model.validate();
+  if (detail::token_raw_bytes(req.model) > detail::kMaxChunkRawBytes)
+    throw Error(ErrorCode::kInvalidArgument, here + ": one record of model [" + req.model.to_string() + "] takes " +
+                                                 std::to_string(detail::token_raw_bytes(req.model)) +
+                                                 " bytes, more than the " + std::to_string(detail::kMaxChunkRawBytes >> 20) +
+                                                 " MiB a stored chunk may hold");
   if (req.id.empty()) throw Error(ErrorCode::kInvalidArgument, where() + ": conversation id is empty");
   if (req.len < 0) throw Error(ErrorCode::kInvalidArgument, here + ": negative length " + std::to_string(req.len));
   if (req.len > 0 && req.tokens == nullptr && !req.must_create)
@@ -667,6 +800,7 @@ void Store::Impl::append(const detail::AppendRequest& req) {
         throw Error(ErrorCode::kModelMismatch, here + ": stored for model [" + model->text +
                                                    "], but the caller's model is [" + req.model.to_string() + "]");
       existing = with_context(here, [&] { return chunk_summaries(db, conv->id); });
+      check_chunk_list(*conv, *model, existing, here);
     } else {
       model = find_model(req.model);
     }
@@ -870,6 +1004,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
   detail::ScanStart start;
   start.conv = get_conversation(id);
   start.model = model_by_id(start.conv.model_id);
+  if (start.conv.count < 0) throw_negative_count(start.conv, here);
   if (expect && *expect != start.model.sig)
     throw Error(ErrorCode::kModelMismatch, here + ": stored for model [" + start.model.text +
                                                "], but the caller's model is [" + expect->to_string() + "]");
@@ -879,7 +1014,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
   const int64_t C = start.model.chunk_tokens;
   const int64_t n_chunks = (start.n + C - 1) / C;
 
-  with_context(here, [&] {
+  read_rows(here, [&] {
     SQLite::Statement q(db,
                         "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
                         "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
@@ -1137,9 +1272,10 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
   const std::string here = s.where(id);
   SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
   ConversationRow c = s.get_conversation(id);
+  if (c.count < 0) throw_negative_count(c, here);
+  // Grown by what the chunks hold, not reserved by what the count claims.
   std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(c.count));
-  with_context(here, [&] {
+  read_rows(here, [&] {
     SQLite::Statement q(s.db,
                         "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
                         "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
@@ -1177,6 +1313,9 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
     if (!q.executeStep()) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
     const int64_t n = q.getColumn(0).getInt64();
     const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
+    if (n < keep || n > model.chunk_tokens)
+      throw Error(ErrorCode::kCorrupt, cw + ": holds " + std::to_string(n) + " tokens, not the " + std::to_string(keep) +
+                                           " to " + std::to_string(model.chunk_tokens) + " its place needs");
     std::vector<int32_t> toks = parse_tokens_or_throw(q.getColumn(1), n, cw);
     detail::ChunkPrecision precision;
     if (!detail::parse_precision(q.getColumn(6).getString(), precision))
@@ -1441,7 +1580,7 @@ ConversationInfo info_from_row(Store::Impl& s, SQLite::Statement& q) {
 ConversationInfo Store::info(const std::string& id) {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
-  return with_context(s.where(id), [&] {
+  return read_rows(s.where(id), [&] {
     SQLite::Statement q(s.db, std::string(kInfoSelect) + "WHERE c.name = ?");
     q.bind(1, id);
     if (!q.executeStep()) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
@@ -1452,7 +1591,7 @@ ConversationInfo Store::info(const std::string& id) {
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
-  return with_context(s.where(), [&] {
+  return read_rows(s.where(), [&] {
     // The page is chosen on the (last_used_ms, conversation_id) index alone:
     // OFFSET over the full select would compute the skipped rows' sizes too.
     SQLite::Statement q(s.db, std::string(kInfoSelect) +
@@ -1554,7 +1693,7 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   VerifyReport report;
   SqlTransaction snapshot(s.db, s.where(id), SqlTransaction::kRead);
   if (!id.empty()) s.get_conversation(id);
-  with_context(s.where(id), [&] {
+  read_rows(s.where(id), [&] {
     {
       SQLite::Statement q(s.db, "PRAGMA integrity_check");
       std::string all;
@@ -1623,8 +1762,8 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
         covered = first + n;
         std::vector<int32_t> toks;
         SQLite::Column tcol = q.getColumn(4);
-        const char* text = static_cast<const char*>(tcol.getBlob());
-        if (!detail::parse_tokens_json(text ? text : "", static_cast<size_t>(tcol.getBytes()), toks) ||
+        const char* text = tcol.getBytes() <= detail::max_tokens_json_bytes(n) ? static_cast<const char*>(tcol.getBlob()) : nullptr;
+        if (!text || !detail::parse_tokens_json(text, static_cast<size_t>(tcol.getBytes()), toks) ||
             static_cast<int64_t>(toks.size()) != n) {
           problem(seq, chunk_id, first, first + n, "token list is not a JSON array of " + std::to_string(n) + " ids");
           chain_ok = false;

@@ -74,7 +74,8 @@ struct Options {
   // Target raw size of a chunk in bytes; a new model's chunk size in tokens is
   // the largest power of two whose chunk stays within it (at least 1 token,
   // at most 1024 tokens). Fixed per model when its row is first written.
-  // Default: 4 MiB.
+  // At most 16 MiB: a larger value counts as 16 MiB (a model whose one
+  // record exceeds that is not stored). Default: 4 MiB.
   int64_t chunk_target_bytes = int64_t{4} << 20;
 
   // Threads that shuffle, compress, checksum and decompress chunks; 0 means

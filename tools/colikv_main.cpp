@@ -22,6 +22,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +40,8 @@
 #include "colikv/model.h"
 #include "colikv/options.h"
 #include "colikv/store.h"
+#include "cli_output.h"
+#include "new_store.h"
 
 namespace {
 
@@ -535,13 +538,14 @@ colikv::Options write_options(const Args& a) {
 
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
-std::string plural(int64_t n, const std::string& one, const std::string& many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); !from.empty() && at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
 }
 
-// Removes a store file and its WAL and shared-memory files.
-void remove_store_files(const std::string& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((path + suffix).c_str());
+std::string plural(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 // ---------------------------------------------------------------------------
@@ -562,27 +566,32 @@ int cmd_import(const Args& a) {
 
   struct stat st {};
   int64_t file_bytes = ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-  // When this import creates the store and then fails, the new (empty) store
-  // is removed again, so that a refused file leaves nothing behind.
-  bool store_existed = ::stat(store_path.c_str(), &st) == 0;
-
-  auto store = std::make_unique<colikv::Store>(store_path, opts);
-  colikv::ImportResult r;
-  try {
+  auto import_into = [&](const std::string& path, const colikv::Options& o) {
+    colikv::Store store(path, o);
     Progress progress("import " + file, file_bytes, mode);
     io.progress = progress.fn();
-    r = colikv::import_coli_kv(*store, file, io);
-  } catch (...) {
-    if (!store_existed) {
-      bool empty = false;
-      try {
-        empty = store->conversation_count() == 0;
-      } catch (...) {
-      }
-      store.reset();
-      if (empty) remove_store_files(store_path);
+    return colikv::import_coli_kv(store, file, io);
+  };
+
+  // A store this import creates is built aside and given its name only once
+  // it holds the conversation (tools/new_store.h): a failed import never
+  // deletes a store, not even one another process has just created.
+  colikv::ImportResult r;
+  const std::string target = colikv_cli::store_file_of(store_path);
+  bool imported = false;
+  if (!colikv_cli::file_exists(target)) {
+    colikv_cli::NewStoreFile fresh(target);
+    try {
+      r = import_into(fresh.path(), opts);
+    } catch (const colikv::Error& e) {
+      throw colikv::Error(e.code(), replace_all(e.what(), fresh.path(), store_path));
     }
-    throw;
+    imported = fresh.publish();
+  }
+  if (!imported) {
+    // The store existed, or another process created it meanwhile.
+    opts.create_if_missing = false;
+    r = import_into(store_path, opts);
   }
 
   const int64_t record_bytes = r.model.record_bytes();
@@ -1122,8 +1131,12 @@ const std::vector<CommandSpec>& commands() {
       {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W] [--salvage] [--json]",
        "import a .coli_kv file as a new conversation",
        "Stores the whole file as one conversation in one transaction: either all of it\n"
-       "is stored or nothing is. The store is created if it does not exist (and removed\n"
-       "again if the import fails). Records past the header's count are not content:\n"
+       "is stored or nothing is. A store that does not exist is built beside it as\n"
+       ".colikv-import-XXXXXX and given its name only once the import succeeded: a\n"
+       "failed import leaves no store behind and never deletes one. (An import killed\n"
+       "midway may leave that file, with -wal and -shm: delete them.) A store another\n"
+       "process creates meanwhile is imported into instead. Records past the header's\n"
+       "count are not content:\n"
        "they are ignored, and the output says how many. A file whose header counts more\n"
        "records than it holds is refused unless --salvage is given.\n",
        "  --id ID             the conversation id (default: the file name without its\n"
@@ -1380,4 +1393,9 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run(argc, argv); }
+int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write should fail with EFBIG and be
+  // reported, not kill the tool between a commit and its output.
+  std::signal(SIGXFSZ, SIG_IGN);
+  return run(argc, argv);
+}

@@ -1,0 +1,22 @@
+// Text the tool shows a person: store-derived strings made safe for a terminal.
+#ifndef COLIKV_TOOLS_CLI_OUTPUT_H
+#define COLIKV_TOOLS_CLI_OUTPUT_H
+
+#include <string>
+
+namespace colikv_cli {
+
+// s as it may be shown on a terminal: a store (or a file name) could
+// otherwise drive the user's terminal (ESC]52 writes the clipboard, ESC[2J
+// clears the screen). Control characters (C0, DEL and the C1 range), bytes
+// that are not valid UTF-8, and the backslash become escapes ("\x1b",
+// "\u009b", "\\"), so that what is shown is unambiguous and on one line;
+// other text, including non-ASCII UTF-8, is kept.
+std::string shown(const std::string& s);
+
+// The length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
+size_t utf8_sequence(const std::string& s, size_t i);
+
+}  // namespace colikv_cli
+
+#endif  // COLIKV_TOOLS_CLI_OUTPUT_H

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sqlite3.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -154,6 +155,19 @@ inline std::string coli_bytes(const colikv::ModelSignature& m, int64_t n, uint32
   TempDir tmp;
   colikv_test::write_coli_kv(tmp.file("f"), b, n, nrec);
   return read_file(tmp.file("f"));
+}
+
+// Runs one SQL statement on a store (the tests' own tampering).
+inline void sql_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+  char* msg = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
+  std::string m = msg ? msg : "";
+  sqlite3_free(msg);
+  sqlite3_close(db);
+  INFO(sql << ": " << m);
+  REQUIRE(rc == SQLITE_OK);
 }
 
 }  // namespace colikv_test

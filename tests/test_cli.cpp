@@ -45,6 +45,7 @@ using colikv_test::describe;
 using colikv_test::file_exists;
 using colikv_test::require_error_line;
 using colikv_test::run_program;
+using colikv_test::sql_exec;
 using colikv_test::tool;
 
 const std::string kSample = std::string(COLIKV_SAMPLE_DIR) + "/glm_tiny_nodsa_51.coli_kv";
@@ -105,20 +106,6 @@ std::string dump_store(const std::string& path) {
   sqlite3_close(db);
   return out;
 }
-
-// Runs one SQL statement on a store (the tests' own tampering).
-void sql_exec(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
-  char* msg = nullptr;
-  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
-  std::string m = msg ? msg : "";
-  sqlite3_free(msg);
-  sqlite3_close(db);
-  INFO(sql << ": " << m);
-  REQUIRE(rc == SQLITE_OK);
-}
-
 
 void set_header_field(std::string& bytes, int field, int32_t v) { std::memcpy(&bytes[8 + 4 * field], &v, 4); }
 

@@ -16,6 +16,7 @@
 namespace {
 
 using colikv_test::ChildProcess;
+using colikv_test::EngineBuffers;
 using colikv_test::Run;
 using colikv_test::TempDir;
 using colikv_test::coli_bytes;
@@ -139,4 +140,82 @@ TEST_CASE("cli files: a failed import through a symbolic link or a file: URI lea
     CHECK(r.code == 0);
     CHECK(contains(tool({"ls", dir.file("u.db")}).out, "good"));
   }
+}
+
+namespace {
+
+// Text a hostile store holds: an OSC 52 clipboard write, a clear screen, a C1
+// CSI, a newline and a byte that is not UTF-8.
+const std::string kEvil = "x\x1b]52;c;SGVsbG8=\x07\x1b[2J\xc2\x9b" "2J\n\xff";
+
+// The bytes of output that could act on a terminal: C0 controls other than
+// newline, DEL, C1 controls (UTF-8 encoded), bytes that are not UTF-8.
+std::string terminal_controls(const std::string& text) {
+  std::string found;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const unsigned char next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if ((c < 0x20 && c != '\n') || c == 0x7f || c == 0xff || (c == 0xc2 && next >= 0x80 && next < 0xa0))
+      found += "byte " + std::to_string(i) + " (" + std::to_string(c) + ") ";
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: ids, titles and models from a store never reach the terminal raw", "[cli][files]") {
+  TempDir dir;
+  const std::string store = dir.file("s.db");
+  colikv::ModelSignature m = colikv_test::tiny_model();
+  m.weights_id = kEvil;
+  {
+    colikv::Store s(store, colikv_test::chunked_options(m, 4));
+    EngineBuffers b(m, 16);
+    b.fill(0, 16, 1);
+    s.append(kEvil, m, b.tokens.data(), 16, b.source());
+    s.fork(kEvil, "child" + kEvil, 8);
+    const std::vector<int32_t> other = colikv_test::make_tokens(12, m.vocab, 99);
+    s.append("plain", m, other.data(), 12, b.source());
+    s.set_title(kEvil, "title" + kEvil);
+  }
+  write_file(dir.file("evil.coli_kv"), coli_bytes(colikv_test::tiny_model(), 10, 3));
+  {
+    colikv::Store s(store);
+    const std::vector<int32_t> t = s.tokens(kEvil);
+    write_file(dir.file("prompt.txt"), std::to_string(t[0]) + " " + std::to_string(t[1]));
+  }
+  const std::vector<std::vector<std::string>> commands = {
+      {"ls", store},
+      {"info", store, kEvil},
+      {"info", store, "child" + kEvil},
+      {"info", store, "missing" + kEvil},
+      {"stats", store},
+      {"match", store, "--model-of", kEvil, "--tokens", dir.file("prompt.txt")},
+      {"import", store, dir.file("evil.coli_kv"), "--id", "imported" + kEvil, "--weights-id", kEvil},
+      {"export", store, kEvil, dir.file("out" + kEvil)},
+      {"fork", store, kEvil, "fork" + kEvil, "--at", "4"},
+      {"rename", store, "fork" + kEvil, "renamed" + kEvil},
+      {"truncate", store, "renamed" + kEvil, "2"},
+      {"rm", store, "renamed" + kEvil},
+      {"gc", store, "--max-bytes", "0"},
+  };
+  for (const auto& c : commands) {
+    Run r = tool(c);
+    INFO(colikv_test::describe(c, r));
+    CHECK(r.code <= 1);
+    CHECK(terminal_controls(r.out) == "");
+    CHECK(terminal_controls(r.err) == "");
+    // Shown, escaped (an error line has its newlines joined as spaces).
+    CHECK(contains(r.out + r.err, "\\x1b]52;c;SGVsbG8=\\x07\\x1b[2J\\u009b2J"));
+  }
+  // A problem found by verify quotes the conversation.
+  colikv_test::sql_exec(store, "UPDATE conversations SET token_count = token_count + 1");
+  Run r = tool({"verify", store});
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "problem: conversation 'x\\x1b]52"));
+  CHECK(terminal_controls(r.out + r.err) == "");
+  // --json escapes C1 controls too.
+  Run j = tool({"ls", store, "--json"});
+  CHECK(terminal_controls(j.out) == "");
+  CHECK(contains(j.out, "\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J\\u009b2J\\n\\ufffd"));
 }

@@ -45,11 +45,6 @@ std::string shown(const std::string& s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') {
-      out += "\\\\";
-      ++i;
-      continue;
-    }
     if (c < 0x20 || c == 0x7f) {
       append_hex(out, "\\x%02x", c);
       ++i;

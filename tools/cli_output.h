@@ -8,10 +8,10 @@ namespace colikv_cli {
 
 // s as it may be shown on a terminal: a store (or a file name) could
 // otherwise drive the user's terminal (ESC]52 writes the clipboard, ESC[2J
-// clears the screen). Control characters (C0, DEL and the C1 range), bytes
-// that are not valid UTF-8, and the backslash become escapes ("\x1b",
-// "\u009b", "\\"), so that what is shown is unambiguous and on one line;
-// other text, including non-ASCII UTF-8, is kept.
+// clears the screen). Control characters (C0 with newline and tab, DEL, and
+// the C1 range) and bytes that are not valid UTF-8 become escapes ("\x1b",
+// "\u009b"), so that what is shown stays on its line; other text, including
+// non-ASCII UTF-8, is kept.
 std::string shown(const std::string& s);
 
 // The length of the valid UTF-8 sequence at s[i], or 0 if it is not one.

@@ -45,6 +45,8 @@
 
 namespace {
 
+using colikv_cli::shown;
+
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -143,29 +145,8 @@ class Json {
     }
   }
 
-  // Length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
-  static size_t utf8_sequence(const std::string& s, size_t i) {
-    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    unsigned char c = byte(i);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) { n = 2; cp = c & 0x1fu; }
-    else if (c >= 0xe0 && c <= 0xef) { n = 3; cp = c & 0x0fu; }
-    else if (c >= 0xf0 && c <= 0xf4) { n = 4; cp = c & 0x07u; }
-    else return 0;
-    if (i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-      if ((byte(i + k) & 0xc0) != 0x80) return 0;
-      cp = (cp << 6) | (byte(i + k) & 0x3fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return 0;
-    return n;
-  }
-
-  // A JSON string literal; bytes that are not valid UTF-8 become U+FFFD.
+  // A JSON string literal; bytes that are not valid UTF-8 become U+FFFD, and
+  // every control character is escaped.
   static void escape(std::string& out, const std::string& s) {
     out += '"';
     for (size_t i = 0; i < s.size();) {
@@ -187,10 +168,16 @@ class Json {
         ++i;
         continue;
       }
-      size_t n = utf8_sequence(s, i);
+      size_t n = colikv_cli::utf8_sequence(s, i);
       if (n == 0) {
         out += "\\ufffd";
         ++i;
+      } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {
+        // A C1 control (U+0080..U+009F): escaped too, as a terminal may act on it.
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(s[i + 1]));
+        out += buf;
+        i += n;
       } else {
         out.append(s, i, n);
         i += n;
@@ -568,7 +555,7 @@ int cmd_import(const Args& a) {
   int64_t file_bytes = ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
   auto import_into = [&](const std::string& path, const colikv::Options& o) {
     colikv::Store store(path, o);
-    Progress progress("import " + file, file_bytes, mode);
+    Progress progress("import " + shown(file), file_bytes, mode);
     io.progress = progress.fn();
     return colikv::import_coli_kv(store, file, io);
   };
@@ -610,9 +597,9 @@ int cmd_import(const Args& a) {
     print(j.dump());
     return kExitOk;
   }
-  std::string out = "imported " + file + " as '" + r.id + "'\n";
+  std::string out = "imported " + shown(file) + " as '" + shown(r.id) + "'\n";
   KeyValues kv;
-  kv.add("model", r.model.to_string());
+  kv.add("model", shown(r.model.to_string()));
   kv.add("tokens", std::to_string(r.tokens));
   kv.add("records", bytes_both(r.tokens * record_bytes) + " of " + std::to_string(record_bytes) + " B each");
   out += kv.render("  ");
@@ -646,7 +633,7 @@ int cmd_export(const Args& a) {
   eo.force = a.has("--force");
   int64_t bytes;
   {
-    Progress progress("export " + id, colikv::kColiKvHeaderBytes + info.tokens * record_bytes, mode);
+    Progress progress("export " + shown(id), colikv::kColiKvHeaderBytes + info.tokens * record_bytes, mode);
     eo.progress = progress.fn();
     bytes = colikv::export_coli_kv(store, id, out_path, eo);
   }
@@ -661,7 +648,7 @@ int cmd_export(const Args& a) {
     print(j.dump());
     return kExitOk;
   }
-  print("exported '" + id + "' to " + out_path + ": " + plural(tokens, "token", "tokens") + ", " +
+  print("exported '" + shown(id) + "' to " + shown(out_path) + ": " + plural(tokens, "token", "tokens") + ", " +
         bytes_both(bytes) + "\n");
   return kExitOk;
 }
@@ -697,7 +684,7 @@ int cmd_inspect(const Args& a) {
     print(j.dump());
   } else {
     KeyValues kv;
-    kv.add("file", file);
+    kv.add("file", shown(file));
     kv.add("file size", bytes_both(r.file_bytes));
     if (r.header_read) {
       kv.add("model", r.model.to_string());
@@ -718,7 +705,7 @@ int cmd_inspect(const Args& a) {
     }
     kv.add("problems", r.problems.empty() ? "none" : std::to_string(r.problems.size()));
     std::string out = kv.render();
-    for (const auto& p : r.problems) out += "  - " + p + "\n";
+    for (const auto& p : r.problems) out += "  - " + shown(p) + "\n";
     print(out);
   }
   if (!r.ok()) {
@@ -760,16 +747,16 @@ int cmd_ls(const Args& a) {
     return kExitOk;
   }
   if (all.empty()) {
-    print("no conversations in " + store_path + "\n");
+    print("no conversations in " + shown(store_path) + "\n");
     return kExitOk;
   }
   Table t({"ID", "TOKENS", "RAW", "STORED", "RATIO", "LAST USED (UTC)", "PARENT", "MODEL"},
           {false, true, true, true, true, false, false, false});
   for (const auto& c : all)
-    t.add({c.id, std::to_string(c.tokens), bytes_both(c.raw_bytes),
+    t.add({shown(c.id), std::to_string(c.tokens), bytes_both(c.raw_bytes),
            c.evicted ? bytes_both(c.stored_bytes) + " (evicted)" : bytes_both(c.stored_bytes),
            ratio_text(c.raw_bytes, c.stored_bytes), format_time(c.last_used_ms, false),
-           c.parent.empty() ? "-" : c.parent, c.model.to_string()});
+           c.parent.empty() ? "-" : shown(c.parent), shown(c.model.to_string())});
   print(t.render());
   return kExitOk;
 }
@@ -783,17 +770,17 @@ int cmd_info(const Args& a) {
     return kExitOk;
   }
   KeyValues kv;
-  kv.add("id", c.id);
-  kv.add("model", c.model.to_string());
+  kv.add("id", shown(c.id));
+  kv.add("model", shown(c.model.to_string()));
   kv.add("tokens", std::to_string(c.tokens));
   kv.add("record size", std::to_string(c.model.record_bytes()) + " B");
   kv.add("raw size", bytes_both(c.raw_bytes));
   kv.add("stored size", bytes_both(c.stored_bytes));
   kv.add("ratio", ratio_text(c.raw_bytes, c.stored_bytes));
   if (c.evicted) kv.add("evicted", "yes: KV data was evicted under the byte budget; the token ids are kept");
-  kv.add("title", c.title.empty() ? "-" : c.title);
-  kv.add("metadata", c.metadata);
-  kv.add("forked from", c.parent.empty() ? "-" : c.parent + " at " + plural(c.forked_at, "token", "tokens"));
+  kv.add("title", c.title.empty() ? "-" : shown(c.title));
+  kv.add("metadata", shown(c.metadata));
+  kv.add("forked from", c.parent.empty() ? "-" : shown(c.parent) + " at " + plural(c.forked_at, "token", "tokens"));
   kv.add("created", format_time(c.created_ms, false) + " UTC");
   kv.add("updated", format_time(c.updated_ms, false) + " UTC");
   kv.add("last used", format_time(c.last_used_ms, false) + " UTC");
@@ -809,14 +796,14 @@ int cmd_rm(const Args& a) {
   const std::string& id = a.positional[1];
   int64_t n = store.count(id);
   store.remove(id);
-  print("removed '" + id + "' (" + plural(n, "token", "tokens") + ")\n");
+  print("removed '" + shown(id) + "' (" + plural(n, "token", "tokens") + ")\n");
   return kExitOk;
 }
 
 int cmd_rename(const Args& a) {
   colikv::Store store(a.positional[0], write_options(a));
   store.rename(a.positional[1], a.positional[2]);
-  print("renamed '" + a.positional[1] + "' to '" + a.positional[2] + "'\n");
+  print("renamed '" + shown(a.positional[1]) + "' to '" + shown(a.positional[2]) + "'\n");
   return kExitOk;
 }
 
@@ -825,7 +812,7 @@ int cmd_fork(const Args& a) {
   colikv::Store store(a.positional[0], write_options(a));
   store.fork(a.positional[1], a.positional[2], at);
   int64_t n = store.count(a.positional[2]);
-  print("forked '" + a.positional[1] + "' into '" + a.positional[2] + "' at " + plural(n, "token", "tokens") + "\n");
+  print("forked '" + shown(a.positional[1]) + "' into '" + shown(a.positional[2]) + "' at " + plural(n, "token", "tokens") + "\n");
   return kExitOk;
 }
 
@@ -835,7 +822,7 @@ int cmd_truncate(const Args& a) {
   const std::string& id = a.positional[1];
   int64_t before = store.count(id);
   store.truncate(id, len);
-  print("truncated '" + id + "' from " + std::to_string(before) + " to " + plural(len, "token", "tokens") + "\n");
+  print("truncated '" + shown(id) + "' from " + std::to_string(before) + " to " + plural(len, "token", "tokens") + "\n");
   return kExitOk;
 }
 
@@ -851,7 +838,7 @@ int cmd_verify(const Args& a) {
   colikv::Store store(store_path, read_options(a));
   colikv::VerifyReport rep;
   {
-    Progress progress("verify " + (id.empty() ? store_path : id), store_bytes, mode);
+    Progress progress("verify " + shown(id.empty() ? store_path : id), store_bytes, mode);
     rep = store.verify(id, progress.fn());
   }
   const bool sound = rep.ok() && rep.integrity == "ok";
@@ -882,12 +869,12 @@ int cmd_verify(const Args& a) {
                       plural(rep.chunks, "chunk", "chunks") + ", " + bytes_both(rep.bytes) +
                       " decoded; integrity_check: " + rep.integrity + "\n";
     for (const auto& p : rep.problems) {
-      std::string where = p.conversation.empty() ? "store" : "conversation '" + p.conversation + "'";
+      std::string where = p.conversation.empty() ? "store" : "conversation '" + shown(p.conversation) + "'";
       if (p.chunk_seq >= 0) where += ", chunk " + std::to_string(p.chunk_seq);
       if (p.chunk_id >= 0) where += " (chunk_id " + std::to_string(p.chunk_id) + ")";
       if (p.first_pos >= 0)
         where += ", positions [" + std::to_string(p.first_pos) + ", " + std::to_string(p.end_pos) + ")";
-      out += "problem: " + where + ": " + p.what + "\n";
+      out += "problem: " + where + ": " + shown(p.what) + "\n";
     }
     out += sound ? "ok: no problems found\n" : "";
     print(out);
@@ -932,7 +919,7 @@ int cmd_stats(const Args& a) {
   for (const auto& m : s.models) {
     KeyValues kv;
     add_usage(kv, m);
-    out += "model " + m.model.to_string() + " (" + plural(m.chunk_tokens, "token", "tokens") + " per chunk)\n";
+    out += "model " + shown(m.model.to_string()) + " (" + plural(m.chunk_tokens, "token", "tokens") + " per chunk)\n";
     out += kv.render("  ");
   }
   KeyValues total;
@@ -1002,11 +989,11 @@ int cmd_match(const Args& a) {
     return kExitOk;
   }
   if (m.tokens == 0) {
-    print("no conversation of model " + model.to_string() + " holds a prefix of the " +
+    print("no conversation of model " + shown(model.to_string()) + " holds a prefix of the " +
           plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens") + "\n");
     return kExitOk;
   }
-  std::string line = "'" + m.id + "' holds the first " + std::to_string(m.tokens) + " of the " +
+  std::string line = "'" + shown(m.id) + "' holds the first " + std::to_string(m.tokens) + " of the " +
                      plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens");
   if (m.evicted())
     line += "; its KV data was evicted from position " + std::to_string(m.loadable) + " on (" +
@@ -1040,7 +1027,7 @@ int cmd_gc(const Args& a) {
                     " (budget " + bytes_both(max_bytes) + "): evicted " +
                     plural(r.chunks, "chunk", "chunks") + " of " +
                     plural(static_cast<int64_t>(r.conversations.size()), "conversation", "conversations");
-  for (size_t i = 0; i < r.conversations.size() && i < 20; ++i) out += (i ? ", " : ": ") + r.conversations[i];
+  for (size_t i = 0; i < r.conversations.size() && i < 20; ++i) out += (i ? ", " : ": ") + shown(r.conversations[i]);
   if (r.conversations.size() > 20) out += ", ...";
   out += "\n";
   if (!r.fits) out += "the conversations that remain share data that does not fit the budget\n";
@@ -1328,10 +1315,11 @@ bool parse_args(const CommandSpec& c, const std::vector<std::string>& argv, Args
 void error_line(const std::string& command, const std::string& message) {
   std::fflush(stdout);
   std::string line = "colikv: " + (command.empty() ? "" : command + ": ") + message;
-  // One line: a message with newlines (e.g. from SQLite) is joined.
+  // One line: a message with newlines (e.g. from SQLite) is joined; and the
+  // ids, titles and paths it quotes must not drive the terminal.
   for (char& ch : line)
     if (ch == '\n' || ch == '\r') ch = ' ';
-  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fprintf(stderr, "%s\n", shown(line).c_str());
 }
 
 int run(int argc, char** argv) {

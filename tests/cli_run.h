@@ -157,6 +157,60 @@ inline std::string coli_bytes(const colikv::ModelSignature& m, int64_t n, uint32
   return read_file(tmp.file("f"));
 }
 
+// A store's content, for "unchanged" checks: every row of every table (blobs
+// in hex), the schema and user_version, read directly with SQLite.
+
+inline std::string dump_store(const std::string& path) {
+  if (!file_exists(path)) return "<no store file>";
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    std::string m = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    FAIL("cannot open " << path << ": " << m);
+  }
+  std::string out;
+  auto query = [&](const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+      std::string m = sqlite3_errmsg(db);
+      sqlite3_close(db);
+      FAIL(sql << ": " << m);
+    }
+    std::vector<std::string> rows;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        row += c ? "|" : "";
+        switch (sqlite3_column_type(st, c)) {
+          case SQLITE_NULL: row += "NULL"; break;
+          case SQLITE_BLOB: {
+            const auto* p = static_cast<const unsigned char*>(sqlite3_column_blob(st, c));
+            int n = sqlite3_column_bytes(st, c);
+            static const char* hex = "0123456789abcdef";
+            row += "x'";
+            for (int i = 0; i < n; ++i) { row += hex[p[i] >> 4]; row += hex[p[i] & 15]; }
+            row += "'";
+            break;
+          }
+          default: row += reinterpret_cast<const char*>(sqlite3_column_text(st, c)); break;
+        }
+      }
+      rows.push_back(row);
+    }
+    sqlite3_finalize(st);
+    return rows;
+  };
+  for (const auto& r : query("PRAGMA user_version")) out += "user_version " + r + "\n";
+  std::vector<std::string> tables = query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  for (const auto& r : query("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")) out += r + "\n";
+  for (const auto& t : tables) {
+    out += "== " + t + "\n";
+    for (const auto& r : query("SELECT * FROM \"" + t + "\" ORDER BY 1, 2")) out += r + "\n";
+  }
+  sqlite3_close(db);
+  return out;
+}
+
 // Runs one SQL statement on a store (the tests' own tampering).
 inline void sql_exec(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;

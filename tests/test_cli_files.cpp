@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/sysmacros.h>
 
 #include <chrono>
 #include <thread>
@@ -218,4 +219,145 @@ TEST_CASE("cli files: ids, titles and models from a store never reach the termin
   Run j = tool({"ls", store, "--json"});
   CHECK(terminal_controls(j.out) == "");
   CHECK(contains(j.out, "\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J\\u009b2J\\n\\ufffd"));
+}
+
+namespace {
+
+// A store holding conversation "a" (wide records, so that exports take a while).
+std::string store_with_a(const TempDir& dir, int64_t tokens) {
+  const std::string store = dir.file("s.db");
+  write_file(dir.file("a.coli_kv"), coli_bytes(colikv_test::wide_model(), tokens, 5));
+  Run r = tool({"import", store, dir.file("a.coli_kv"), "--id", "a"});
+  REQUIRE(r.code == 0);
+  return store;
+}
+
+mode_t file_type(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & S_IFMT) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: export never replaces the store, its companions or a non-regular file", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 40);
+  const std::string before = colikv_test::dump_store(store);
+  REQUIRE(::link(store.c_str(), dir.file("hardlink.db").c_str()) == 0);
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0644) == 0);
+  REQUIRE(::mknod(dir.file("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
+  REQUIRE(::symlink("s.db", dir.file("to_store").c_str()) == 0);
+  write_file(store + "-wal", "");  // as a reader leaves it
+
+  struct Case {
+    std::string out;
+    std::string phrase;
+    mode_t type;  // what must still be there afterwards (0: nothing)
+  };
+  const std::vector<Case> cases = {
+      {store, "the store's own file", S_IFREG},
+      {store + "-wal", "the store's own file", S_IFREG},
+      {store + "-journal", "the name of the store's own file", 0},
+      {dir.file("hardlink.db"), "the store's own file", S_IFREG},
+      {dir.file("to_store"), "the store's own file", S_IFLNK},
+      {dir.file("fifo"), "a FIFO", S_IFIFO},
+      {dir.file("null"), "a character device", S_IFCHR},
+      {dir.path(), "a directory", S_IFDIR},
+  };
+  for (const auto& c : cases) {
+    Run r = tool({"export", store, "a", c.out, "--force"});
+    INFO(colikv_test::describe({"export", store, "a", c.out, "--force"}, r));
+    CHECK(r.code == 1);
+    require_error_line(r, "export");
+    CHECK(contains(r.err, c.phrase));
+    CHECK(file_type(c.out) == c.type);
+  }
+  CHECK(colikv_test::dump_store(store) == before);
+  CHECK(colikv_test::read_file(store + "-wal").empty());
+}
+
+TEST_CASE("cli files: export through symbolic links, to standard output and under a long name", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 40);
+  const std::string expected = read_file(dir.file("a.coli_kv"));
+
+  // A dangling link is refused like any existing OUT, with or without --force.
+  REQUIRE(::symlink("missing.coli_kv", dir.file("dangling").c_str()) == 0);
+  for (const auto& force : {std::vector<std::string>{}, std::vector<std::string>{"--force"}}) {
+    std::vector<std::string> args = {"export", store, "a", dir.file("dangling")};
+    args.insert(args.end(), force.begin(), force.end());
+    Run r = tool(args);
+    INFO(colikv_test::describe(args, r));
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "a symbolic link to a missing file"));
+    CHECK(file_type(dir.file("dangling")) == S_IFLNK);
+    CHECK_FALSE(file_exists(dir.file("missing.coli_kv")));
+  }
+
+  // A link to a file: with --force the link stays and its target is replaced.
+  write_file(dir.file("old.coli_kv"), "old");
+  REQUIRE(::symlink("old.coli_kv", dir.file("link").c_str()) == 0);
+  CHECK(tool({"export", store, "a", dir.file("link")}).code == 1);
+  CHECK(read_file(dir.file("old.coli_kv")) == "old");
+  CHECK(tool({"export", store, "a", dir.file("link"), "--force"}).code == 0);
+  CHECK(file_type(dir.file("link")) == S_IFLNK);
+  CHECK(read_file(dir.file("old.coli_kv")) == expected);
+
+  // '-': the bytes on standard output and nothing else.
+  Run r = tool({"export", store, "a", "-"});
+  CHECK(r.code == 0);
+  CHECK(r.out == expected);
+  CHECK(r.err.empty());
+  CHECK(tool({"export", store, "a", "-", "--json"}).code == 2);
+  // Standard output appended to the store itself is refused, the store kept.
+  const std::string before = colikv_test::dump_store(store);
+  r = colikv_test::run_program("/bin/sh", {"-c", "'" + kTool + "' export '" + store + "' a - >> '" + store + "'"});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "the output is the store's own file"));
+  CHECK(colikv_test::dump_store(store) == before);
+
+  // A name as long as a file name may be: the temporary file's name is short.
+  const std::string long_name = dir.file(std::string(255 - 8, 'n') + ".coli_kv");
+  r = tool({"export", store, "a", long_name});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(read_file(long_name) == expected);
+}
+
+TEST_CASE("cli files: the temporary file of a killed export is removed by the next export", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 8000);
+  const std::string out_dir = dir.file("out");
+  REQUIRE(::mkdir(out_dir.c_str(), 0755) == 0);
+  // A temporary file another export is writing right now: held, so kept.
+  const std::string held = out_dir + "/.colikv-export-held00";
+  write_file(held, "in progress");
+  const int held_fd = ::open(held.c_str(), O_RDONLY);
+  REQUIRE(held_fd >= 0);
+  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
+
+  auto temps = [&] {
+    std::vector<std::string> found;
+    for (const auto& n : names_in(out_dir))
+      if (n.rfind(".colikv-export-", 0) == 0 && out_dir + "/" + n != held) found.push_back(n);
+    return found;
+  };
+  std::vector<std::string> left;
+  for (int attempt = 0; attempt < 5 && left.empty(); ++attempt) {
+    ChildProcess e({kTool, "export", store, "a", out_dir + "/a.coli_kv", "--force"});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (temps().empty() && std::chrono::steady_clock::now() < deadline && ::waitpid(e.pid(), nullptr, WNOHANG) == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    e.kill_now();
+    e.wait();
+    left = temps();
+  }
+  INFO("names: " << names_in(out_dir).size());
+  REQUIRE(left.size() == 1);  // killed midway: its temporary file is left
+
+  Run r = tool({"export", store, "a", out_dir + "/b.coli_kv"});
+  CHECK(r.code == 0);
+  CHECK(temps().empty());
+  CHECK(file_exists(held));
+  ::close(held_fd);
 }

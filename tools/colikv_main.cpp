@@ -620,6 +620,18 @@ int cmd_import(const Args& a) {
 // ---------------------------------------------------------------------------
 // export
 
+// export STORE ID -: the file streamed to standard output, nothing else on it.
+int export_to_stdout(const Args& a, colikv::Store& store, const std::string& id, colikv::ExportOptions& eo,
+                     int64_t total_bytes) {
+  if (a.has("--json")) throw UsageError{"--json cannot share standard output with the exported file"};
+  if (isatty(STDOUT_FILENO)) throw Failure{"standard output is a terminal: redirect it to a file or a pipe"};
+  std::fflush(stdout);
+  Progress progress("export " + shown(id), total_bytes, progress_mode(a));
+  eo.progress = progress.fn();
+  colikv::export_coli_kv_to_fd(store, id, STDOUT_FILENO, eo);
+  return kExitOk;
+}
+
 int cmd_export(const Args& a) {
   const std::string& store_path = a.positional[0];
   const std::string& id = a.positional[1];
@@ -628,12 +640,14 @@ int cmd_export(const Args& a) {
   colikv::Store store(store_path, read_options(a));
   colikv::ConversationInfo info = store.info(id);
   const int64_t record_bytes = info.model.record_bytes();
+  const int64_t total_bytes = colikv::kColiKvHeaderBytes + info.tokens * record_bytes;
 
   colikv::ExportOptions eo;
   eo.force = a.has("--force");
+  if (out_path == "-") return export_to_stdout(a, store, id, eo, total_bytes);
   int64_t bytes;
   {
-    Progress progress("export " + shown(id), colikv::kColiKvHeaderBytes + info.tokens * record_bytes, mode);
+    Progress progress("export " + shown(id), total_bytes, mode);
     eo.progress = progress.fn();
     bytes = colikv::export_coli_kv(store, id, out_path, eo);
   }
@@ -1141,12 +1155,18 @@ const std::vector<CommandSpec>& commands() {
        {{"--id", true}, {"--weights-id", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
         {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
        cmd_import},
-      {"export", "STORE ID OUT.coli_kv [--force] [--json]", "write a conversation as a .coli_kv file",
+      {"export", "STORE ID OUT.coli_kv|- [--force] [--json]", "write a conversation as a .coli_kv file",
        "Writes exactly the bytes the engine would have written (header, records in its\n"
-       "layout, count), through a temporary file in the same directory that is synced\n"
-       "and renamed, so a crash never leaves a partial file under OUT.coli_kv. The store\n"
-       "is opened read-only.\n",
-       "  --force             overwrite OUT.coli_kv if it exists (default: refuse)\n"
+       "layout, count), through a temporary file .colikv-export-XXXXXX in OUT's\n"
+       "directory that is synced and renamed, so a crash never leaves a partial file\n"
+       "under OUT.coli_kv; one left by an export killed midway is removed by the next\n"
+       "export into that directory. A symbolic link at OUT is kept and its target\n"
+       "replaced. OUT must not be the store or one of its -wal, -shm, -journal files,\n"
+       "nor anything but a regular file (a FIFO, a device). OUT - streams the file to\n"
+       "standard output (not a terminal), with nothing else on it. The store is\n"
+       "opened read-only.\n",
+       "  --force             overwrite OUT.coli_kv if it exists (default: refuse, as\n"
+       "                      for a symbolic link to a missing file)\n"
        "  --json              print the result as JSON\n",
        "  store, id, file, tokens, bytes (of the file written)\n", 3, 3,
        {{"--force", false}, {"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},

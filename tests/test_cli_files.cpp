@@ -361,3 +361,89 @@ TEST_CASE("cli files: the temporary file of a killed export is removed by the ne
   CHECK(file_exists(held));
   ::close(held_fd);
 }
+
+namespace {
+
+// A small tmpfs mounted for the test's life (the test runs as root).
+class SmallFilesystem {
+ public:
+  SmallFilesystem(const std::string& dir, const std::string& size) : dir_(dir) {
+    ::mkdir(dir.c_str(), 0755);
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  }
+  ~SmallFilesystem() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  SmallFilesystem(const SmallFilesystem&) = delete;
+  SmallFilesystem& operator=(const SmallFilesystem&) = delete;
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("cli files: on a full disk the error says what to free, and freeing it lets rm work", "[cli][files]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot mount a small tmpfs; the full-disk case is not run");
+    return;
+  }
+  TempDir dir;
+  SmallFilesystem fs(dir.file("mnt"), "8m");
+  REQUIRE(fs.mounted());
+  const std::string store = dir.file("mnt/s.db");
+  // Room the test frees later, as a person would.
+  write_file(dir.file("mnt/filler"), std::string(3 << 20, 'f'));
+  const auto wide = colikv_test::wide_model();
+  std::string full_error;
+  int imported = 0;
+  for (int i = 0; i < 20 && full_error.empty(); ++i) {
+    write_file(dir.file("in.coli_kv"), coli_bytes(wide, 150, static_cast<uint32_t>(100 + i)));
+    Run r = tool({"import", store, dir.file("in.coli_kv"), "--id", "c" + std::to_string(i)});
+    if (r.code == 0) ++imported;
+    else full_error = r.err;
+  }
+  INFO(full_error);
+  REQUIRE(imported >= 2);
+  REQUIRE(contains(full_error, "full"));
+
+  // Every write fails, and says how much to free: about the WAL's size.
+  const int64_t wal = colikv_test::file_size(store + "-wal");
+  const std::vector<std::vector<std::string>> writes = {
+      {"rm", store, "c1"}, {"gc", store, "--max-bytes", "0"}, {"truncate", store, "c1", "1"}, {"vacuum", store}};
+  for (const auto& w : writes) {
+    Run r = tool(w);
+    INFO(colikv_test::describe(w, r));
+    CHECK(r.code == 1);
+    require_error_line(r, w[0]);
+    CHECK(contains(r.err, "full"));
+    CHECK(contains(r.err, "B free"));
+    CHECK(contains(r.err, store + "-wal"));
+    CHECK(contains(r.err, "free about "));
+  }
+  // Freed as advised: rm works, and the store holds the rest.
+  REQUIRE(wal > 0);
+  REQUIRE(wal <= (3 << 20));
+  REQUIRE(::unlink(dir.file("mnt/filler").c_str()) == 0);
+  Run r = tool({"rm", store, "c1"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  Run ls = tool({"ls", store, "--json"});
+  CHECK(contains(ls.out, "\"id\": \"c0\""));
+  CHECK_FALSE(contains(ls.out, "\"id\": \"c1\""));
+  CHECK(tool({"verify", store}).code == 0);
+}
+
+TEST_CASE("cli files: ls --limit 0 lists nothing without calling the store empty", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  Run r = tool({"ls", store, "--limit", "0"});
+  CHECK(r.code == 0);
+  CHECK(r.out == "0 of 1 conversation listed (--limit 0)\n");
+  r = tool({"ls", store, "--limit", "0", "--json"});
+  CHECK(contains(r.out, "\"conversations\": []"));
+  CHECK(tool({"rm", store, "a"}).code == 0);
+  CHECK(tool({"ls", store}).out == "no conversations in " + store + "\n");
+}

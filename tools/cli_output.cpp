@@ -65,4 +65,20 @@ std::string shown(const std::string& s) {
   return out;
 }
 
+std::string human_bytes(int64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while ((v >= 1024 || v <= -1024) && u < 6) { v /= 1024; ++u; }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string bytes_both(int64_t bytes) {
+  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
+  return std::to_string(bytes) + " B (" + human_bytes(bytes) + ")";
+}
+
 }  // namespace colikv_cli

@@ -2,6 +2,7 @@
 #ifndef COLIKV_TOOLS_CLI_OUTPUT_H
 #define COLIKV_TOOLS_CLI_OUTPUT_H
 
+#include <cstdint>
 #include <string>
 
 namespace colikv_cli {
@@ -16,6 +17,12 @@ std::string shown(const std::string& s);
 
 // The length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
 size_t utf8_sequence(const std::string& s, size_t i);
+
+// "512 B", "40.0 KiB", "1.1 GiB".
+std::string human_bytes(int64_t bytes);
+
+// "41004 B (40.0 KiB)": exact bytes and human units.
+std::string bytes_both(int64_t bytes);
 
 }  // namespace colikv_cli
 

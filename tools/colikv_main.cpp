@@ -41,10 +41,13 @@
 #include "colikv/options.h"
 #include "colikv/store.h"
 #include "cli_output.h"
+#include "disk_full.h"
 #include "new_store.h"
 
 namespace {
 
+using colikv_cli::bytes_both;
+using colikv_cli::human_bytes;
 using colikv_cli::shown;
 
 constexpr int kExitOk = 0;
@@ -198,24 +201,6 @@ class Json {
 
 // ---------------------------------------------------------------------------
 // Formatting helpers.
-
-// "512 B", "40.0 KiB", "1.1 GiB".
-std::string human_bytes(int64_t bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while ((v >= 1024 || v <= -1024) && u < 6) { v /= 1024; ++u; }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
-}
-
-// "41004 B (40.0 KiB)": exact bytes and human units.
-std::string bytes_both(int64_t bytes) {
-  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
-  return std::to_string(bytes) + " B (" + human_bytes(bytes) + ")";
-}
 
 // raw / stored with three decimals, or "-" when stored is 0.
 std::string ratio_text(int64_t raw, int64_t stored) {
@@ -760,6 +745,11 @@ int cmd_ls(const Args& a) {
     print(j.dump());
     return kExitOk;
   }
+  if (limit == 0) {
+    // Nothing listed, as asked; the store is not necessarily empty.
+    print("0 of " + plural(store.conversation_count(), "conversation", "conversations") + " listed (--limit 0)\n");
+    return kExitOk;
+  }
   if (all.empty()) {
     print("no conversations in " + shown(store_path) + "\n");
     return kExitOk;
@@ -1188,7 +1178,8 @@ const std::vector<CommandSpec>& commands() {
       {"ls", "STORE [--limit N] [--json]", "list the conversations, most recently used first",
        "Lists every conversation (or the first N) with its tokens, sizes, ratio, last\n"
        "use, fork parent and model. The store is opened read-only.\n",
-       "  --limit N           list at most N conversations (default: all)\n"
+       "  --limit N           list at most N conversations (default: all; 0 lists none\n"
+       "                      and says how many there are)\n"
        "  --json              print as JSON\n",
        std::string("  store, conversations[], each with:\n") + kConversationKeys + kModelKeys, 1, 1,
        {{"--limit", true}, {"--json", false}, {"--busy-timeout", true}}, cmd_ls},
@@ -1369,8 +1360,8 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   int code;
+  Args a;
   try {
-    Args a;
     if (!parse_args(*c, std::vector<std::string>(args.begin() + 1, args.end()), a)) {
       code = kExitOk;
     } else {
@@ -1383,7 +1374,11 @@ int run(int argc, char** argv) {
     error_line(c->name, e.message);
     return kExitFailure;
   } catch (const colikv::Error& e) {
-    error_line(c->name, e.what());
+    std::string message = e.what();
+    // Every command but inspect names its store first.
+    if (e.code() == colikv::ErrorCode::kDiskFull && c->handler != cmd_inspect && !a.positional.empty())
+      message += colikv_cli::disk_full_advice(a.positional[0]);
+    error_line(c->name, message);
     return kExitFailure;
   } catch (const std::bad_alloc&) {
     error_line(c->name, "out of memory");

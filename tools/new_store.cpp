@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -74,6 +75,14 @@ int64_t size_of(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
+// " (N bytes free on its filesystem)", or "" if unknown.
+std::string free_space_note(const std::string& dir) {
+  struct statvfs vfs;
+  if (::statvfs(dir.c_str(), &vfs) != 0) return "";
+  return " (" + std::to_string(static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize)) +
+         " bytes free on its filesystem)";
+}
+
 mode_t creation_mode() {
   const mode_t mask = ::umask(0);
   ::umask(mask);
@@ -117,9 +126,13 @@ NewStoreFile::~NewStoreFile() {
 }
 
 bool NewStoreFile::publish() {
-  // A WAL left beside the closed store would hold data the linked file lacks.
+  // A WAL left beside the closed store would hold data the linked file lacks:
+  // its copy into the store on close failed, for want of space as a rule,
+  // since the data takes room twice (WAL and store) until then.
   if (size_of(temp_ + "-wal") > 0)
-    throw std::runtime_error(target_ + ": the new store's WAL could not be folded into it; nothing was imported");
+    throw std::runtime_error(target_ + ": the new store could not take in its data from its WAL" +
+                             free_space_note(directory_of(target_)) +
+                             "; a new store needs room for its data twice while it is created; nothing was imported");
   if (::link(temp_.c_str(), target_.c_str()) == 0) {
     ::unlink(temp_.c_str());
   } else if (errno == EEXIST) {

@@ -447,3 +447,88 @@ TEST_CASE("cli files: ls --limit 0 lists nothing without calling the store empty
   CHECK(tool({"rm", store, "a"}).code == 0);
   CHECK(tool({"ls", store}).out == "no conversations in " + store + "\n");
 }
+
+namespace {
+
+struct Measured {
+  int code = -1;
+  int64_t peak_rss_kib = 0;
+  int64_t out_bytes = 0;
+};
+
+// Runs the tool with stdout counted (not kept) and returns its exit code and
+// peak resident memory.
+Measured measure_tool(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> full{kTool};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : full) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  const std::string out = dir.file("measured.out");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  Measured m;
+  m.code = exit_code(status);
+  m.peak_rss_kib = ru.ru_maxrss;
+  m.out_bytes = colikv_test::file_size(out);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: inspect --tokens N and match --tokens FILE stream, whatever the file holds", "[cli][files]") {
+  TempDir dir;
+  constexpr int64_t kBoundKib = 32 << 10;
+  // A million one-layer records of 12 bytes, all token 0 (a sparse file).
+  const int64_t records = 1000000;
+  {
+    std::string header("COLIKV1\0", 8);
+    const int32_t fields[8] = {1, 1, 1, 0, 0, 1000, static_cast<int32_t>(records), 0};
+    header.append(reinterpret_cast<const char*>(fields), sizeof fields);
+    write_file(dir.file("many.coli_kv"), header);
+    REQUIRE(::truncate(dir.file("many.coli_kv").c_str(), 40 + 12 * records) == 0);
+  }
+  Measured m = measure_tool(dir, {"inspect", dir.file("many.coli_kv"), "--tokens", std::to_string(records), "--json"});
+  CHECK(m.code == 0);
+  CHECK(m.out_bytes > 3 * records);  // "0, " per token
+  CHECK(m.peak_rss_kib < kBoundKib);  // the old tool built a JSON tree of every token
+  m = measure_tool(dir, {"inspect", dir.file("many.coli_kv"), "--tokens", std::to_string(records)});
+  CHECK(m.code == 0);
+  CHECK(m.out_bytes > 2 * records);
+  CHECK(m.peak_rss_kib < kBoundKib);
+  // Exactly the first N, and " ..." when the header counts more.
+  Run r = tool({"inspect", dir.file("many.coli_kv"), "--tokens", "3"});
+  CHECK(contains(r.out, "\nfirst tokens  0 0 0 ...\nproblems      none\n"));
+
+  // A prompt of ten million tokens: the match needs no more of it than the
+  // longest conversation holds.
+  const std::string store = store_with_a(dir, 4);
+  const std::vector<int32_t> held = colikv::Store(store).tokens("a");
+  std::string prompt;
+  for (int32_t t : held) prompt += std::to_string(t) + " ";
+  const int64_t filler = 10000000 - static_cast<int64_t>(held.size());
+  for (int64_t i = 0; i < filler; ++i) prompt += "7\n";
+  write_file(dir.file("prompt.txt"), prompt);
+  m = measure_tool(dir, {"match", store, "--model-of", "a", "--tokens", dir.file("prompt.txt"), "--json"});
+  CHECK(m.code == 0);
+  CHECK(m.peak_rss_kib < kBoundKib);  // the old tool held the text and every token
+  const std::string out = read_file(dir.file("measured.out"));
+  CHECK(contains(out, "\"prompt_tokens\": 10000000,"));
+  CHECK(contains(out, "\"id\": \"a\""));
+  CHECK(contains(out, "\"tokens\": 4,"));
+  // A bad token far into the file is still found, and named.
+  write_file(dir.file("bad.txt"), std::string(1 << 20, ' ') + "1 2 " + std::string(100, '9') + " 3");
+  r = tool({"match", store, "--model-of", "a", "--tokens", dir.file("bad.txt")});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "(token 2) is not a token id"));
+}

@@ -43,6 +43,7 @@
 #include "cli_output.h"
 #include "disk_full.h"
 #include "new_store.h"
+#include "token_stream.h"
 
 namespace {
 
@@ -62,7 +63,9 @@ constexpr int64_t kProgressThresholdBytes = int64_t{64} << 20;
 
 class Json {
  public:
-  enum class Type { kNull, kBool, kInt, kDouble, kString, kArray, kObject };
+  enum class Type { kNull, kBool, kInt, kDouble, kString, kArray, kObject, kIntStream };
+  // Called with the text written so far when it has grown: print_to writes it out.
+  using Flush = std::function<void(std::string&)>;
 
   Json() = default;
   static Json null() { return Json(); }
@@ -75,6 +78,11 @@ class Json {
   }
   static Json string(const std::string& s) { Json j; j.type_ = Type::kString; j.s_ = s; return j; }
   static Json array() { Json j; j.type_ = Type::kArray; return j; }
+  // An array of integers produced while it is written (next returns false at
+  // the end): print_to never holds more than a buffer of it.
+  static Json int_stream(std::function<bool(int64_t&)> next) {
+    Json j; j.type_ = Type::kIntStream; j.next_ = std::move(next); return j;
+  }
   static Json object() { Json j; j.type_ = Type::kObject; return j; }
 
   // Object: appends a key (keys keep their insertion order).
@@ -90,17 +98,29 @@ class Json {
 
   std::string dump() const {
     std::string out;
-    write(out, 0);
+    write(out, 0, nullptr);
     out += '\n';
     return out;
   }
 
+  // Writes the document to f as it goes, in buffers of a bounded size.
+  void print_to(std::FILE* f) const {
+    std::string out;
+    const Flush flush = [f](std::string& text) {
+      std::fwrite(text.data(), 1, text.size(), f);
+      text.clear();
+    };
+    write(out, 0, &flush);
+    out += '\n';
+    flush(out);
+  }
+
  private:
-  bool scalar() const { return type_ != Type::kArray && type_ != Type::kObject; }
+  bool scalar() const { return type_ != Type::kArray && type_ != Type::kObject && type_ != Type::kIntStream; }
 
   static void indent(std::string& out, int level) { out.append(static_cast<size_t>(level) * 2, ' '); }
 
-  void write(std::string& out, int level) const {
+  void write(std::string& out, int level, const Flush* flush) const {
     switch (type_) {
       case Type::kNull: out += "null"; break;
       case Type::kBool: out += b_ ? "true" : "false"; break;
@@ -124,9 +144,20 @@ class Json {
             out += i ? ",\n" : "\n";
             indent(out, level + 1);
           }
-          elements_[i].write(out, level + 1);
+          elements_[i].write(out, level + 1, flush);
         }
         if (!inline_form) { out += '\n'; indent(out, level); }
+        out += ']';
+        break;
+      }
+      case Type::kIntStream: {
+        out += '[';
+        int64_t v;
+        for (bool first = true; next_(v); first = false) {
+          if (!first) out += ", ";
+          out += std::to_string(v);
+          if (flush && out.size() >= (size_t{1} << 16)) (*flush)(out);
+        }
         out += ']';
         break;
       }
@@ -138,7 +169,7 @@ class Json {
           indent(out, level + 1);
           escape(out, members_[i].first);
           out += ": ";
-          members_[i].second.write(out, level + 1);
+          members_[i].second.write(out, level + 1, flush);
         }
         out += '\n';
         indent(out, level);
@@ -197,6 +228,7 @@ class Json {
   std::string s_;
   std::vector<Json> elements_;
   std::vector<std::pair<std::string, Json>> members_;
+  std::function<bool(int64_t&)> next_;
 };
 
 // ---------------------------------------------------------------------------
@@ -330,9 +362,14 @@ class Table {
 class KeyValues {
  public:
   void add(const std::string& key, const std::string& value) { rows_.emplace_back(key, value); }
-  std::string render(const std::string& prefix = "") const {
+  size_t key_width() const {
     size_t w = 0;
     for (const auto& r : rows_) w = std::max(w, r.first.size());
+    return w;
+  }
+  // min_width aligns the values with other rows printed around these.
+  std::string render(const std::string& prefix = "", size_t min_width = 0) const {
+    const size_t w = std::max(key_width(), min_width);
     std::string out;
     for (const auto& r : rows_) {
       std::string line = prefix + r.first + std::string(w - r.first.size() + 2, ' ') + r.second;
@@ -657,10 +694,15 @@ int cmd_export(const Args& a) {
 
 int cmd_inspect(const Args& a) {
   const std::string& file = a.positional[0];
-  int64_t want = a.has("--tokens") ? parse_count(a.value("--tokens"), "--tokens") : 16;
-  want = std::min<int64_t>(want, 1 << 30);
-  colikv::ColiKvInspection r = colikv::inspect_coli_kv(file, static_cast<int>(want));
+  const int64_t want = a.has("--tokens") ? parse_count(a.value("--tokens"), "--tokens") : 16;
+  colikv::ColiKvInspection r = colikv::inspect_coli_kv(file, 0);
   const int64_t past = std::max<int64_t>(0, r.records_on_disk - r.header_count);
+  // The first tokens are streamed from the file as they are printed: memory
+  // stays bounded whatever N is and whatever the file holds.
+  const int64_t counted =
+      r.record_bytes > 0 ? std::min(std::max<int64_t>(r.header_count, 0), r.records_on_disk) : 0;
+  const int64_t first_n = std::min(want, counted);
+  colikv_cli::ColiKvTokens first_tokens(file, r.record_bytes > 0 ? r.record_bytes : 1, first_n);
 
   if (a.has("--json")) {
     Json j = Json::object();
@@ -673,37 +715,45 @@ int cmd_inspect(const Args& a) {
     j.set("records_on_disk", Json::integer(r.records_on_disk));
     j.set("records_past_count", Json::integer(past));
     j.set("trailing_bytes", Json::integer(r.trailing_bytes));
-    Json toks = Json::array();
-    for (int32_t t : r.first_tokens) toks.push(Json::integer(t));
-    j.set("first_tokens", std::move(toks));
+    j.set("first_tokens", Json::int_stream([&](int64_t& v) {
+            int32_t t;
+            if (!first_tokens.next(t)) return false;
+            v = t;
+            return true;
+          }));
     j.set("ok", Json::boolean(r.ok()));
     Json probs = Json::array();
     for (const auto& p : r.problems) probs.push(Json::string(p));
     j.set("problems", std::move(probs));
-    print(j.dump());
+    j.print_to(stdout);
   } else {
-    KeyValues kv;
-    kv.add("file", shown(file));
-    kv.add("file size", bytes_both(r.file_bytes));
+    KeyValues head, tail;
+    head.add("file", shown(file));
+    head.add("file size", bytes_both(r.file_bytes));
     if (r.header_read) {
-      kv.add("model", r.model.to_string());
-      kv.add("record size", r.record_bytes > 0 ? std::to_string(r.record_bytes) + " B" : "- (invalid header)");
-      kv.add("header count", plural(r.header_count, "record", "records"));
-      kv.add("on disk", plural(r.records_on_disk, "complete record", "complete records") + ", " +
-                            plural(r.trailing_bytes, "trailing byte", "trailing bytes"));
+      head.add("model", r.model.to_string());
+      head.add("record size", r.record_bytes > 0 ? std::to_string(r.record_bytes) + " B" : "- (invalid header)");
+      head.add("header count", plural(r.header_count, "record", "records"));
+      head.add("on disk", plural(r.records_on_disk, "complete record", "complete records") + ", " +
+                              plural(r.trailing_bytes, "trailing byte", "trailing bytes"));
       if (r.record_bytes > 0 && r.header_count >= 0)
-        kv.add("content", bytes_both(std::min(r.header_count, r.records_on_disk) * r.record_bytes));
-      if (past > 0) kv.add("past the count", plural(past, "record", "records") + " (not content: import ignores them)");
-      std::string toks;
-      for (int32_t t : r.first_tokens) toks += (toks.empty() ? "" : " ") + std::to_string(t);
-      if (!r.first_tokens.empty() && static_cast<int64_t>(r.first_tokens.size()) < r.header_count)
-        toks += " ...";
-      kv.add("first tokens", toks.empty() ? "-" : toks);
+        head.add("content", bytes_both(std::min(r.header_count, r.records_on_disk) * r.record_bytes));
+      if (past > 0)
+        head.add("past the count", plural(past, "record", "records") + " (not content: import ignores them)");
     } else {
-      kv.add("header", "not readable");
+      head.add("header", "not readable");
     }
-    kv.add("problems", r.problems.empty() ? "none" : std::to_string(r.problems.size()));
-    std::string out = kv.render();
+    tail.add("problems", r.problems.empty() ? "none" : std::to_string(r.problems.size()));
+    const std::string tokens_key = "first tokens";
+    const size_t width = std::max({head.key_width(), tail.key_width(), r.header_read ? tokens_key.size() : 0});
+    print(head.render("", width));
+    if (r.header_read) {
+      print(tokens_key + std::string(width - tokens_key.size() + 2, ' '));
+      int32_t t;
+      for (int64_t i = 0; first_tokens.next(t); ++i) print((i ? " " : "") + std::to_string(t));
+      print(first_n == 0 ? "-\n" : first_n < r.header_count ? " ...\n" : "\n");
+    }
+    std::string out = tail.render("", width);
     for (const auto& p : r.problems) out += "  - " + shown(p) + "\n";
     print(out);
   }
@@ -937,54 +987,59 @@ int cmd_stats(const Args& a) {
 // ---------------------------------------------------------------------------
 // match, gc, vacuum
 
-// The token ids of a prompt file: a .coli_kv file (its counted records), or
-// token ids as decimal text separated by whitespace.
-std::vector<int32_t> read_prompt_tokens(const std::string& path) {
+bool is_coli_kv(const std::string& path) {
+  char magic[8] = {};
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw Failure{path + ": " + std::strerror(errno)};
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
   std::fclose(f);
-  if (failed) throw Failure{path + ": read error"};
-  std::vector<int32_t> tokens;
-  if (text.compare(0, 8, std::string("COLIKV1\0", 8)) == 0) {
-    colikv::ColiKvInspection in = colikv::inspect_coli_kv(path, 0x7fffffff);
-    if (!in.ok()) throw Failure{path + ": " + in.problems.front()};
-    return in.first_tokens;
+  return n == sizeof magic && std::memcmp(magic, "COLIKV1\0", 8) == 0;
+}
+
+// The token ids of a prompt file, one at a time: a .coli_kv file (its
+// counted records), or token ids as decimal text separated by whitespace.
+std::unique_ptr<colikv_cli::TokenStream> prompt_tokens(const std::string& path) {
+  if (!is_coli_kv(path)) return std::make_unique<colikv_cli::TextTokens>(path);
+  colikv::ColiKvInspection in = colikv::inspect_coli_kv(path, 0);
+  if (!in.ok()) throw Failure{path + ": " + in.problems.front()};
+  return std::make_unique<colikv_cli::ColiKvTokens>(path, in.record_bytes,
+                                                    std::min(in.header_count, in.records_on_disk));
+}
+
+// The most tokens any conversation of the model holds: no match is longer.
+int64_t longest_conversation(colikv::Store& store, const colikv::ModelSignature& model) {
+  int64_t longest = 0;
+  colikv::ListOptions lo;
+  lo.limit = 500;
+  for (lo.offset = 0;; lo.offset += lo.limit) {
+    const std::vector<colikv::ConversationInfo> page = store.list(lo);
+    for (const auto& c : page)
+      if (c.model == model) longest = std::max(longest, c.tokens);
+    if (static_cast<int64_t>(page.size()) < lo.limit) return longest;
   }
-  size_t i = 0;
-  while (true) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-    if (i == text.size()) break;
-    size_t j = i;
-    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
-    int32_t v = 0;
-    auto r = std::from_chars(text.data() + i, text.data() + j, v);
-    if (r.ec != std::errc() || r.ptr != text.data() + j || v < 0)
-      throw Failure{path + ": '" + text.substr(i, std::min<size_t>(j - i, 40)) + "' (token " +
-                    std::to_string(tokens.size()) + ") is not a token id (a non-negative 32-bit integer)"};
-    tokens.push_back(v);
-    i = j;
-  }
-  return tokens;
 }
 
 int cmd_match(const Args& a) {
   const std::string& store_path = a.positional[0];
   if (!a.has("--model-of")) throw UsageError{"--model-of ID is required"};
   if (!a.has("--tokens")) throw UsageError{"--tokens FILE is required"};
-  const std::vector<int32_t> prompt = read_prompt_tokens(a.value("--tokens"));
+  std::unique_ptr<colikv_cli::TokenStream> tokens = prompt_tokens(a.value("--tokens"));
   colikv::Store store(store_path, read_options(a));
   const colikv::ModelSignature model = store.info(a.value("--model-of")).model;
+  // The prompt is read to its end (every token checked and counted), but only
+  // as much of it is kept as the longest conversation could match: memory is
+  // bounded by the store, not by the file.
+  const int64_t keep = longest_conversation(store, model);
+  std::vector<int32_t> prompt;
+  int64_t prompt_tokens = 0;
+  for (int32_t t; tokens->next(t); ++prompt_tokens)
+    if (prompt_tokens < keep) prompt.push_back(t);
   colikv::PrefixMatch m = store.match(model, prompt.data(), static_cast<int64_t>(prompt.size()));
   if (a.has("--json")) {
     Json j = Json::object();
     j.set("store", Json::string(store_path));
     j.set("model", model_json(model));
-    j.set("prompt_tokens", Json::integer(static_cast<int64_t>(prompt.size())));
+    j.set("prompt_tokens", Json::integer(prompt_tokens));
     j.set("id", m.id.empty() ? Json::null() : Json::string(m.id));
     j.set("tokens", Json::integer(m.tokens));
     j.set("loadable", Json::integer(m.loadable));
@@ -994,11 +1049,11 @@ int cmd_match(const Args& a) {
   }
   if (m.tokens == 0) {
     print("no conversation of model " + shown(model.to_string()) + " holds a prefix of the " +
-          plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens") + "\n");
+          plural(prompt_tokens, "prompt token", "prompt tokens") + "\n");
     return kExitOk;
   }
   std::string line = "'" + shown(m.id) + "' holds the first " + std::to_string(m.tokens) + " of the " +
-                     plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens");
+                     plural(prompt_tokens, "prompt token", "prompt tokens");
   if (m.evicted())
     line += "; its KV data was evicted from position " + std::to_string(m.loadable) + " on (" +
             std::to_string(m.loadable) + " can be loaded, the rest must be recomputed)";

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/ptrace.h>
 #include <sys/sysmacros.h>
 
 #include <chrono>
@@ -456,8 +457,17 @@ struct Measured {
   int64_t out_bytes = 0;
 };
 
-// Runs the tool with stdout counted (not kept) and returns its exit code and
-// peak resident memory.
+// The peak resident memory of a process, from its /proc status (VmHWM).
+int64_t peak_rss_kib_of(pid_t pid) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? -1 : std::strtoll(status.c_str() + at + 6, nullptr, 10);
+}
+
+// Runs the tool with stdout to a file and returns its exit code and peak
+// resident memory. The peak is read when the tool is about to exit (stopped
+// there under ptrace): a child's ru_maxrss would count the test process's
+// memory it was forked from.
 Measured measure_tool(const TempDir& dir, const std::vector<std::string>& args) {
   std::vector<std::string> full{kTool};
   full.insert(full.end(), args.begin(), args.end());
@@ -470,16 +480,24 @@ Measured measure_tool(const TempDir& dir, const std::vector<std::string>& args) 
   if (pid == 0) {
     const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
+    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
-  int status = 0;
-  struct rusage ru {};
-  while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
-  }
   Measured m;
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);  // stopped at the exec
+  REQUIRE(WIFSTOPPED(status));
+  REQUIRE(::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACEEXIT)) == 0);
+  for (::ptrace(PTRACE_CONT, pid, nullptr, nullptr); ::waitpid(pid, &status, 0) == pid && WIFSTOPPED(status);) {
+    int signal = WSTOPSIG(status);
+    if ((status >> 8) == (SIGTRAP | (PTRACE_EVENT_EXIT << 8))) {
+      m.peak_rss_kib = peak_rss_kib_of(pid);
+      signal = 0;
+    }
+    ::ptrace(PTRACE_CONT, pid, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(signal)));
+  }
   m.code = exit_code(status);
-  m.peak_rss_kib = ru.ru_maxrss;
   m.out_bytes = colikv_test::file_size(out);
   return m;
 }
@@ -500,6 +518,7 @@ TEST_CASE("cli files: inspect --tokens N and match --tokens FILE stream, whateve
   }
   Measured m = measure_tool(dir, {"inspect", dir.file("many.coli_kv"), "--tokens", std::to_string(records), "--json"});
   CHECK(m.code == 0);
+  CHECK(m.peak_rss_kib > 0);
   CHECK(m.out_bytes > 3 * records);  // "0, " per token
   CHECK(m.peak_rss_kib < kBoundKib);  // the old tool built a JSON tree of every token
   m = measure_tool(dir, {"inspect", dir.file("many.coli_kv"), "--tokens", std::to_string(records)});
@@ -531,4 +550,50 @@ TEST_CASE("cli files: inspect --tokens N and match --tokens FILE stream, whateve
   r = tool({"match", store, "--model-of", "a", "--tokens", dir.file("bad.txt")});
   CHECK(r.code == 1);
   CHECK(contains(r.err, "(token 2) is not a token id"));
+}
+
+TEST_CASE("cli files: the temporary store of a killed import is removed by the next import", "[cli][files]") {
+  TempDir dir;
+  write_file(dir.file("big.coli_kv"), coli_bytes(colikv_test::wide_model(), 6000, 4));
+  write_file(dir.file("small.coli_kv"), coli_bytes(colikv_test::tiny_model(), 10, 4));
+  const std::string out_dir = dir.file("stores");
+  REQUIRE(::mkdir(out_dir.c_str(), 0755) == 0);
+  // The temporary store of an import running right now: held, so kept.
+  const std::string held = out_dir + "/.colikv-import-held00";
+  write_file(held, "");
+  const int held_fd = ::open(held.c_str(), O_RDONLY);
+  REQUIRE(held_fd >= 0);
+  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
+
+  auto temps = [&] {
+    std::vector<std::string> found;
+    for (const auto& n : names_in(out_dir))
+      if (n.rfind(".colikv-import-", 0) == 0 && n.rfind(".colikv-import-held00", 0) != 0) found.push_back(n);
+    return found;
+  };
+  for (int attempt = 0; attempt < 5 && temps().empty(); ++attempt) {
+    ChildProcess i({kTool, "import", out_dir + "/killed.db", dir.file("big.coli_kv")});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    // Killed once the import has written into its temporary store's WAL.
+    auto writing = [&] {
+      for (const auto& n : temps())
+        if (n.size() > 4 && n.compare(n.size() - 4, 4, "-wal") == 0 && colikv_test::file_size(out_dir + "/" + n) > 0)
+          return true;
+      return false;
+    };
+    while (!writing() && std::chrono::steady_clock::now() < deadline && ::waitpid(i.pid(), nullptr, WNOHANG) == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    i.kill_now();
+    i.wait();
+  }
+  INFO("left: " << temps().size());
+  REQUIRE_FALSE(temps().empty());  // the store, its -wal, its -shm
+  CHECK_FALSE(file_exists(out_dir + "/killed.db"));
+
+  Run r = tool({"import", out_dir + "/next.db", dir.file("small.coli_kv")});
+  CHECK(r.code == 0);
+  CHECK(temps().empty());
+  CHECK(file_exists(held));
+  CHECK(names_in(out_dir) == std::vector<std::string>{".colikv-import-held00", "next.db"});
+  ::close(held_fd);
 }

@@ -1179,12 +1179,12 @@ const std::vector<CommandSpec>& commands() {
        "Stores the whole file as one conversation in one transaction: either all of it\n"
        "is stored or nothing is. A store that does not exist is built beside it as\n"
        ".colikv-import-XXXXXX and given its name only once the import succeeded: a\n"
-       "failed import leaves no store behind and never deletes one. (An import killed\n"
-       "midway may leave that file, with -wal and -shm: delete them.) A store another\n"
-       "process creates meanwhile is imported into instead. Records past the header's\n"
-       "count are not content:\n"
-       "they are ignored, and the output says how many. A file whose header counts more\n"
-       "records than it holds is refused unless --salvage is given.\n",
+       "failed import leaves no store behind and never deletes one. (Such files of an\n"
+       "import killed midway are removed by the next import creating a store in that\n"
+       "directory.) A store another process creates meanwhile is imported into instead.\n"
+       "Records past the header's count are not content: they are ignored, and the\n"
+       "output says how many. A file whose header counts more records than it holds is\n"
+       "refused unless --salvage is given.\n",
        "  --id ID             the conversation id (default: the file name without its\n"
        "                      directory and .coli_kv); an existing id is refused\n"
        "  --weights-id W      weights identity recorded in the model signature (default\n"

@@ -1,6 +1,8 @@
 #include "new_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -83,6 +85,36 @@ std::string free_space_note(const std::string& dir) {
          " bytes free on its filesystem)";
 }
 
+const char kTempPrefix[] = ".colikv-import-";
+const char* const kCompanions[] = {"-wal", "-shm", "-journal"};
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Removes the temporary stores of imports killed midway in dir: an import
+// holds an flock on its temporary store (beside SQLite's own fcntl locks,
+// which flock does not touch) until it is linked, so one nobody holds is
+// left over.
+void remove_stale_temps(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, sizeof kTempPrefix - 1, kTempPrefix) != 0 || name.find('-', sizeof kTempPrefix - 1) != std::string::npos)
+      continue;  // not a temporary store, or one of its companions
+    const std::string path = dir + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat held, now;
+    if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        ::lstat(path.c_str(), &now) == 0 && same_file(now, held)) {
+      for (const char* suffix : kCompanions) ::unlink((path + suffix).c_str());
+      ::unlink(path.c_str());
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
+}
+
 mode_t creation_mode() {
   const mode_t mask = ::umask(0);
   ::umask(mask);
@@ -109,20 +141,35 @@ std::string store_file_of(const std::string& store_arg) {
 }
 
 NewStoreFile::NewStoreFile(const std::string& target) : target_(target) {
-  std::string name = directory_of(target) + "/.colikv-import-XXXXXX";
-  std::vector<char> tmpl(name.begin(), name.end());
-  tmpl.push_back('\0');
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw std::runtime_error(target + ": cannot create the store: " + std::strerror(errno));
-  temp_ = tmpl.data();
+  const std::string dir = directory_of(target);
+  remove_stale_temps(dir);
+  for (int attempt = 0; attempt < 8 && held_ < 0; ++attempt) {
+    std::string name = dir + "/" + kTempPrefix + "XXXXXX";
+    std::vector<char> tmpl(name.begin(), name.end());
+    tmpl.push_back('\0');
+    const int fd = ::mkstemp(tmpl.data());
+    if (fd < 0) throw std::runtime_error(target + ": cannot create the store: " + std::strerror(errno));
+    temp_ = tmpl.data();
+    // Another import's cleanup may have removed it before the lock was taken.
+    struct stat mine, now;
+    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &mine) == 0 && ::lstat(temp_.c_str(), &now) == 0 &&
+        same_file(mine, now)) {
+      held_ = fd;
+    } else {
+      ::close(fd);
+    }
+  }
+  if (held_ < 0) throw std::runtime_error(target + ": cannot keep a temporary store in " + dir);
   // SQLite would have created it with the usual mode; mkstemp's is 0600.
-  ::fchmod(fd, creation_mode());
-  ::close(fd);
+  ::fchmod(held_, creation_mode());
 }
 
 NewStoreFile::~NewStoreFile() {
   if (!published_) ::unlink(temp_.c_str());
-  for (const char* suffix : {"-wal", "-shm", "-journal"}) ::unlink((temp_ + suffix).c_str());
+  for (const char* suffix : kCompanions) ::unlink((temp_ + suffix).c_str());
+  // Closed last, when no Store has the file open any more: closing a
+  // descriptor drops every fcntl lock the process holds on the file.
+  ::close(held_);
 }
 
 bool NewStoreFile::publish() {

@@ -22,7 +22,9 @@ std::string store_file_of(const std::string& store_arg);
 bool file_exists(const std::string& path);
 
 // A new store's file under a temporary name in the directory of `target`;
-// its files are removed on destruction unless publish() linked it.
+// its files are removed on destruction unless publish() linked it. Such files
+// left by an import that was killed are removed by the next import that
+// creates a store in that directory. Must outlive every Store open on path().
 class NewStoreFile {
  public:
   explicit NewStoreFile(const std::string& target);
@@ -39,6 +41,7 @@ class NewStoreFile {
  private:
   std::string target_;
   std::string temp_;
+  int held_ = -1;  // open on temp_ under an flock: the import is alive
   bool published_ = false;
 };
 

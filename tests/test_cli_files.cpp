@@ -435,6 +435,28 @@ TEST_CASE("cli files: on a full disk the error says what to free, and freeing it
   CHECK(contains(ls.out, "\"id\": \"c0\""));
   CHECK_FALSE(contains(ls.out, "\"id\": \"c1\""));
   CHECK(tool({"verify", store}).code == 0);
+
+  // Full to the last byte, SQLite cannot even create the -shm file a reader
+  // needs: that is reported as a full disk too, not as an I/O error. (An
+  // empty WAL and the -shm of closed connections hold nothing.)
+  REQUIRE(colikv_test::file_size(store + "-wal") == 0);
+  ::unlink((store + "-wal").c_str());
+  ::unlink((store + "-shm").c_str());
+  {
+    const int fd = ::open(dir.file("mnt/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    const std::string block(1 << 16, 'f');
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    while (::write(fd, block.data(), 1) > 0) {
+    }
+    ::close(fd);
+  }
+  r = tool({"ls", store});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "full"));
+  CHECK(contains(r.err, "has 0 B free"));
 }
 
 TEST_CASE("cli files: ls --limit 0 lists nothing without calling the store empty", "[cli][files]") {

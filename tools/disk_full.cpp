@@ -39,9 +39,8 @@ std::string disk_full_advice(const std::string& store_path) {
   const int64_t wal_bytes = size_of(file + "-wal");
   std::string advice = free_bytes < 0 ? "" : "; the filesystem holding it has " + bytes_both(free_bytes) + " free";
   if (wal_bytes > 0)
-    return advice + "; its WAL (" + file + "-wal, " + human_bytes(wal_bytes) +
-           ") holds changes that must be copied into the store, which grows, before any write (even a delete) "
-           "fits: free about " + human_bytes(wal_bytes) + " there and retry";
+    return advice + "; its WAL " + file + "-wal is " + human_bytes(wal_bytes) + ": free about " +
+           human_bytes(wal_bytes) + " there and retry";
   return advice + ": free space there and retry";
 }
 

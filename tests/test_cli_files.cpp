@@ -619,3 +619,22 @@ TEST_CASE("cli files: the temporary store of a killed import is removed by the n
   CHECK(names_in(out_dir) == std::vector<std::string>{".colikv-import-held00", "next.db"});
   ::close(held_fd);
 }
+
+TEST_CASE("cli files: export - refuses a terminal as standard output", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const std::string terminal = ::ptsname(master);
+  // The tool runs in the temporary directory, so that a tool taking '-' for a
+  // file name writes it there.
+  Run r = colikv_test::run_program(
+      "/bin/sh", {"-c", "cd '" + dir.path() + "' && exec '" + kTool + "' export '" + store + "' a - >'" + terminal + "'"});
+  ::close(master);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "standard output is a terminal"));
+  CHECK_FALSE(file_exists(dir.file("-")));
+}

@@ -1,11 +1,15 @@
 #include "colikv/coli_kv.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -41,6 +45,7 @@ class Fd {
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
@@ -258,28 +263,14 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   return result;
 }
 
-int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
-  Store::Impl& s = store.impl();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  struct stat st;
-  if (!options.force && ::stat(path.c_str(), &st) == 0)
-    throw Error(ErrorCode::kConflict, path + ": the file exists (use force to overwrite it)");
-  const std::string dir = path.find_last_of('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/'));
-  std::string tmp_name = path + ".tmp.XXXXXX";
-  std::vector<char> tmpl(tmp_name.begin(), tmp_name.end());
-  tmpl.push_back('\0');
-  Fd fd(::mkstemp(tmpl.data()));
-  if (fd.get() < 0) throw_errno(path + ": cannot create a temporary file beside it", errno);
-  tmp_name = tmpl.data();
-  struct Unlink {
-    std::string name;
-    bool keep = false;
-    ~Unlink() {
-      if (!keep) ::unlink(name.c_str());
-    }
-  } cleanup{tmp_name};
-  ::fchmod(fd.get(), 0644);
+namespace {
 
+// ---------------------------------------------------------------------------
+// Export: where the bytes go.
+
+// Streams the conversation's .coli_kv bytes to fd; returns the bytes written.
+int64_t write_coli_kv(Store::Impl& s, const std::string& id, int fd, const std::string& name,
+                      const ProgressFn& progress) {
   int64_t written = 0;
   int64_t total = 0;
   ModelSignature model;
@@ -293,8 +284,8 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
         if (start.n > INT32_MAX)
           throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": " + std::to_string(start.n) +
                                                        " tokens exceed what a .coli_kv header can count");
-        write_full(fd.get(), kMagic, 8, tmp_name);
-        write_full(fd.get(), h, sizeof h, tmp_name);
+        write_full(fd, kMagic, 8, name);
+        write_full(fd, h, sizeof h, name);
         written = kColiKvHeaderBytes;
       },
       [&](detail::StoredChunk& c) {
@@ -305,18 +296,185 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
                              c.tokens.data(), detail::record_planes(model, c.out.data()), c.precision);
       },
       [&](detail::StoredChunk& c) {
-        write_full(fd.get(), c.out.data(), c.out.size(), tmp_name);
+        write_full(fd, c.out.data(), c.out.size(), name);
         written += static_cast<int64_t>(c.out.size());
         c.out = std::vector<uint8_t>();
-        if (options.progress) options.progress(c.first_pos + c.n_tokens, total);
+        if (progress) progress(c.first_pos + c.n_tokens, total);
       });
+  return written;
+}
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string real_path(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) return "";
+  std::string r = real;
+  std::free(real);
+  return r;
+}
+
+// path with its directory resolved, also when path itself does not exist.
+std::string canonical_name(const std::string& path) {
+  std::string real = real_path(path);
+  if (!real.empty()) return real;
+  const std::string dir = real_path(directory_of(path));
+  return dir.empty() ? path : dir + "/" + path.substr(path.find_last_of('/') + 1);
+}
+
+// The files SQLite keeps for the store: the database and its companions,
+// named after the database file symbolic links lead to.
+std::vector<std::string> store_files(const std::string& store_path) {
+  const std::string db = canonical_name(store_path);
+  return {db, db + "-wal", db + "-shm", db + "-journal"};
+}
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Which of the store's files `out` (stat'ed as out_st, when it exists) is, by
+// device and inode (a hard link has another name) or by name (a companion
+// that does not exist yet); "" if none.
+std::string store_file_at(const std::string& store_path, const std::string& out_name, const struct stat* out_st) {
+  for (const auto& f : store_files(store_path)) {
+    struct stat st;
+    if (out_st && ::stat(f.c_str(), &st) == 0 && same_file(st, *out_st)) return f;
+    if (!out_name.empty() && out_name == f) return f;
+  }
+  return "";
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The file export replaces: path itself, or the file its symbolic links lead
+// to. Refuses the store's own files, anything but a regular file, a dangling
+// link, and (without force) any existing file.
+std::string export_target(const std::string& store_path, const std::string& path, bool force) {
+  struct stat lst, st;
+  if (::lstat(path.c_str(), &lst) != 0) {
+    const std::string companion = store_file_at(store_path, canonical_name(path), nullptr);
+    if (!companion.empty())
+      throw Error(ErrorCode::kInvalidArgument, path + ": the name of the store's own file " + companion + "; not written");
+    return path;
+  }
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(ErrorCode::kConflict, path + ": a symbolic link to a missing file; not written (remove the link or "
+                                             "export to its target)");
+  const std::string own = store_file_at(store_path, canonical_name(path), &st);
+  if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": the store's own file " + own + "; not replaced");
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument, path + ": " + file_kind(st.st_mode) +
+                                                 "; export writes regular files only and never replaces anything else");
+  if (!force) throw Error(ErrorCode::kConflict, path + ": the file exists (use force to overwrite it)");
+  const std::string real = real_path(path);
+  return real.empty() ? path : real;
+}
+
+const char kExportTempPrefix[] = ".colikv-export-";
+
+// Removes the temporary files of exports killed midway in dir: an export
+// holds an exclusive flock on its temporary file until it is renamed, so a
+// file nobody holds is left over.
+void remove_stale_export_temps(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, kExportTempPrefix, sizeof kExportTempPrefix - 1) != 0) continue;
+    const std::string name = dir + "/" + e->d_name;
+    Fd fd(::open(name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat held, now;
+    if (fd.get() < 0 || ::fstat(fd.get(), &held) != 0 || !S_ISREG(held.st_mode)) continue;
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // an export is writing it
+    if (::lstat(name.c_str(), &now) == 0 && same_file(now, held)) ::unlink(name.c_str());
+  }
+  ::closedir(d);
+}
+
+// A new temporary file in dir, locked (see remove_stale_export_temps); its
+// name does not grow with the output's, so a long name still fits.
+Fd create_export_temp(const std::string& dir, const std::string& out, std::string& name) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string tmpl_name = dir + "/" + kExportTempPrefix + "XXXXXX";
+    std::vector<char> tmpl(tmpl_name.begin(), tmpl_name.end());
+    tmpl.push_back('\0');
+    Fd fd(::mkstemp(tmpl.data()));
+    if (fd.get() < 0) throw_errno(out + ": cannot create a temporary file in " + dir, errno);
+    name = tmpl.data();
+    if (::flock(fd.get(), LOCK_EX) != 0) throw_errno(name + ": flock", errno);
+    // Another export's cleanup may have removed it before the lock was taken.
+    struct stat mine, now;
+    if (::fstat(fd.get(), &mine) == 0 && ::lstat(name.c_str(), &now) == 0 && same_file(mine, now)) {
+      ::fchmod(fd.get(), 0644);
+      return fd;
+    }
+  }
+  throw Error(ErrorCode::kIO, out + ": cannot keep a temporary file in " + dir);
+}
+
+// Gives the finished temporary file the output's name: replacing a file there
+// with force, and otherwise only if none appeared meanwhile.
+void move_into_place(const std::string& tmp, const std::string& target, bool replace) {
+  if (replace) {
+    if (::rename(tmp.c_str(), target.c_str()) != 0) throw_errno(target + ": rename", errno);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (errno == EEXIST) throw Error(ErrorCode::kConflict, target + ": the file appeared meanwhile; not overwritten");
+  // A filesystem without RENAME_NOREPLACE: link() fails too if the name exists.
+  if (::link(tmp.c_str(), target.c_str()) != 0) {
+    if (errno == EEXIST) throw Error(ErrorCode::kConflict, target + ": the file appeared meanwhile; not overwritten");
+    throw_errno(target + ": rename", errno);
+  }
+  ::unlink(tmp.c_str());
+}
+
+}  // namespace
+
+int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
+  Store::Impl& s = store.impl();
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  const std::string target = export_target(s.path, path, options.force);
+  const std::string dir = directory_of(target);
+  remove_stale_export_temps(dir);
+  std::string tmp_name;
+  Fd fd = create_export_temp(dir, path, tmp_name);
+  struct Unlink {
+    std::string name;
+    bool keep = false;
+    ~Unlink() {
+      if (!keep) ::unlink(name.c_str());
+    }
+  } cleanup{tmp_name};
+
+  const int64_t written = write_coli_kv(s, id, fd.get(), tmp_name, options.progress);
   if (::fsync(fd.get()) != 0) throw_errno(tmp_name + ": fsync", errno);
-  if (::close(fd.release()) != 0) throw_errno(tmp_name + ": close", errno);
-  if (::rename(tmp_name.c_str(), path.c_str()) != 0) throw_errno(path + ": rename", errno);
+  move_into_place(tmp_name, target, options.force);
   cleanup.keep = true;
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() >= 0) ::fsync(dfd.get());  // make the rename durable
+  // Closing releases the lock only now: a cleanup never sees the file unheld.
+  if (::close(fd.release()) != 0) throw_errno(target + ": close", errno);
   return written;
+}
+
+int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd, const ExportOptions& options) {
+  Store::Impl& s = store.impl();
+  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw_errno("export output", errno);
+  const std::string own = store_file_at(s.path, "", &st);
+  if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, "the output is the store's own file " + own + "; not written");
+  return write_coli_kv(s, id, fd, "the output", options.progress);
 }
 
 }  // namespace colikv

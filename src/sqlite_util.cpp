@@ -11,7 +11,11 @@ ErrorCode error_code_for_sqlite(int extended_code) {
     case SQLITE_LOCKED: return ErrorCode::kBusy;
     case SQLITE_FULL: return ErrorCode::kDiskFull;
     case SQLITE_IOERR:
-      return extended_code == SQLITE_IOERR_NOMEM ? ErrorCode::kInternal : ErrorCode::kIO;
+      if (extended_code == SQLITE_IOERR_NOMEM) return ErrorCode::kInternal;
+      // Growing the -shm file fails for want of space: on a full disk even a
+      // reader cannot open the store.
+      if (extended_code == SQLITE_IOERR_SHMSIZE) return ErrorCode::kDiskFull;
+      return ErrorCode::kIO;
     case SQLITE_READONLY: return ErrorCode::kReadOnly;
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return ErrorCode::kCorrupt;
@@ -28,7 +32,9 @@ void rethrow_sqlite(const SQLite::Exception& e, const std::string& what) {
   if (ext < 0) ext = e.getErrorCode();
   ErrorCode code = ext < 0 ? ErrorCode::kInternal : error_code_for_sqlite(ext);
   std::string msg = what + ": " + e.what();
-  if (code == ErrorCode::kDiskFull) msg += " (the disk or the store's size limit is full)";
+  if (code == ErrorCode::kDiskFull)
+    msg += " (the disk or the store's size limit is full; while the store's -wal file holds changes not yet "
+           "copied into it, no write succeeds, not even a delete, until about that file's size is free)";
   if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
   throw Error(code, msg);
 }

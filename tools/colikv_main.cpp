@@ -22,6 +22,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -39,8 +40,16 @@
 #include "colikv/model.h"
 #include "colikv/options.h"
 #include "colikv/store.h"
+#include "cli_output.h"
+#include "disk_full.h"
+#include "new_store.h"
+#include "token_stream.h"
 
 namespace {
+
+using colikv_cli::bytes_both;
+using colikv_cli::human_bytes;
+using colikv_cli::shown;
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
@@ -54,7 +63,9 @@ constexpr int64_t kProgressThresholdBytes = int64_t{64} << 20;
 
 class Json {
  public:
-  enum class Type { kNull, kBool, kInt, kDouble, kString, kArray, kObject };
+  enum class Type { kNull, kBool, kInt, kDouble, kString, kArray, kObject, kIntStream };
+  // Called with the text written so far when it has grown: print_to writes it out.
+  using Flush = std::function<void(std::string&)>;
 
   Json() = default;
   static Json null() { return Json(); }
@@ -67,6 +78,11 @@ class Json {
   }
   static Json string(const std::string& s) { Json j; j.type_ = Type::kString; j.s_ = s; return j; }
   static Json array() { Json j; j.type_ = Type::kArray; return j; }
+  // An array of integers produced while it is written (next returns false at
+  // the end): print_to never holds more than a buffer of it.
+  static Json int_stream(std::function<bool(int64_t&)> next) {
+    Json j; j.type_ = Type::kIntStream; j.next_ = std::move(next); return j;
+  }
   static Json object() { Json j; j.type_ = Type::kObject; return j; }
 
   // Object: appends a key (keys keep their insertion order).
@@ -82,17 +98,29 @@ class Json {
 
   std::string dump() const {
     std::string out;
-    write(out, 0);
+    write(out, 0, nullptr);
     out += '\n';
     return out;
   }
 
+  // Writes the document to f as it goes, in buffers of a bounded size.
+  void print_to(std::FILE* f) const {
+    std::string out;
+    const Flush flush = [f](std::string& text) {
+      std::fwrite(text.data(), 1, text.size(), f);
+      text.clear();
+    };
+    write(out, 0, &flush);
+    out += '\n';
+    flush(out);
+  }
+
  private:
-  bool scalar() const { return type_ != Type::kArray && type_ != Type::kObject; }
+  bool scalar() const { return type_ != Type::kArray && type_ != Type::kObject && type_ != Type::kIntStream; }
 
   static void indent(std::string& out, int level) { out.append(static_cast<size_t>(level) * 2, ' '); }
 
-  void write(std::string& out, int level) const {
+  void write(std::string& out, int level, const Flush* flush) const {
     switch (type_) {
       case Type::kNull: out += "null"; break;
       case Type::kBool: out += b_ ? "true" : "false"; break;
@@ -116,9 +144,20 @@ class Json {
             out += i ? ",\n" : "\n";
             indent(out, level + 1);
           }
-          elements_[i].write(out, level + 1);
+          elements_[i].write(out, level + 1, flush);
         }
         if (!inline_form) { out += '\n'; indent(out, level); }
+        out += ']';
+        break;
+      }
+      case Type::kIntStream: {
+        out += '[';
+        int64_t v;
+        for (bool first = true; next_(v); first = false) {
+          if (!first) out += ", ";
+          out += std::to_string(v);
+          if (flush && out.size() >= (size_t{1} << 16)) (*flush)(out);
+        }
         out += ']';
         break;
       }
@@ -130,7 +169,7 @@ class Json {
           indent(out, level + 1);
           escape(out, members_[i].first);
           out += ": ";
-          members_[i].second.write(out, level + 1);
+          members_[i].second.write(out, level + 1, flush);
         }
         out += '\n';
         indent(out, level);
@@ -140,29 +179,8 @@ class Json {
     }
   }
 
-  // Length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
-  static size_t utf8_sequence(const std::string& s, size_t i) {
-    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    unsigned char c = byte(i);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) { n = 2; cp = c & 0x1fu; }
-    else if (c >= 0xe0 && c <= 0xef) { n = 3; cp = c & 0x0fu; }
-    else if (c >= 0xf0 && c <= 0xf4) { n = 4; cp = c & 0x07u; }
-    else return 0;
-    if (i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-      if ((byte(i + k) & 0xc0) != 0x80) return 0;
-      cp = (cp << 6) | (byte(i + k) & 0x3fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return 0;
-    return n;
-  }
-
-  // A JSON string literal; bytes that are not valid UTF-8 become U+FFFD.
+  // A JSON string literal; bytes that are not valid UTF-8 become U+FFFD, and
+  // every control character is escaped.
   static void escape(std::string& out, const std::string& s) {
     out += '"';
     for (size_t i = 0; i < s.size();) {
@@ -184,10 +202,16 @@ class Json {
         ++i;
         continue;
       }
-      size_t n = utf8_sequence(s, i);
+      size_t n = colikv_cli::utf8_sequence(s, i);
       if (n == 0) {
         out += "\\ufffd";
         ++i;
+      } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {
+        // A C1 control (U+0080..U+009F): escaped too, as a terminal may act on it.
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(s[i + 1]));
+        out += buf;
+        i += n;
       } else {
         out.append(s, i, n);
         i += n;
@@ -204,28 +228,11 @@ class Json {
   std::string s_;
   std::vector<Json> elements_;
   std::vector<std::pair<std::string, Json>> members_;
+  std::function<bool(int64_t&)> next_;
 };
 
 // ---------------------------------------------------------------------------
 // Formatting helpers.
-
-// "512 B", "40.0 KiB", "1.1 GiB".
-std::string human_bytes(int64_t bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while ((v >= 1024 || v <= -1024) && u < 6) { v /= 1024; ++u; }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
-}
-
-// "41004 B (40.0 KiB)": exact bytes and human units.
-std::string bytes_both(int64_t bytes) {
-  if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
-  return std::to_string(bytes) + " B (" + human_bytes(bytes) + ")";
-}
 
 // raw / stored with three decimals, or "-" when stored is 0.
 std::string ratio_text(int64_t raw, int64_t stored) {
@@ -355,9 +362,14 @@ class Table {
 class KeyValues {
  public:
   void add(const std::string& key, const std::string& value) { rows_.emplace_back(key, value); }
-  std::string render(const std::string& prefix = "") const {
+  size_t key_width() const {
     size_t w = 0;
     for (const auto& r : rows_) w = std::max(w, r.first.size());
+    return w;
+  }
+  // min_width aligns the values with other rows printed around these.
+  std::string render(const std::string& prefix = "", size_t min_width = 0) const {
+    const size_t w = std::max(key_width(), min_width);
     std::string out;
     for (const auto& r : rows_) {
       std::string line = prefix + r.first + std::string(w - r.first.size() + 2, ' ') + r.second;
@@ -535,13 +547,14 @@ colikv::Options write_options(const Args& a) {
 
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
-std::string plural(int64_t n, const std::string& one, const std::string& many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); !from.empty() && at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
 }
 
-// Removes a store file and its WAL and shared-memory files.
-void remove_store_files(const std::string& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((path + suffix).c_str());
+std::string plural(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 // ---------------------------------------------------------------------------
@@ -562,27 +575,32 @@ int cmd_import(const Args& a) {
 
   struct stat st {};
   int64_t file_bytes = ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-  // When this import creates the store and then fails, the new (empty) store
-  // is removed again, so that a refused file leaves nothing behind.
-  bool store_existed = ::stat(store_path.c_str(), &st) == 0;
-
-  auto store = std::make_unique<colikv::Store>(store_path, opts);
-  colikv::ImportResult r;
-  try {
-    Progress progress("import " + file, file_bytes, mode);
+  auto import_into = [&](const std::string& path, const colikv::Options& o) {
+    colikv::Store store(path, o);
+    Progress progress("import " + shown(file), file_bytes, mode);
     io.progress = progress.fn();
-    r = colikv::import_coli_kv(*store, file, io);
-  } catch (...) {
-    if (!store_existed) {
-      bool empty = false;
-      try {
-        empty = store->conversation_count() == 0;
-      } catch (...) {
-      }
-      store.reset();
-      if (empty) remove_store_files(store_path);
+    return colikv::import_coli_kv(store, file, io);
+  };
+
+  // A store this import creates is built aside and given its name only once
+  // it holds the conversation (tools/new_store.h): a failed import never
+  // deletes a store, not even one another process has just created.
+  colikv::ImportResult r;
+  const std::string target = colikv_cli::store_file_of(store_path);
+  bool imported = false;
+  if (!colikv_cli::file_exists(target)) {
+    colikv_cli::NewStoreFile fresh(target);
+    try {
+      r = import_into(fresh.path(), opts);
+    } catch (const colikv::Error& e) {
+      throw colikv::Error(e.code(), replace_all(e.what(), fresh.path(), store_path));
     }
-    throw;
+    imported = fresh.publish();
+  }
+  if (!imported) {
+    // The store existed, or another process created it meanwhile.
+    opts.create_if_missing = false;
+    r = import_into(store_path, opts);
   }
 
   const int64_t record_bytes = r.model.record_bytes();
@@ -601,9 +619,9 @@ int cmd_import(const Args& a) {
     print(j.dump());
     return kExitOk;
   }
-  std::string out = "imported " + file + " as '" + r.id + "'\n";
+  std::string out = "imported " + shown(file) + " as '" + shown(r.id) + "'\n";
   KeyValues kv;
-  kv.add("model", r.model.to_string());
+  kv.add("model", shown(r.model.to_string()));
   kv.add("tokens", std::to_string(r.tokens));
   kv.add("records", bytes_both(r.tokens * record_bytes) + " of " + std::to_string(record_bytes) + " B each");
   out += kv.render("  ");
@@ -624,6 +642,18 @@ int cmd_import(const Args& a) {
 // ---------------------------------------------------------------------------
 // export
 
+// export STORE ID -: the file streamed to standard output, nothing else on it.
+int export_to_stdout(const Args& a, colikv::Store& store, const std::string& id, colikv::ExportOptions& eo,
+                     int64_t total_bytes) {
+  if (a.has("--json")) throw UsageError{"--json cannot share standard output with the exported file"};
+  if (isatty(STDOUT_FILENO)) throw Failure{"standard output is a terminal: redirect it to a file or a pipe"};
+  std::fflush(stdout);
+  Progress progress("export " + shown(id), total_bytes, progress_mode(a));
+  eo.progress = progress.fn();
+  colikv::export_coli_kv_to_fd(store, id, STDOUT_FILENO, eo);
+  return kExitOk;
+}
+
 int cmd_export(const Args& a) {
   const std::string& store_path = a.positional[0];
   const std::string& id = a.positional[1];
@@ -632,12 +662,14 @@ int cmd_export(const Args& a) {
   colikv::Store store(store_path, read_options(a));
   colikv::ConversationInfo info = store.info(id);
   const int64_t record_bytes = info.model.record_bytes();
+  const int64_t total_bytes = colikv::kColiKvHeaderBytes + info.tokens * record_bytes;
 
   colikv::ExportOptions eo;
   eo.force = a.has("--force");
+  if (out_path == "-") return export_to_stdout(a, store, id, eo, total_bytes);
   int64_t bytes;
   {
-    Progress progress("export " + id, colikv::kColiKvHeaderBytes + info.tokens * record_bytes, mode);
+    Progress progress("export " + shown(id), total_bytes, mode);
     eo.progress = progress.fn();
     bytes = colikv::export_coli_kv(store, id, out_path, eo);
   }
@@ -652,7 +684,7 @@ int cmd_export(const Args& a) {
     print(j.dump());
     return kExitOk;
   }
-  print("exported '" + id + "' to " + out_path + ": " + plural(tokens, "token", "tokens") + ", " +
+  print("exported '" + shown(id) + "' to " + shown(out_path) + ": " + plural(tokens, "token", "tokens") + ", " +
         bytes_both(bytes) + "\n");
   return kExitOk;
 }
@@ -662,10 +694,15 @@ int cmd_export(const Args& a) {
 
 int cmd_inspect(const Args& a) {
   const std::string& file = a.positional[0];
-  int64_t want = a.has("--tokens") ? parse_count(a.value("--tokens"), "--tokens") : 16;
-  want = std::min<int64_t>(want, 1 << 30);
-  colikv::ColiKvInspection r = colikv::inspect_coli_kv(file, static_cast<int>(want));
+  const int64_t want = a.has("--tokens") ? parse_count(a.value("--tokens"), "--tokens") : 16;
+  colikv::ColiKvInspection r = colikv::inspect_coli_kv(file, 0);
   const int64_t past = std::max<int64_t>(0, r.records_on_disk - r.header_count);
+  // The first tokens are streamed from the file as they are printed: memory
+  // stays bounded whatever N is and whatever the file holds.
+  const int64_t counted =
+      r.record_bytes > 0 ? std::min(std::max<int64_t>(r.header_count, 0), r.records_on_disk) : 0;
+  const int64_t first_n = std::min(want, counted);
+  colikv_cli::ColiKvTokens first_tokens(file, r.record_bytes > 0 ? r.record_bytes : 1, first_n);
 
   if (a.has("--json")) {
     Json j = Json::object();
@@ -678,38 +715,46 @@ int cmd_inspect(const Args& a) {
     j.set("records_on_disk", Json::integer(r.records_on_disk));
     j.set("records_past_count", Json::integer(past));
     j.set("trailing_bytes", Json::integer(r.trailing_bytes));
-    Json toks = Json::array();
-    for (int32_t t : r.first_tokens) toks.push(Json::integer(t));
-    j.set("first_tokens", std::move(toks));
+    j.set("first_tokens", Json::int_stream([&](int64_t& v) {
+            int32_t t;
+            if (!first_tokens.next(t)) return false;
+            v = t;
+            return true;
+          }));
     j.set("ok", Json::boolean(r.ok()));
     Json probs = Json::array();
     for (const auto& p : r.problems) probs.push(Json::string(p));
     j.set("problems", std::move(probs));
-    print(j.dump());
+    j.print_to(stdout);
   } else {
-    KeyValues kv;
-    kv.add("file", file);
-    kv.add("file size", bytes_both(r.file_bytes));
+    KeyValues head, tail;
+    head.add("file", shown(file));
+    head.add("file size", bytes_both(r.file_bytes));
     if (r.header_read) {
-      kv.add("model", r.model.to_string());
-      kv.add("record size", r.record_bytes > 0 ? std::to_string(r.record_bytes) + " B" : "- (invalid header)");
-      kv.add("header count", plural(r.header_count, "record", "records"));
-      kv.add("on disk", plural(r.records_on_disk, "complete record", "complete records") + ", " +
-                            plural(r.trailing_bytes, "trailing byte", "trailing bytes"));
+      head.add("model", r.model.to_string());
+      head.add("record size", r.record_bytes > 0 ? std::to_string(r.record_bytes) + " B" : "- (invalid header)");
+      head.add("header count", plural(r.header_count, "record", "records"));
+      head.add("on disk", plural(r.records_on_disk, "complete record", "complete records") + ", " +
+                              plural(r.trailing_bytes, "trailing byte", "trailing bytes"));
       if (r.record_bytes > 0 && r.header_count >= 0)
-        kv.add("content", bytes_both(std::min(r.header_count, r.records_on_disk) * r.record_bytes));
-      if (past > 0) kv.add("past the count", plural(past, "record", "records") + " (not content: import ignores them)");
-      std::string toks;
-      for (int32_t t : r.first_tokens) toks += (toks.empty() ? "" : " ") + std::to_string(t);
-      if (!r.first_tokens.empty() && static_cast<int64_t>(r.first_tokens.size()) < r.header_count)
-        toks += " ...";
-      kv.add("first tokens", toks.empty() ? "-" : toks);
+        head.add("content", bytes_both(std::min(r.header_count, r.records_on_disk) * r.record_bytes));
+      if (past > 0)
+        head.add("past the count", plural(past, "record", "records") + " (not content: import ignores them)");
     } else {
-      kv.add("header", "not readable");
+      head.add("header", "not readable");
     }
-    kv.add("problems", r.problems.empty() ? "none" : std::to_string(r.problems.size()));
-    std::string out = kv.render();
-    for (const auto& p : r.problems) out += "  - " + p + "\n";
+    tail.add("problems", r.problems.empty() ? "none" : std::to_string(r.problems.size()));
+    const std::string tokens_key = "first tokens";
+    const size_t width = std::max({head.key_width(), tail.key_width(), r.header_read ? tokens_key.size() : 0});
+    print(head.render("", width));
+    if (r.header_read) {
+      print(tokens_key + std::string(width - tokens_key.size() + 2, ' '));
+      int32_t t;
+      for (int64_t i = 0; first_tokens.next(t); ++i) print((i ? " " : "") + std::to_string(t));
+      print(first_n == 0 ? "-\n" : first_n < r.header_count ? " ...\n" : "\n");
+    }
+    std::string out = tail.render("", width);
+    for (const auto& p : r.problems) out += "  - " + shown(p) + "\n";
     print(out);
   }
   if (!r.ok()) {
@@ -750,17 +795,22 @@ int cmd_ls(const Args& a) {
     print(j.dump());
     return kExitOk;
   }
+  if (limit == 0) {
+    // Nothing listed, as asked; the store is not necessarily empty.
+    print("0 of " + plural(store.conversation_count(), "conversation", "conversations") + " listed (--limit 0)\n");
+    return kExitOk;
+  }
   if (all.empty()) {
-    print("no conversations in " + store_path + "\n");
+    print("no conversations in " + shown(store_path) + "\n");
     return kExitOk;
   }
   Table t({"ID", "TOKENS", "RAW", "STORED", "RATIO", "LAST USED (UTC)", "PARENT", "MODEL"},
           {false, true, true, true, true, false, false, false});
   for (const auto& c : all)
-    t.add({c.id, std::to_string(c.tokens), bytes_both(c.raw_bytes),
+    t.add({shown(c.id), std::to_string(c.tokens), bytes_both(c.raw_bytes),
            c.evicted ? bytes_both(c.stored_bytes) + " (evicted)" : bytes_both(c.stored_bytes),
            ratio_text(c.raw_bytes, c.stored_bytes), format_time(c.last_used_ms, false),
-           c.parent.empty() ? "-" : c.parent, c.model.to_string()});
+           c.parent.empty() ? "-" : shown(c.parent), shown(c.model.to_string())});
   print(t.render());
   return kExitOk;
 }
@@ -774,17 +824,17 @@ int cmd_info(const Args& a) {
     return kExitOk;
   }
   KeyValues kv;
-  kv.add("id", c.id);
-  kv.add("model", c.model.to_string());
+  kv.add("id", shown(c.id));
+  kv.add("model", shown(c.model.to_string()));
   kv.add("tokens", std::to_string(c.tokens));
   kv.add("record size", std::to_string(c.model.record_bytes()) + " B");
   kv.add("raw size", bytes_both(c.raw_bytes));
   kv.add("stored size", bytes_both(c.stored_bytes));
   kv.add("ratio", ratio_text(c.raw_bytes, c.stored_bytes));
   if (c.evicted) kv.add("evicted", "yes: KV data was evicted under the byte budget; the token ids are kept");
-  kv.add("title", c.title.empty() ? "-" : c.title);
-  kv.add("metadata", c.metadata);
-  kv.add("forked from", c.parent.empty() ? "-" : c.parent + " at " + plural(c.forked_at, "token", "tokens"));
+  kv.add("title", c.title.empty() ? "-" : shown(c.title));
+  kv.add("metadata", shown(c.metadata));
+  kv.add("forked from", c.parent.empty() ? "-" : shown(c.parent) + " at " + plural(c.forked_at, "token", "tokens"));
   kv.add("created", format_time(c.created_ms, false) + " UTC");
   kv.add("updated", format_time(c.updated_ms, false) + " UTC");
   kv.add("last used", format_time(c.last_used_ms, false) + " UTC");
@@ -800,14 +850,14 @@ int cmd_rm(const Args& a) {
   const std::string& id = a.positional[1];
   int64_t n = store.count(id);
   store.remove(id);
-  print("removed '" + id + "' (" + plural(n, "token", "tokens") + ")\n");
+  print("removed '" + shown(id) + "' (" + plural(n, "token", "tokens") + ")\n");
   return kExitOk;
 }
 
 int cmd_rename(const Args& a) {
   colikv::Store store(a.positional[0], write_options(a));
   store.rename(a.positional[1], a.positional[2]);
-  print("renamed '" + a.positional[1] + "' to '" + a.positional[2] + "'\n");
+  print("renamed '" + shown(a.positional[1]) + "' to '" + shown(a.positional[2]) + "'\n");
   return kExitOk;
 }
 
@@ -816,7 +866,7 @@ int cmd_fork(const Args& a) {
   colikv::Store store(a.positional[0], write_options(a));
   store.fork(a.positional[1], a.positional[2], at);
   int64_t n = store.count(a.positional[2]);
-  print("forked '" + a.positional[1] + "' into '" + a.positional[2] + "' at " + plural(n, "token", "tokens") + "\n");
+  print("forked '" + shown(a.positional[1]) + "' into '" + shown(a.positional[2]) + "' at " + plural(n, "token", "tokens") + "\n");
   return kExitOk;
 }
 
@@ -826,7 +876,7 @@ int cmd_truncate(const Args& a) {
   const std::string& id = a.positional[1];
   int64_t before = store.count(id);
   store.truncate(id, len);
-  print("truncated '" + id + "' from " + std::to_string(before) + " to " + plural(len, "token", "tokens") + "\n");
+  print("truncated '" + shown(id) + "' from " + std::to_string(before) + " to " + plural(len, "token", "tokens") + "\n");
   return kExitOk;
 }
 
@@ -842,7 +892,7 @@ int cmd_verify(const Args& a) {
   colikv::Store store(store_path, read_options(a));
   colikv::VerifyReport rep;
   {
-    Progress progress("verify " + (id.empty() ? store_path : id), store_bytes, mode);
+    Progress progress("verify " + shown(id.empty() ? store_path : id), store_bytes, mode);
     rep = store.verify(id, progress.fn());
   }
   const bool sound = rep.ok() && rep.integrity == "ok";
@@ -885,12 +935,12 @@ int cmd_verify(const Args& a) {
                       plural(rep.chunks, "chunk", "chunks") + ", " + bytes_both(rep.bytes) +
                       " decoded; integrity_check: " + rep.integrity + "\n";
     for (const auto& p : rep.problems) {
-      std::string where = p.conversation.empty() ? "store" : "conversation '" + p.conversation + "'";
+      std::string where = p.conversation.empty() ? "store" : "conversation '" + shown(p.conversation) + "'";
       if (p.chunk_seq >= 0) where += ", chunk " + std::to_string(p.chunk_seq);
       if (p.chunk_id >= 0) where += " (chunk_id " + std::to_string(p.chunk_id) + ")";
       if (p.first_pos >= 0)
         where += ", positions [" + std::to_string(p.first_pos) + ", " + std::to_string(p.end_pos) + ")";
-      out += "problem: " + where + ": " + p.what + "\n";
+      out += "problem: " + where + ": " + shown(p.what) + "\n";
     }
     for (const auto& u : rep.uncompared_shares) {
       std::string names;
@@ -948,7 +998,7 @@ int cmd_stats(const Args& a) {
   for (const auto& m : s.models) {
     KeyValues kv;
     add_usage(kv, m);
-    out += "model " + m.model.to_string() + " (" + plural(m.chunk_tokens, "token", "tokens") + " per chunk)\n";
+    out += "model " + shown(m.model.to_string()) + " (" + plural(m.chunk_tokens, "token", "tokens") + " per chunk)\n";
     out += kv.render("  ");
   }
   KeyValues total;
@@ -962,54 +1012,59 @@ int cmd_stats(const Args& a) {
 // ---------------------------------------------------------------------------
 // match, gc, vacuum
 
-// The token ids of a prompt file: a .coli_kv file (its counted records), or
-// token ids as decimal text separated by whitespace.
-std::vector<int32_t> read_prompt_tokens(const std::string& path) {
+bool is_coli_kv(const std::string& path) {
+  char magic[8] = {};
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw Failure{path + ": " + std::strerror(errno)};
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
   std::fclose(f);
-  if (failed) throw Failure{path + ": read error"};
-  std::vector<int32_t> tokens;
-  if (text.compare(0, 8, std::string("COLIKV1\0", 8)) == 0) {
-    colikv::ColiKvInspection in = colikv::inspect_coli_kv(path, 0x7fffffff);
-    if (!in.ok()) throw Failure{path + ": " + in.problems.front()};
-    return in.first_tokens;
+  return n == sizeof magic && std::memcmp(magic, "COLIKV1\0", 8) == 0;
+}
+
+// The token ids of a prompt file, one at a time: a .coli_kv file (its
+// counted records), or token ids as decimal text separated by whitespace.
+std::unique_ptr<colikv_cli::TokenStream> prompt_tokens(const std::string& path) {
+  if (!is_coli_kv(path)) return std::make_unique<colikv_cli::TextTokens>(path);
+  colikv::ColiKvInspection in = colikv::inspect_coli_kv(path, 0);
+  if (!in.ok()) throw Failure{path + ": " + in.problems.front()};
+  return std::make_unique<colikv_cli::ColiKvTokens>(path, in.record_bytes,
+                                                    std::min(in.header_count, in.records_on_disk));
+}
+
+// The most tokens any conversation of the model holds: no match is longer.
+int64_t longest_conversation(colikv::Store& store, const colikv::ModelSignature& model) {
+  int64_t longest = 0;
+  colikv::ListOptions lo;
+  lo.limit = 500;
+  for (lo.offset = 0;; lo.offset += lo.limit) {
+    const std::vector<colikv::ConversationInfo> page = store.list(lo);
+    for (const auto& c : page)
+      if (c.model == model) longest = std::max(longest, c.tokens);
+    if (static_cast<int64_t>(page.size()) < lo.limit) return longest;
   }
-  size_t i = 0;
-  while (true) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-    if (i == text.size()) break;
-    size_t j = i;
-    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
-    int32_t v = 0;
-    auto r = std::from_chars(text.data() + i, text.data() + j, v);
-    if (r.ec != std::errc() || r.ptr != text.data() + j || v < 0)
-      throw Failure{path + ": '" + text.substr(i, std::min<size_t>(j - i, 40)) + "' (token " +
-                    std::to_string(tokens.size()) + ") is not a token id (a non-negative 32-bit integer)"};
-    tokens.push_back(v);
-    i = j;
-  }
-  return tokens;
 }
 
 int cmd_match(const Args& a) {
   const std::string& store_path = a.positional[0];
   if (!a.has("--model-of")) throw UsageError{"--model-of ID is required"};
   if (!a.has("--tokens")) throw UsageError{"--tokens FILE is required"};
-  const std::vector<int32_t> prompt = read_prompt_tokens(a.value("--tokens"));
+  std::unique_ptr<colikv_cli::TokenStream> tokens = prompt_tokens(a.value("--tokens"));
   colikv::Store store(store_path, read_options(a));
   const colikv::ModelSignature model = store.info(a.value("--model-of")).model;
+  // The prompt is read to its end (every token checked and counted), but only
+  // as much of it is kept as the longest conversation could match: memory is
+  // bounded by the store, not by the file.
+  const int64_t keep = longest_conversation(store, model);
+  std::vector<int32_t> prompt;
+  int64_t prompt_tokens = 0;
+  for (int32_t t; tokens->next(t); ++prompt_tokens)
+    if (prompt_tokens < keep) prompt.push_back(t);
   colikv::PrefixMatch m = store.match(model, prompt.data(), static_cast<int64_t>(prompt.size()));
   if (a.has("--json")) {
     Json j = Json::object();
     j.set("store", Json::string(store_path));
     j.set("model", model_json(model));
-    j.set("prompt_tokens", Json::integer(static_cast<int64_t>(prompt.size())));
+    j.set("prompt_tokens", Json::integer(prompt_tokens));
     j.set("id", m.id.empty() ? Json::null() : Json::string(m.id));
     j.set("tokens", Json::integer(m.tokens));
     j.set("loadable", Json::integer(m.loadable));
@@ -1018,12 +1073,12 @@ int cmd_match(const Args& a) {
     return kExitOk;
   }
   if (m.tokens == 0) {
-    print("no conversation of model " + model.to_string() + " holds a prefix of the " +
-          plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens") + "\n");
+    print("no conversation of model " + shown(model.to_string()) + " holds a prefix of the " +
+          plural(prompt_tokens, "prompt token", "prompt tokens") + "\n");
     return kExitOk;
   }
-  std::string line = "'" + m.id + "' holds the first " + std::to_string(m.tokens) + " of the " +
-                     plural(static_cast<int64_t>(prompt.size()), "prompt token", "prompt tokens");
+  std::string line = "'" + shown(m.id) + "' holds the first " + std::to_string(m.tokens) + " of the " +
+                     plural(prompt_tokens, "prompt token", "prompt tokens");
   if (m.evicted())
     line += "; its KV data was evicted from position " + std::to_string(m.loadable) + " on (" +
             std::to_string(m.loadable) + " can be loaded, the rest must be recomputed)";
@@ -1056,7 +1111,7 @@ int cmd_gc(const Args& a) {
                     " (budget " + bytes_both(max_bytes) + "): evicted " +
                     plural(r.chunks, "chunk", "chunks") + " of " +
                     plural(static_cast<int64_t>(r.conversations.size()), "conversation", "conversations");
-  for (size_t i = 0; i < r.conversations.size() && i < 20; ++i) out += (i ? ", " : ": ") + r.conversations[i];
+  for (size_t i = 0; i < r.conversations.size() && i < 20; ++i) out += (i ? ", " : ": ") + shown(r.conversations[i]);
   if (r.conversations.size() > 20) out += ", ...";
   out += "\n";
   if (!r.fits) out += "the conversations that remain share data that does not fit the budget\n";
@@ -1147,10 +1202,14 @@ const std::vector<CommandSpec>& commands() {
       {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W] [--salvage] [--json]",
        "import a .coli_kv file as a new conversation",
        "Stores the whole file as one conversation in one transaction: either all of it\n"
-       "is stored or nothing is. The store is created if it does not exist (and removed\n"
-       "again if the import fails). Records past the header's count are not content:\n"
-       "they are ignored, and the output says how many. A file whose header counts more\n"
-       "records than it holds is refused unless --salvage is given.\n",
+       "is stored or nothing is. A store that does not exist is built beside it as\n"
+       ".colikv-import-XXXXXX and given its name only once the import succeeded: a\n"
+       "failed import leaves no store behind and never deletes one. (Such files of an\n"
+       "import killed midway are removed by the next import creating a store in that\n"
+       "directory.) A store another process creates meanwhile is imported into instead.\n"
+       "Records past the header's count are not content: they are ignored, and the\n"
+       "output says how many. A file whose header counts more records than it holds is\n"
+       "refused unless --salvage is given.\n",
        "  --id ID             the conversation id (default: the file name without its\n"
        "                      directory and .coli_kv); an existing id is refused\n"
        "  --weights-id W      weights identity recorded in the model signature (default\n"
@@ -1166,12 +1225,18 @@ const std::vector<CommandSpec>& commands() {
        {{"--id", true}, {"--weights-id", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
         {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
        cmd_import},
-      {"export", "STORE ID OUT.coli_kv [--force] [--json]", "write a conversation as a .coli_kv file",
+      {"export", "STORE ID OUT.coli_kv|- [--force] [--json]", "write a conversation as a .coli_kv file",
        "Writes exactly the bytes the engine would have written (header, records in its\n"
-       "layout, count), through a temporary file in the same directory that is synced\n"
-       "and renamed, so a crash never leaves a partial file under OUT.coli_kv. The store\n"
-       "is opened read-only.\n",
-       "  --force             overwrite OUT.coli_kv if it exists (default: refuse)\n"
+       "layout, count), through a temporary file .colikv-export-XXXXXX in OUT's\n"
+       "directory that is synced and renamed, so a crash never leaves a partial file\n"
+       "under OUT.coli_kv; one left by an export killed midway is removed by the next\n"
+       "export into that directory. A symbolic link at OUT is kept and its target\n"
+       "replaced. OUT must not be the store or one of its -wal, -shm, -journal files,\n"
+       "nor anything but a regular file (a FIFO, a device). OUT - streams the file to\n"
+       "standard output (not a terminal), with nothing else on it. The store is\n"
+       "opened read-only.\n",
+       "  --force             overwrite OUT.coli_kv if it exists (default: refuse, as\n"
+       "                      for a symbolic link to a missing file)\n"
        "  --json              print the result as JSON\n",
        "  store, id, file, tokens, bytes (of the file written)\n", 3, 3,
        {{"--force", false}, {"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
@@ -1193,7 +1258,8 @@ const std::vector<CommandSpec>& commands() {
       {"ls", "STORE [--limit N] [--json]", "list the conversations, most recently used first",
        "Lists every conversation (or the first N) with its tokens, sizes, ratio, last\n"
        "use, fork parent and model. The store is opened read-only.\n",
-       "  --limit N           list at most N conversations (default: all)\n"
+       "  --limit N           list at most N conversations (default: all; 0 lists none\n"
+       "                      and says how many there are)\n"
        "  --json              print as JSON\n",
        std::string("  store, conversations[], each with:\n") + kConversationKeys + kModelKeys, 1, 1,
        {{"--limit", true}, {"--json", false}, {"--busy-timeout", true}}, cmd_ls},
@@ -1346,10 +1412,11 @@ bool parse_args(const CommandSpec& c, const std::vector<std::string>& argv, Args
 void error_line(const std::string& command, const std::string& message) {
   std::fflush(stdout);
   std::string line = "colikv: " + (command.empty() ? "" : command + ": ") + message;
-  // One line: a message with newlines (e.g. from SQLite) is joined.
+  // One line: a message with newlines (e.g. from SQLite) is joined; and the
+  // ids, titles and paths it quotes must not drive the terminal.
   for (char& ch : line)
     if (ch == '\n' || ch == '\r') ch = ' ';
-  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fprintf(stderr, "%s\n", shown(line).c_str());
 }
 
 int run(int argc, char** argv) {
@@ -1379,8 +1446,8 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   int code;
+  Args a;
   try {
-    Args a;
     if (!parse_args(*c, std::vector<std::string>(args.begin() + 1, args.end()), a)) {
       code = kExitOk;
     } else {
@@ -1393,7 +1460,11 @@ int run(int argc, char** argv) {
     error_line(c->name, e.message);
     return kExitFailure;
   } catch (const colikv::Error& e) {
-    error_line(c->name, e.what());
+    std::string message = e.what();
+    // Every command but inspect names its store first.
+    if (e.code() == colikv::ErrorCode::kDiskFull && c->handler != cmd_inspect && !a.positional.empty())
+      message += colikv_cli::disk_full_advice(a.positional[0]);
+    error_line(c->name, message);
     return kExitFailure;
   } catch (const std::bad_alloc&) {
     error_line(c->name, "out of memory");
@@ -1411,4 +1482,9 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run(argc, argv); }
+int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write should fail with EFBIG and be
+  // reported, not kill the tool between a commit and its output.
+  std::signal(SIGXFSZ, SIG_IGN);
+  return run(argc, argv);
+}

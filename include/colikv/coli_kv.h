@@ -71,11 +71,26 @@ struct ExportOptions {
 };
 
 // Writes the conversation as a .coli_kv file, byte for byte what the engine
-// would have written, through a temporary file in the same directory that is
+// would have written, through a temporary file in the directory of path
+// (".colikv-export-XXXXXX", held under an flock while it is written) that is
 // fsynced and renamed over path (then the directory is fsynced), so a crash
-// never leaves a partial file under path. Returns the bytes written.
+// never leaves a partial file under path; such files left by an export that
+// was killed are removed by the next export into that directory. A symbolic
+// link at path is kept and the file it leads to replaced. Refuses
+// (kInvalidArgument) a path that is the store's own database, WAL, shared-
+// memory or journal file (by device and inode, or by name) and one that is
+// not a regular file (a FIFO, a device, a directory); refuses (kConflict) a
+// dangling symbolic link, and any existing file unless options.force.
+// Returns the bytes written.
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path,
                        const ExportOptions& options = ExportOptions());
+
+// The same bytes written in order to an open file descriptor (a pipe, a
+// terminal's redirection, standard output), with no temporary file; a failed
+// export leaves a partial stream. Refuses (kInvalidArgument) a descriptor
+// open on one of the store's own files. Returns the bytes written.
+int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd,
+                             const ExportOptions& options = ExportOptions());
 
 }  // namespace colikv
 

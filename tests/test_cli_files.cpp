@@ -1,0 +1,640 @@
+// The colikv tool's file handling under hostile conditions, run as separate
+// processes: racing imports, stores behind symbolic links and file: URIs,
+// export's output path, terminal escapes from a store, full disks and
+// file-size limits, and input files whose size a command must not trust.
+#include <dirent.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/sysmacros.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cli_run.h"
+#include "colikv/coli_kv.h"
+#include "proc_util.h"
+
+namespace {
+
+using colikv_test::ChildProcess;
+using colikv_test::EngineBuffers;
+using colikv_test::Run;
+using colikv_test::TempDir;
+using colikv_test::coli_bytes;
+using colikv_test::contains;
+using colikv_test::file_exists;
+using colikv_test::kTool;
+using colikv_test::read_file;
+using colikv_test::require_error_line;
+using colikv_test::tool;
+using colikv_test::write_file;
+
+// The names in a directory other than "." and "..", sorted.
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_symlink(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// A file that import refuses only at its last record (a token id outside the
+// vocabulary), so that the refusing import runs for a while.
+std::string refused_at_the_end(const colikv::ModelSignature& m, int64_t n) {
+  std::string bytes = coli_bytes(m, n, 7);
+  const int32_t bad = -1;
+  std::memcpy(&bytes[static_cast<size_t>(colikv::kColiKvHeaderBytes + (n - 1) * m.record_bytes())], &bad, 4);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: a failed import never deletes a store another import is filling", "[cli][files]") {
+  // The race: B, whose file is refused, starts first and would create
+  // the store; A starts 30 ms later and imports a larger file into it. The
+  // old tool unlinked the store when B failed while A's import was not yet
+  // committed: A reported success and the store was gone.
+  TempDir dir;
+  const auto wide = colikv_test::wide_model();
+  write_file(dir.file("bad.coli_kv"), refused_at_the_end(wide, 1200));
+  write_file(dir.file("big.coli_kv"), coli_bytes(wide, 4000, 2));
+  for (int round = 0; round < 3; ++round) {
+    const std::string store = dir.file("race" + std::to_string(round) + ".db");
+    ChildProcess b({kTool, "import", store, dir.file("bad.coli_kv"), "--id", "B"}, false, dir.file("b.err"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    ChildProcess a({kTool, "import", store, dir.file("big.coli_kv"), "--id", "A"}, false, dir.file("a.err"));
+    const int code_a = exit_code(a.wait());
+    const int code_b = exit_code(b.wait());
+    INFO("round " << round << "\nA: " << read_file(dir.file("a.err")) << "\nB: " << read_file(dir.file("b.err")));
+    CHECK(code_b == 1);
+    CHECK(contains(read_file(dir.file("b.err")), "token id -1"));
+    REQUIRE(code_a == 0);
+    REQUIRE(file_exists(store));
+    Run ls = tool({"ls", store, "--json"});
+    CHECK(ls.code == 0);
+    CHECK(contains(ls.out, "\"id\": \"A\""));
+    CHECK(contains(ls.out, "\"tokens\": 4000"));
+  }
+  // Neither import left a temporary store behind.
+  for (const auto& name : names_in(dir.path())) CHECK(name.find(".colikv-import-") == std::string::npos);
+}
+
+TEST_CASE("cli files: two imports creating the same store both land in it", "[cli][files]") {
+  TempDir dir;
+  const auto wide = colikv_test::wide_model();
+  write_file(dir.file("one.coli_kv"), coli_bytes(wide, 600, 1));
+  write_file(dir.file("two.coli_kv"), coli_bytes(wide, 600, 2));
+  const std::string store = dir.file("s.db");
+  ChildProcess one({kTool, "import", store, dir.file("one.coli_kv")}, false, dir.file("one.err"));
+  ChildProcess two({kTool, "import", store, dir.file("two.coli_kv")}, false, dir.file("two.err"));
+  const int code_one = exit_code(one.wait());
+  const int code_two = exit_code(two.wait());
+  INFO(read_file(dir.file("one.err")) << read_file(dir.file("two.err")));
+  CHECK(code_one == 0);
+  CHECK(code_two == 0);
+  // Nothing beside the store: no temporary store, no WAL left unfolded.
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"one.coli_kv", "one.err", "s.db", "two.coli_kv", "two.err"});
+  Run ls = tool({"ls", store, "--json"});
+  CHECK(contains(ls.out, "\"id\": \"one\""));
+  CHECK(contains(ls.out, "\"id\": \"two\""));
+}
+
+TEST_CASE("cli files: a failed import through a symbolic link or a file: URI leaves no store", "[cli][files]") {
+  TempDir dir;
+  const auto tiny = colikv_test::tiny_model();
+  write_file(dir.file("good.coli_kv"), coli_bytes(tiny, 20, 1));
+  write_file(dir.file("bad.coli_kv"), "not a coli_kv file at all, wrong magic");
+  const std::vector<std::string> inputs = {"bad.coli_kv", "good.coli_kv"};
+
+  SECTION("a dangling symbolic link") {
+    REQUIRE(::symlink("target.db", dir.file("link.db").c_str()) == 0);
+    Run r = tool({"import", dir.file("link.db"), dir.file("bad.coli_kv")});
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "wrong magic"));
+    CHECK(is_symlink(dir.file("link.db")));  // the old tool removed the link, and left its target
+    CHECK_FALSE(file_exists(dir.file("target.db")));
+    // A successful import creates the link's target and keeps the link.
+    r = tool({"import", dir.file("link.db"), dir.file("good.coli_kv")});
+    CHECK(r.code == 0);
+    CHECK(is_symlink(dir.file("link.db")));
+    CHECK(file_exists(dir.file("target.db")));
+    CHECK(contains(tool({"ls", dir.file("target.db")}).out, "good"));
+  }
+  SECTION("a file: URI") {
+    Run r = tool({"import", "file:" + dir.file("u.db"), dir.file("bad.coli_kv")});
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "wrong magic"));
+    CHECK(names_in(dir.path()) == inputs);
+    r = tool({"import", "file://localhost" + dir.file("u%2edb") + "?mode=rwc", dir.file("good.coli_kv")});
+    CHECK(r.code == 0);
+    CHECK(contains(tool({"ls", dir.file("u.db")}).out, "good"));
+  }
+}
+
+namespace {
+
+// Text a hostile store holds: an OSC 52 clipboard write, a clear screen, a C1
+// CSI, a newline and a byte that is not UTF-8.
+const std::string kEvil = "x\x1b]52;c;SGVsbG8=\x07\x1b[2J\xc2\x9b" "2J\n\xff";
+
+// The bytes of output that could act on a terminal: C0 controls other than
+// newline, DEL, C1 controls (UTF-8 encoded), bytes that are not UTF-8.
+std::string terminal_controls(const std::string& text) {
+  std::string found;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const unsigned char next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if ((c < 0x20 && c != '\n') || c == 0x7f || c == 0xff || (c == 0xc2 && next >= 0x80 && next < 0xa0))
+      found += "byte " + std::to_string(i) + " (" + std::to_string(c) + ") ";
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: ids, titles and models from a store never reach the terminal raw", "[cli][files]") {
+  TempDir dir;
+  const std::string store = dir.file("s.db");
+  colikv::ModelSignature m = colikv_test::tiny_model();
+  m.weights_id = kEvil;
+  {
+    colikv::Store s(store, colikv_test::chunked_options(m, 4));
+    EngineBuffers b(m, 16);
+    b.fill(0, 16, 1);
+    s.append(kEvil, m, b.tokens.data(), 16, b.source());
+    s.fork(kEvil, "child" + kEvil, 8);
+    const std::vector<int32_t> other = colikv_test::make_tokens(12, m.vocab, 99);
+    s.append("plain", m, other.data(), 12, b.source());
+    s.set_title(kEvil, "title" + kEvil);
+  }
+  write_file(dir.file("evil.coli_kv"), coli_bytes(colikv_test::tiny_model(), 10, 3));
+  {
+    colikv::Store s(store);
+    const std::vector<int32_t> t = s.tokens(kEvil);
+    write_file(dir.file("prompt.txt"), std::to_string(t[0]) + " " + std::to_string(t[1]));
+  }
+  const std::vector<std::vector<std::string>> commands = {
+      {"ls", store},
+      {"info", store, kEvil},
+      {"info", store, "child" + kEvil},
+      {"info", store, "missing" + kEvil},
+      {"stats", store},
+      {"match", store, "--model-of", kEvil, "--tokens", dir.file("prompt.txt")},
+      {"import", store, dir.file("evil.coli_kv"), "--id", "imported" + kEvil, "--weights-id", kEvil},
+      {"export", store, kEvil, dir.file("out" + kEvil)},
+      {"fork", store, kEvil, "fork" + kEvil, "--at", "4"},
+      {"rename", store, "fork" + kEvil, "renamed" + kEvil},
+      {"truncate", store, "renamed" + kEvil, "2"},
+      {"rm", store, "renamed" + kEvil},
+      {"gc", store, "--max-bytes", "0"},
+  };
+  for (const auto& c : commands) {
+    Run r = tool(c);
+    INFO(colikv_test::describe(c, r));
+    CHECK(r.code <= 1);
+    CHECK(terminal_controls(r.out) == "");
+    CHECK(terminal_controls(r.err) == "");
+    // Shown, escaped (an error line has its newlines joined as spaces).
+    CHECK(contains(r.out + r.err, "\\x1b]52;c;SGVsbG8=\\x07\\x1b[2J\\u009b2J"));
+  }
+  // A problem found by verify quotes the conversation.
+  colikv_test::sql_exec(store, "UPDATE conversations SET token_count = token_count + 1");
+  Run r = tool({"verify", store});
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "problem: conversation 'x\\x1b]52"));
+  CHECK(terminal_controls(r.out + r.err) == "");
+  // --json escapes C1 controls too.
+  Run j = tool({"ls", store, "--json"});
+  CHECK(terminal_controls(j.out) == "");
+  CHECK(contains(j.out, "\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J\\u009b2J\\n\\ufffd"));
+}
+
+namespace {
+
+// A store holding conversation "a" (wide records, so that exports take a while).
+std::string store_with_a(const TempDir& dir, int64_t tokens) {
+  const std::string store = dir.file("s.db");
+  write_file(dir.file("a.coli_kv"), coli_bytes(colikv_test::wide_model(), tokens, 5));
+  Run r = tool({"import", store, dir.file("a.coli_kv"), "--id", "a"});
+  REQUIRE(r.code == 0);
+  return store;
+}
+
+mode_t file_type(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & S_IFMT) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: export never replaces the store, its companions or a non-regular file", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 40);
+  const std::string before = colikv_test::dump_store(store);
+  REQUIRE(::link(store.c_str(), dir.file("hardlink.db").c_str()) == 0);
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0644) == 0);
+  REQUIRE(::mknod(dir.file("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
+  REQUIRE(::symlink("s.db", dir.file("to_store").c_str()) == 0);
+  write_file(store + "-wal", "");  // as a reader leaves it
+
+  struct Case {
+    std::string out;
+    std::string phrase;
+    mode_t type;  // what must still be there afterwards (0: nothing)
+  };
+  const std::vector<Case> cases = {
+      {store, "the store's own file", S_IFREG},
+      {store + "-wal", "the store's own file", S_IFREG},
+      {store + "-journal", "the name of the store's own file", 0},
+      {dir.file("hardlink.db"), "the store's own file", S_IFREG},
+      {dir.file("to_store"), "the store's own file", S_IFLNK},
+      {dir.file("fifo"), "a FIFO", S_IFIFO},
+      {dir.file("null"), "a character device", S_IFCHR},
+      {dir.path(), "a directory", S_IFDIR},
+  };
+  for (const auto& c : cases) {
+    Run r = tool({"export", store, "a", c.out, "--force"});
+    INFO(colikv_test::describe({"export", store, "a", c.out, "--force"}, r));
+    CHECK(r.code == 1);
+    require_error_line(r, "export");
+    CHECK(contains(r.err, c.phrase));
+    CHECK(file_type(c.out) == c.type);
+  }
+  CHECK(colikv_test::dump_store(store) == before);
+  CHECK(colikv_test::read_file(store + "-wal").empty());
+}
+
+TEST_CASE("cli files: export through symbolic links, to standard output and under a long name", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 40);
+  const std::string expected = read_file(dir.file("a.coli_kv"));
+
+  // A dangling link is refused like any existing OUT, with or without --force.
+  REQUIRE(::symlink("missing.coli_kv", dir.file("dangling").c_str()) == 0);
+  for (const auto& force : {std::vector<std::string>{}, std::vector<std::string>{"--force"}}) {
+    std::vector<std::string> args = {"export", store, "a", dir.file("dangling")};
+    args.insert(args.end(), force.begin(), force.end());
+    Run r = tool(args);
+    INFO(colikv_test::describe(args, r));
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "a symbolic link to a missing file"));
+    CHECK(file_type(dir.file("dangling")) == S_IFLNK);
+    CHECK_FALSE(file_exists(dir.file("missing.coli_kv")));
+  }
+
+  // A link to a file: with --force the link stays and its target is replaced.
+  write_file(dir.file("old.coli_kv"), "old");
+  REQUIRE(::symlink("old.coli_kv", dir.file("link").c_str()) == 0);
+  CHECK(tool({"export", store, "a", dir.file("link")}).code == 1);
+  CHECK(read_file(dir.file("old.coli_kv")) == "old");
+  CHECK(tool({"export", store, "a", dir.file("link"), "--force"}).code == 0);
+  CHECK(file_type(dir.file("link")) == S_IFLNK);
+  CHECK(read_file(dir.file("old.coli_kv")) == expected);
+
+  // '-': the bytes on standard output and nothing else.
+  Run r = tool({"export", store, "a", "-"});
+  CHECK(r.code == 0);
+  CHECK(r.out == expected);
+  CHECK(r.err.empty());
+  CHECK(tool({"export", store, "a", "-", "--json"}).code == 2);
+  // Standard output appended to the store itself is refused, the store kept.
+  const std::string before = colikv_test::dump_store(store);
+  r = colikv_test::run_program("/bin/sh", {"-c", "'" + kTool + "' export '" + store + "' a - >> '" + store + "'"});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "the output is the store's own file"));
+  CHECK(colikv_test::dump_store(store) == before);
+
+  // A name as long as a file name may be: the temporary file's name is short.
+  const std::string long_name = dir.file(std::string(255 - 8, 'n') + ".coli_kv");
+  r = tool({"export", store, "a", long_name});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(read_file(long_name) == expected);
+}
+
+TEST_CASE("cli files: the temporary file of a killed export is removed by the next export", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 8000);
+  const std::string out_dir = dir.file("out");
+  REQUIRE(::mkdir(out_dir.c_str(), 0755) == 0);
+  // A temporary file another export is writing right now: held, so kept.
+  const std::string held = out_dir + "/.colikv-export-held00";
+  write_file(held, "in progress");
+  const int held_fd = ::open(held.c_str(), O_RDONLY);
+  REQUIRE(held_fd >= 0);
+  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
+
+  auto temps = [&] {
+    std::vector<std::string> found;
+    for (const auto& n : names_in(out_dir))
+      if (n.rfind(".colikv-export-", 0) == 0 && out_dir + "/" + n != held) found.push_back(n);
+    return found;
+  };
+  std::vector<std::string> left;
+  for (int attempt = 0; attempt < 5 && left.empty(); ++attempt) {
+    ChildProcess e({kTool, "export", store, "a", out_dir + "/a.coli_kv", "--force"});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (temps().empty() && std::chrono::steady_clock::now() < deadline && ::waitpid(e.pid(), nullptr, WNOHANG) == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    e.kill_now();
+    e.wait();
+    left = temps();
+  }
+  INFO("names: " << names_in(out_dir).size());
+  REQUIRE(left.size() == 1);  // killed midway: its temporary file is left
+
+  Run r = tool({"export", store, "a", out_dir + "/b.coli_kv"});
+  CHECK(r.code == 0);
+  CHECK(temps().empty());
+  CHECK(file_exists(held));
+  ::close(held_fd);
+}
+
+namespace {
+
+// A small tmpfs mounted for the test's life (the test runs as root).
+class SmallFilesystem {
+ public:
+  SmallFilesystem(const std::string& dir, const std::string& size) : dir_(dir) {
+    ::mkdir(dir.c_str(), 0755);
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  }
+  ~SmallFilesystem() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  SmallFilesystem(const SmallFilesystem&) = delete;
+  SmallFilesystem& operator=(const SmallFilesystem&) = delete;
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("cli files: on a full disk the error says what to free, and freeing it lets rm work", "[cli][files]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot mount a small tmpfs; the full-disk case is not run");
+    return;
+  }
+  TempDir dir;
+  SmallFilesystem fs(dir.file("mnt"), "8m");
+  REQUIRE(fs.mounted());
+  const std::string store = dir.file("mnt/s.db");
+  // Room the test frees later, as a person would.
+  write_file(dir.file("mnt/filler"), std::string(3 << 20, 'f'));
+  const auto wide = colikv_test::wide_model();
+  std::string full_error;
+  int imported = 0;
+  for (int i = 0; i < 20 && full_error.empty(); ++i) {
+    write_file(dir.file("in.coli_kv"), coli_bytes(wide, 150, static_cast<uint32_t>(100 + i)));
+    Run r = tool({"import", store, dir.file("in.coli_kv"), "--id", "c" + std::to_string(i)});
+    if (r.code == 0) ++imported;
+    else full_error = r.err;
+  }
+  INFO(full_error);
+  REQUIRE(imported >= 2);
+  REQUIRE(contains(full_error, "full"));
+
+  // Every write fails, and says how much to free: about the WAL's size.
+  const int64_t wal = colikv_test::file_size(store + "-wal");
+  const std::vector<std::vector<std::string>> writes = {
+      {"rm", store, "c1"}, {"gc", store, "--max-bytes", "0"}, {"truncate", store, "c1", "1"}, {"vacuum", store}};
+  for (const auto& w : writes) {
+    Run r = tool(w);
+    INFO(colikv_test::describe(w, r));
+    CHECK(r.code == 1);
+    require_error_line(r, w[0]);
+    CHECK(contains(r.err, "full"));
+    CHECK(contains(r.err, "B free"));
+    CHECK(contains(r.err, store + "-wal"));
+    CHECK(contains(r.err, "free about "));
+  }
+  // Freed as advised: rm works, and the store holds the rest.
+  REQUIRE(wal > 0);
+  REQUIRE(wal <= (3 << 20));
+  REQUIRE(::unlink(dir.file("mnt/filler").c_str()) == 0);
+  Run r = tool({"rm", store, "c1"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  Run ls = tool({"ls", store, "--json"});
+  CHECK(contains(ls.out, "\"id\": \"c0\""));
+  CHECK_FALSE(contains(ls.out, "\"id\": \"c1\""));
+  CHECK(tool({"verify", store}).code == 0);
+
+  // Full to the last byte, SQLite cannot even create the -shm file a reader
+  // needs: that is reported as a full disk too, not as an I/O error. (An
+  // empty WAL and the -shm of closed connections hold nothing.)
+  REQUIRE(colikv_test::file_size(store + "-wal") == 0);
+  ::unlink((store + "-wal").c_str());
+  ::unlink((store + "-shm").c_str());
+  {
+    const int fd = ::open(dir.file("mnt/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    const std::string block(1 << 16, 'f');
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    while (::write(fd, block.data(), 1) > 0) {
+    }
+    ::close(fd);
+  }
+  r = tool({"ls", store});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "full"));
+  CHECK(contains(r.err, "has 0 B free"));
+}
+
+TEST_CASE("cli files: ls --limit 0 lists nothing without calling the store empty", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  Run r = tool({"ls", store, "--limit", "0"});
+  CHECK(r.code == 0);
+  CHECK(r.out == "0 of 1 conversation listed (--limit 0)\n");
+  r = tool({"ls", store, "--limit", "0", "--json"});
+  CHECK(contains(r.out, "\"conversations\": []"));
+  CHECK(tool({"rm", store, "a"}).code == 0);
+  CHECK(tool({"ls", store}).out == "no conversations in " + store + "\n");
+}
+
+namespace {
+
+struct Measured {
+  int code = -1;
+  int64_t peak_rss_kib = 0;
+  int64_t out_bytes = 0;
+};
+
+// The peak resident memory of a process, from its /proc status (VmHWM).
+int64_t peak_rss_kib_of(pid_t pid) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? -1 : std::strtoll(status.c_str() + at + 6, nullptr, 10);
+}
+
+// Runs the tool with stdout to a file and returns its exit code and peak
+// resident memory. The peak is read when the tool is about to exit (stopped
+// there under ptrace): a child's ru_maxrss would count the test process's
+// memory it was forked from.
+Measured measure_tool(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> full{kTool};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : full) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  const std::string out = dir.file("measured.out");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Measured m;
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);  // stopped at the exec
+  REQUIRE(WIFSTOPPED(status));
+  REQUIRE(::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACEEXIT)) == 0);
+  for (::ptrace(PTRACE_CONT, pid, nullptr, nullptr); ::waitpid(pid, &status, 0) == pid && WIFSTOPPED(status);) {
+    int signal = WSTOPSIG(status);
+    if ((status >> 8) == (SIGTRAP | (PTRACE_EVENT_EXIT << 8))) {
+      m.peak_rss_kib = peak_rss_kib_of(pid);
+      signal = 0;
+    }
+    ::ptrace(PTRACE_CONT, pid, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(signal)));
+  }
+  m.code = exit_code(status);
+  m.out_bytes = colikv_test::file_size(out);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cli files: inspect --tokens N and match --tokens FILE stream, whatever the file holds", "[cli][files]") {
+  TempDir dir;
+  constexpr int64_t kBoundKib = 32 << 10;
+  // A million one-layer records of 12 bytes, all token 0 (a sparse file).
+  const int64_t records = 1000000;
+  {
+    std::string header("COLIKV1\0", 8);
+    const int32_t fields[8] = {1, 1, 1, 0, 0, 1000, static_cast<int32_t>(records), 0};
+    header.append(reinterpret_cast<const char*>(fields), sizeof fields);
+    write_file(dir.file("many.coli_kv"), header);
+    REQUIRE(::truncate(dir.file("many.coli_kv").c_str(), 40 + 12 * records) == 0);
+  }
+  Measured m = measure_tool(dir, {"inspect", dir.file("many.coli_kv"), "--tokens", std::to_string(records), "--json"});
+  CHECK(m.code == 0);
+  CHECK(m.peak_rss_kib > 0);
+  CHECK(m.out_bytes > 3 * records);  // "0, " per token
+  CHECK(m.peak_rss_kib < kBoundKib);  // the old tool built a JSON tree of every token
+  m = measure_tool(dir, {"inspect", dir.file("many.coli_kv"), "--tokens", std::to_string(records)});
+  CHECK(m.code == 0);
+  CHECK(m.out_bytes > 2 * records);
+  CHECK(m.peak_rss_kib < kBoundKib);
+  // Exactly the first N, and " ..." when the header counts more.
+  Run r = tool({"inspect", dir.file("many.coli_kv"), "--tokens", "3"});
+  CHECK(contains(r.out, "\nfirst tokens  0 0 0 ...\nproblems      none\n"));
+
+  // A prompt of ten million tokens: the match needs no more of it than the
+  // longest conversation holds.
+  const std::string store = store_with_a(dir, 4);
+  const std::vector<int32_t> held = colikv::Store(store).tokens("a");
+  std::string prompt;
+  for (int32_t t : held) prompt += std::to_string(t) + " ";
+  const int64_t filler = 10000000 - static_cast<int64_t>(held.size());
+  for (int64_t i = 0; i < filler; ++i) prompt += "7\n";
+  write_file(dir.file("prompt.txt"), prompt);
+  m = measure_tool(dir, {"match", store, "--model-of", "a", "--tokens", dir.file("prompt.txt"), "--json"});
+  CHECK(m.code == 0);
+  CHECK(m.peak_rss_kib < kBoundKib);  // the old tool held the text and every token
+  const std::string out = read_file(dir.file("measured.out"));
+  CHECK(contains(out, "\"prompt_tokens\": 10000000,"));
+  CHECK(contains(out, "\"id\": \"a\""));
+  CHECK(contains(out, "\"tokens\": 4,"));
+  // A bad token far into the file is still found, and named.
+  write_file(dir.file("bad.txt"), std::string(1 << 20, ' ') + "1 2 " + std::string(100, '9') + " 3");
+  r = tool({"match", store, "--model-of", "a", "--tokens", dir.file("bad.txt")});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "(token 2) is not a token id"));
+}
+
+TEST_CASE("cli files: the temporary store of a killed import is removed by the next import", "[cli][files]") {
+  TempDir dir;
+  write_file(dir.file("big.coli_kv"), coli_bytes(colikv_test::wide_model(), 6000, 4));
+  write_file(dir.file("small.coli_kv"), coli_bytes(colikv_test::tiny_model(), 10, 4));
+  const std::string out_dir = dir.file("stores");
+  REQUIRE(::mkdir(out_dir.c_str(), 0755) == 0);
+  // The temporary store of an import running right now: held, so kept.
+  const std::string held = out_dir + "/.colikv-import-held00";
+  write_file(held, "");
+  const int held_fd = ::open(held.c_str(), O_RDONLY);
+  REQUIRE(held_fd >= 0);
+  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
+
+  auto temps = [&] {
+    std::vector<std::string> found;
+    for (const auto& n : names_in(out_dir))
+      if (n.rfind(".colikv-import-", 0) == 0 && n.rfind(".colikv-import-held00", 0) != 0) found.push_back(n);
+    return found;
+  };
+  for (int attempt = 0; attempt < 5 && temps().empty(); ++attempt) {
+    ChildProcess i({kTool, "import", out_dir + "/killed.db", dir.file("big.coli_kv")});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    // Killed once the import has written into its temporary store's WAL.
+    auto writing = [&] {
+      for (const auto& n : temps())
+        if (n.size() > 4 && n.compare(n.size() - 4, 4, "-wal") == 0 && colikv_test::file_size(out_dir + "/" + n) > 0)
+          return true;
+      return false;
+    };
+    while (!writing() && std::chrono::steady_clock::now() < deadline && ::waitpid(i.pid(), nullptr, WNOHANG) == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    i.kill_now();
+    i.wait();
+  }
+  INFO("left: " << temps().size());
+  REQUIRE_FALSE(temps().empty());  // the store, its -wal, its -shm
+  CHECK_FALSE(file_exists(out_dir + "/killed.db"));
+
+  Run r = tool({"import", out_dir + "/next.db", dir.file("small.coli_kv")});
+  CHECK(r.code == 0);
+  CHECK(temps().empty());
+  CHECK(file_exists(held));
+  CHECK(names_in(out_dir) == std::vector<std::string>{".colikv-import-held00", "next.db"});
+  ::close(held_fd);
+}
+
+TEST_CASE("cli files: export - refuses a terminal as standard output", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const std::string terminal = ::ptsname(master);
+  // The tool runs in the temporary directory, so that a tool taking '-' for a
+  // file name writes it there.
+  Run r = colikv_test::run_program(
+      "/bin/sh", {"-c", "cd '" + dir.path() + "' && exec '" + kTool + "' export '" + store + "' a - >'" + terminal + "'"});
+  ::close(master);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "standard output is a terminal"));
+  CHECK_FALSE(file_exists(dir.file("-")));
+}

@@ -1,0 +1,47 @@
+#include "disk_full.h"
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cstdint>
+#include <exception>
+
+#include "cli_output.h"
+#include "new_store.h"
+
+namespace colikv_cli {
+
+namespace {
+
+int64_t free_bytes_beside(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct statvfs vfs;
+  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
+
+int64_t size_of(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+std::string disk_full_advice(const std::string& store_path) {
+  std::string file;
+  try {
+    file = store_file_of(store_path);
+  } catch (const std::exception&) {
+    return "";
+  }
+  const int64_t free_bytes = free_bytes_beside(file);
+  const int64_t wal_bytes = size_of(file + "-wal");
+  std::string advice = free_bytes < 0 ? "" : "; the filesystem holding it has " + bytes_both(free_bytes) + " free";
+  if (wal_bytes > 0)
+    return advice + "; its WAL " + file + "-wal is " + human_bytes(wal_bytes) + ": free about " +
+           human_bytes(wal_bytes) + " there and retry";
+  return advice + ": free space there and retry";
+}
+
+}  // namespace colikv_cli

@@ -1,0 +1,18 @@
+// What a person can do when a write to a store failed for want of disk space.
+#ifndef COLIKV_TOOLS_DISK_FULL_H
+#define COLIKV_TOOLS_DISK_FULL_H
+
+#include <string>
+
+namespace colikv_cli {
+
+// Figures to append to a "disk full" error about the store at store_path:
+// how much the filesystem has free, and how much to free. A store whose WAL
+// holds changes not yet copied into the database takes no write, not even a
+// delete, until that copy (a checkpoint) can grow the database: about the
+// WAL's size must be freed first (the library's message says why).
+std::string disk_full_advice(const std::string& store_path);
+
+}  // namespace colikv_cli
+
+#endif  // COLIKV_TOOLS_DISK_FULL_H

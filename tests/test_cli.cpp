@@ -705,8 +705,13 @@ TEST_CASE("cli: verify warns about chunks an older colikv shared without compari
                     "      \"conversations\": [\"a\", \"a-fork\", \"b\"]\n"
                     "    }\n"
                     "  ]\n"));
+  // The names in a warning are store text: shown escaped.
+  RUN_EXPECT(0, {"rename", store, "b", "b\x1b[2J"});
+  r = RUN_EXPECT(0, {"verify", store});
+  CHECK(contains(r.out, "'a-fork', 'b\\x1b[2J' (not forks"));
+  CHECK_FALSE(contains(r.out, "\x1b"));
   // A fork alone is no finding: its values are its parent's by construction.
-  RUN_EXPECT(0, {"rm", store, "b"});
+  RUN_EXPECT(0, {"rm", store, "b\x1b[2J"});
   r = RUN_EXPECT(0, {"verify", store});
   CHECK_FALSE(contains(r.out, "warning"));
 }

@@ -944,7 +944,7 @@ int cmd_verify(const Args& a) {
     }
     for (const auto& u : rep.uncompared_shares) {
       std::string names;
-      for (const auto& c : u.conversations) names += (names.empty() ? "'" : ", '") + c + "'";
+      for (const auto& c : u.conversations) names += (names.empty() ? "'" : ", '") + shown(c) + "'";
       out += "warning: chunk_id " + std::to_string(u.chunk_id) + ", positions [" + std::to_string(u.first_pos) + ", " +
              std::to_string(u.end_pos) + "): shared by " + names +
              " (not forks of one another) without comparing their values, by a colikv before schema 5; "

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "colikv/export.h"
 #include "colikv/store.h"
 
 namespace colikv {
@@ -36,7 +37,7 @@ struct ColiKvInspection {
 // Reads the header and scans the token ids of the counted records (checking
 // each is in [0, vocab)). Throws Error(kNotFound/kIO) only when the file cannot
 // be opened or read; every format problem goes into problems.
-ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens = 16);
+COLIKV_API ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens = 16);
 
 struct ImportOptions {
   std::string id;          // conversation id; default: the file name without directory and ".coli_kv"
@@ -62,7 +63,7 @@ struct ImportResult {
 // Throws kInvalidArgument naming the file and the problem (short file, wrong
 // magic, bad header field, missing records, token id out of range), kConflict
 // when the id exists, kReadOnly, kDiskFull, kIO.
-ImportResult import_coli_kv(Store& store, const std::string& path,
+COLIKV_API ImportResult import_coli_kv(Store& store, const std::string& path,
                             const ImportOptions& options = ImportOptions());
 
 struct ExportOptions {
@@ -74,7 +75,7 @@ struct ExportOptions {
 // would have written, through a temporary file in the same directory that is
 // fsynced and renamed over path (then the directory is fsynced), so a crash
 // never leaves a partial file under path. Returns the bytes written.
-int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path,
+COLIKV_API int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path,
                        const ExportOptions& options = ExportOptions());
 
 }  // namespace colikv

@@ -9,8 +9,9 @@
 #       find_package(colikv) from a CMake project
 #   packaging_test.sh subproject BUILD_DIR SOURCE_DIR   add_subdirectory(colikv) from an
 #       outer project: no tests, tools, examples or fuzzers by default, build type not forced
-# Environment (set by the ctest): CC, CXX, SHARED (ON/OFF), PKG_CONFIG, NM, READELF.
+# Environment (set by the ctest; defaults below): CC, CXX, SHARED (ON/OFF), PKG_CONFIG, NM, READELF.
 set -euo pipefail
+NM=${NM:-nm} READELF=${READELF:-readelf} PKG_CONFIG=${PKG_CONFIG:-pkg-config} CC=${CC:-cc} CXX=${CXX:-c++} SHARED=${SHARED:-OFF}
 mode=$1
 build=$(cd "$2" && pwd)
 src=$(cd "$3" && pwd)

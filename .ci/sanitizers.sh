@@ -6,10 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-asan}
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLIKV_BUILD_FUZZERS=OFF \
   -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" \
   -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-cd "$BUILD_DIR" && ctest -j"$(nproc)" --output-on-failure --timeout 900
+# The install/link tests build programs as a user would, without the
+# sanitizer runtime an instrumented libcolikv needs; the plain build runs them.
+cd "$BUILD_DIR" && ctest -j"$(nproc)" --output-on-failure --timeout 900 -E '^packaging_(pkgconfig|find_package)$'

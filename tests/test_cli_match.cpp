@@ -111,7 +111,7 @@ TEST_CASE("cli match: bad input is refused with a message", "[match][cli]") {
   CHECK(has(r.err, "missing.txt"));
 }
 
-TEST_CASE("cli gc and vacuum; ls, info, match and export show evicted conversations", "[eviction][cli]") {
+TEST_CASE("cli gc and vacuum, ls, info, match and export show evicted conversations", "[eviction][cli]") {
   TempDir dir;
   const std::string store = make_store(dir);
   ToolRun r = tool(dir, {"gc", store, "--max-bytes", "-1"});

@@ -91,6 +91,7 @@ Round run_writers(const std::string& path, const std::string& round, int procs, 
 
 TEST_CASE("concurrency: processes and threads write while a sqlite3 shell holds a read transaction",
           "[concurrency]") {
+  if (*COLIKV_SQLITE3_SHELL == '\0') FAIL("no sqlite3 shell was found when configuring (Debian package sqlite3): install it and reconfigure");
   TempDir dir;
   const std::string path = dir.file("conc.db");
   colikv::Options o = wl::options(false);

@@ -101,7 +101,7 @@ TEST_CASE("match: a differing token at every position", "[match]") {
   CHECK(match(s, m, {7, 12}).tokens == 2);
 }
 
-TEST_CASE("match: branches sharing a prefix; the longest wins", "[match]") {
+TEST_CASE("match: branches sharing a prefix, the longest wins", "[match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   Store s(dir.file("m.db"), four_token_chunks(m));

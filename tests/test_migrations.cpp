@@ -366,7 +366,7 @@ TEST_CASE("migrations: a store made by the first schema migrates with its data i
   CHECK(db.integer("SELECT count(*) FROM chunks WHERE chunk_id NOT IN (SELECT chunk_id FROM conversation_chunks)") == 0);
 }
 
-TEST_CASE("migrations: a schema-4 store keeps its data; chunks it shared by token ids alone are listed", "[migrations]") {
+TEST_CASE("migrations: a schema-4 store keeps its data, and chunks it shared by token ids alone are listed", "[migrations]") {
   TempDir dir;
   const std::string path = dir.file("v4.colikv");
   V1Store v = make_v1_store(path);

@@ -115,7 +115,7 @@ TEST_CASE("bf16 relative error is at most 2^-8 for normal values, exhaustively b
   }
 }
 
-TEST_CASE("bf16 conversations store half the bytes within the bound; f32 stays bit-exact", "[precision]") {
+TEST_CASE("bf16 conversations store half the bytes within the bound, f32 stays bit-exact", "[precision]") {
   TempDir dir;
   const colikv::ModelSignature m = colikv_test::tiny_model();
   const int64_t n = 300;
@@ -204,7 +204,7 @@ TEST_CASE("bf16-origin values are stored exactly in bf16", "[precision]") {
   CHECK(src.compare(back, n).empty());
 }
 
-TEST_CASE("f32 import/export stays byte for byte; bf16 import is lossy only when asked", "[precision]") {
+TEST_CASE("f32 import/export stays byte for byte, bf16 import is lossy only when asked", "[precision]") {
   TempDir dir;
   const std::string sample = std::string(COLIKV_SAMPLE_DIR) + "/glm_tiny_nodsa_51.coli_kv";
   {

@@ -31,7 +31,7 @@ class TempDir {
 colikv::ModelSignature tiny_model();          // 3 layers, 16+8, no indexer, vocab 1000
 colikv::ModelSignature wide_model();          // 3 layers, 512+64 (the real shape's widths): 6,912 bytes a token
 colikv::ModelSignature tiny_indexed_model();  // 4 layers, 16+8, indexer 8 on 2 layers
-colikv::ModelSignature sample_model();        // the shape of shared/samples/glm_tiny_nodsa_51.coli_kv
+colikv::ModelSignature sample_model();        // the shape of tests/data/glm_tiny_nodsa_51.coli_kv
 
 // The engine's per-layer KV buffers for up to `capacity` positions.
 class EngineBuffers {

@@ -333,7 +333,7 @@ struct Config {
   int64_t many = 10000;
   int64_t fork_tokens = 4096;
   int load_reps = 3;
-  std::string sample = "/work/shared/samples/glm_tiny_nodsa_51.coli_kv";
+  std::string sample = COLIKV_BENCH_SAMPLE;
   std::vector<std::string> only;
   std::vector<std::string> shapes, kinds, syncs;  // empty: all
   bool keep = false;

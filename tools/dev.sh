@@ -4,12 +4,14 @@
 #   tools/dev.sh test          install what is needed, build, and run the whole test suite
 #   tools/dev.sh build         install and build only
 #   tools/dev.sh sanitizers    ASan+UBSan suite, TSan on the threaded tests, a short fuzz run (clang)
-# BUILD_DIR (default: build) and BUILD_TYPE (default: RelWithDebInfo) may be set.
+# BUILD_DIR (default: build), BUILD_TYPE (default: RelWithDebInfo) and CMAKE_ARGS
+# (more configure options, e.g. -DBUILD_SHARED_LIBS=ON) may be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
+read -r -a EXTRA_CMAKE_ARGS <<< "${CMAKE_ARGS:-}"
 PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3)
 
 SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
@@ -29,7 +31,7 @@ install_deps() {
 }
 
 build() {
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "$@"
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${EXTRA_CMAKE_ARGS[@]}" "$@"
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 }
 
@@ -56,7 +58,7 @@ case "$cmd" in
     FUZZ_SECONDS=${FUZZ_SECONDS:-30} .ci/fuzz.sh build-fuzz
     ;;
   *)
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "colikv/export.h"
 #include "colikv/store.h"
 
 namespace colikv {
@@ -36,7 +37,7 @@ struct ColiKvInspection {
 // Reads the header and scans the token ids of the counted records (checking
 // each is in [0, vocab)). Throws Error(kNotFound/kIO) only when the file cannot
 // be opened or read; every format problem goes into problems.
-ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens = 16);
+COLIKV_API ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens = 16);
 
 struct ImportOptions {
   std::string id;          // conversation id; default: the file name without directory and ".coli_kv"
@@ -62,7 +63,7 @@ struct ImportResult {
 // Throws kInvalidArgument naming the file and the problem (short file, wrong
 // magic, bad header field, missing records, token id out of range), kConflict
 // when the id exists, kReadOnly, kDiskFull, kIO.
-ImportResult import_coli_kv(Store& store, const std::string& path,
+COLIKV_API ImportResult import_coli_kv(Store& store, const std::string& path,
                             const ImportOptions& options = ImportOptions());
 
 struct ExportOptions {
@@ -82,15 +83,15 @@ struct ExportOptions {
 // not a regular file (a FIFO, a device, a directory); refuses (kConflict) a
 // dangling symbolic link, and any existing file unless options.force.
 // Returns the bytes written.
-int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path,
+COLIKV_API int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path,
                        const ExportOptions& options = ExportOptions());
 
 // The same bytes written in order to an open file descriptor (a pipe, a
 // terminal's redirection, standard output), with no temporary file; a failed
 // export leaves a partial stream. Refuses (kInvalidArgument) a descriptor
 // open on one of the store's own files. Returns the bytes written.
-int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd,
-                             const ExportOptions& options = ExportOptions());
+COLIKV_API int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd,
+                                        const ExportOptions& options = ExportOptions());
 
 }  // namespace colikv
 

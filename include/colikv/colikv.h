@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "colikv/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,24 +60,24 @@ typedef struct colikv_model {
  * failure returns a negative code and sets *out to a handle that only carries
  * the message (read it with colikv_errmsg, then colikv_close it), or to NULL
  * when even that could not be allocated. */
-int colikv_open(const char *path, int flags, colikv_store **out);
+COLIKV_API int colikv_open(const char *path, int flags, colikv_store **out);
 
 /* Closes the store; NULL is allowed. */
-void colikv_close(colikv_store *s);
+COLIKV_API void colikv_close(colikv_store *s);
 
 /* The message of the last failed call on s ("" if none); valid until the next
  * call on s. Never NULL. */
-const char *colikv_errmsg(const colikv_store *s);
+COLIKV_API const char *colikv_errmsg(const colikv_store *s);
 
 /* Committed tokens of conv; 0 if absent; negative on error. */
-int64_t colikv_count(colikv_store *s, const char *conv);
+COLIKV_API int64_t colikv_count(colikv_store *s, const char *conv);
 
 /* Persists positions [committed, len) of conv in one transaction, creating it
  * if absent. tokens[0, committed) must equal the stored tokens
  * (COLIKV_ERR_DIVERGED otherwise: truncate first); the model must equal the
  * conversation's (COLIKV_ERR_MODEL_MISMATCH). COLIKV_ERR_CONFLICT when another
  * writer committed to conv meanwhile. Returns COLIKV_OK. */
-int colikv_append(colikv_store *s, const char *conv, const colikv_model *m, const int32_t *tokens,
+COLIKV_API int colikv_append(colikv_store *s, const char *conv, const colikv_model *m, const int32_t *tokens,
                   int64_t len, const float *const *Lc, const float *const *Rc,
                   const float *const *Ic);
 
@@ -86,21 +88,21 @@ int colikv_append(colikv_store *s, const char *conv, const colikv_model *m, cons
  * COLIKV_ERR_EVICTED when KV data of those positions was evicted under the
  * store's byte budget: then tokens[0, n) are filled (the KV buffers are not
  * touched) so the engine can re-prefill them and colikv_append them back. */
-int64_t colikv_load(colikv_store *s, const char *conv, const colikv_model *m, int32_t *tokens,
+COLIKV_API int64_t colikv_load(colikv_store *s, const char *conv, const colikv_model *m, int32_t *tokens,
                     int64_t max_tokens, float *const *Lc, float *const *Rc, float *const *Ic);
 
 /* Like colikv_load, but loads only the first min(k, committed) tokens. */
-int64_t colikv_load_prefix(colikv_store *s, const char *conv, const colikv_model *m, int64_t k,
+COLIKV_API int64_t colikv_load_prefix(colikv_store *s, const char *conv, const colikv_model *m, int64_t k,
                            int32_t *tokens, float *const *Lc, float *const *Rc, float *const *Ic);
 
 /* Keeps the first len tokens of conv. */
-int colikv_truncate(colikv_store *s, const char *conv, int64_t len);
+COLIKV_API int colikv_truncate(colikv_store *s, const char *conv, int64_t len);
 
 /* Deletes conv; chunks no other conversation uses are freed. */
-int colikv_delete(colikv_store *s, const char *conv);
+COLIKV_API int colikv_delete(colikv_store *s, const char *conv);
 
 /* Creates dst from the first len tokens of src (len < 0: all), sharing chunks. */
-int colikv_fork(colikv_store *s, const char *src, const char *dst, int64_t len);
+COLIKV_API int colikv_fork(colikv_store *s, const char *src, const char *dst, int64_t len);
 
 /* Longest-prefix lookup: which conversation of model m holds the longest
  * prefix of tokens[0, len)? Returns the number of leading tokens it holds
@@ -113,7 +115,7 @@ int colikv_fork(colikv_store *s, const char *src, const char *dst, int64_t len);
  * COLIKV_ERR_EVICTED): colikv_load_prefix then says so and returns the token
  * ids. COLIKV_ERR_TOO_LARGE when the id and its NUL do not fit conv_cap bytes.
  * Time grows with len, not with the number of conversations. */
-int64_t colikv_match(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
+COLIKV_API int64_t colikv_match(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
                      char *conv_out, size_t conv_cap);
 
 /* Evicts the KV data of the least recently used conversations until the
@@ -121,10 +123,10 @@ int64_t colikv_match(colikv_store *s, const colikv_model *m, const int32_t *toke
  * keeping every conversation's row, metadata and token ids; chunks still used
  * by a kept conversation stay. One transaction. Returns the payload bytes
  * freed (>= 0). */
-int64_t colikv_gc(colikv_store *s, int64_t max_bytes);
+COLIKV_API int64_t colikv_gc(colikv_store *s, int64_t max_bytes);
 
 /* Stable name of an error code, e.g. "model mismatch". */
-const char *colikv_strerror(int code);
+COLIKV_API const char *colikv_strerror(int code);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "colikv/export.h"
+
 namespace colikv {
 
 enum class ErrorCode : int {
@@ -34,9 +36,9 @@ enum class ErrorCode : int {
 };
 
 // The stable name of a code, e.g. "not found", "model mismatch".
-const char* error_code_name(ErrorCode code) noexcept;
+COLIKV_API const char* error_code_name(ErrorCode code) noexcept;
 
-class Error : public std::runtime_error {
+class COLIKV_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message, int64_t position = -1)
       : std::runtime_error(message), code_(code), position_(position) {}

@@ -5,13 +5,15 @@
 #include <cstdint>
 #include <string>
 
+#include "colikv/export.h"
+
 namespace colikv {
 
 // The six shape fields the .coli_kv header compares, plus an optional identity
 // of the weights (a hash or name of the weights and their quantization) that
 // the engine supplies. Two signatures are equal only when all seven fields
 // are; nothing ever loads into a model whose signature differs.
-struct ModelSignature {
+struct COLIKV_API ModelSignature {
   int32_t n_layers = 0;   // transformer layers; > 0
   int32_t kv_lora = 0;    // compressed KV width per layer (floats); > 0
   int32_t qk_rope = 0;    // rotary key width per layer (floats); > 0

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "colikv/error.h"
+#include "colikv/export.h"
 #include "colikv/model.h"
 #include "colikv/options.h"
 
@@ -149,7 +150,7 @@ struct VacuumReport {
   int64_t file_bytes_after = 0;
 };
 
-class Store {
+class COLIKV_API Store {
  public:
   // Opens (or creates) the store at path and applies pending migrations.
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
@@ -256,8 +257,8 @@ class Store {
   // connections' transactions like any writer. Throws kReadOnly, kBusy, kDiskFull.
   VacuumReport vacuum();
 
-  class Impl;
-  Impl& impl();  // for the library's own modules (import/export, verify)
+  class COLIKV_LOCAL Impl;
+  COLIKV_LOCAL Impl& impl();  // for the library's own modules (import/export, verify)
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -68,6 +68,16 @@ inline const History& history_of(const std::string& name) {
 
 // Loads a conversation into poisoned buffers and compares it bit for bit
 // with its history over `expect` positions. "" or what is wrong.
+// A store holding the first len positions of each named conversation's history.
+inline void write_store(const std::string& path, const std::vector<std::pair<std::string, int64_t>>& lengths,
+                        bool full_sync) {
+  colikv::Store s(path, options(full_sync));
+  for (const auto& [name, len] : lengths) {
+    const auto& b = history_of(name).buffers;
+    s.append(name, model(), b.tokens.data(), len, b.source());
+  }
+}
+
 inline std::string check_content(colikv::Store& store, const std::string& name, int64_t expect) {
   EngineBuffers got(model(), kCapacity);
   got.poison();

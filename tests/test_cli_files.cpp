@@ -9,6 +9,7 @@
 #include <sys/sysmacros.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "cli_run.h"
@@ -42,6 +43,45 @@ std::vector<std::string> names_in(const std::string& dir) {
   ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// A temporary file another colikv process is writing right now: it holds it
+// under an flock, as a running export or import does, so cleanup keeps it.
+class HeldTemp {
+ public:
+  explicit HeldTemp(const std::string& path) : path_(path) {
+    write_file(path, "");
+    fd_ = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd_ >= 0);
+    REQUIRE(::flock(fd_, LOCK_EX) == 0);
+  }
+  ~HeldTemp() { ::close(fd_); }
+  HeldTemp(const HeldTemp&) = delete;
+  HeldTemp& operator=(const HeldTemp&) = delete;
+  const std::string& path() const { return path_; }
+  std::string name() const { return path_.substr(path_.rfind('/') + 1); }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// The temporary files (names starting with prefix) in dir, but for the held
+// one and its companions.
+std::vector<std::string> temps_in(const std::string& dir, const std::string& prefix, const HeldTemp& held) {
+  std::vector<std::string> found;
+  for (const auto& n : names_in(dir))
+    if (n.rfind(prefix, 0) == 0 && n.rfind(held.name(), 0) != 0) found.push_back(n);
+  return found;
+}
+
+// Kills the child once busy() holds (or it exits, or 20 s pass).
+void kill_when(ChildProcess& child, const std::function<bool()>& busy) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!busy() && std::chrono::steady_clock::now() < deadline && ::waitpid(child.pid(), nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  child.kill_now();
+  child.wait();
 }
 
 bool is_symlink(const std::string& path) {
@@ -330,27 +370,12 @@ TEST_CASE("cli files: the temporary file of a killed export is removed by the ne
   const std::string store = store_with_a(dir, 8000);
   const std::string out_dir = dir.file("out");
   REQUIRE(::mkdir(out_dir.c_str(), 0755) == 0);
-  // A temporary file another export is writing right now: held, so kept.
-  const std::string held = out_dir + "/.colikv-export-held00";
-  write_file(held, "in progress");
-  const int held_fd = ::open(held.c_str(), O_RDONLY);
-  REQUIRE(held_fd >= 0);
-  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
-
-  auto temps = [&] {
-    std::vector<std::string> found;
-    for (const auto& n : names_in(out_dir))
-      if (n.rfind(".colikv-export-", 0) == 0 && out_dir + "/" + n != held) found.push_back(n);
-    return found;
-  };
+  const HeldTemp held(out_dir + "/.colikv-export-held00");
+  auto temps = [&] { return temps_in(out_dir, ".colikv-export-", held); };
   std::vector<std::string> left;
   for (int attempt = 0; attempt < 5 && left.empty(); ++attempt) {
     ChildProcess e({kTool, "export", store, "a", out_dir + "/a.coli_kv", "--force"});
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (temps().empty() && std::chrono::steady_clock::now() < deadline && ::waitpid(e.pid(), nullptr, WNOHANG) == 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    e.kill_now();
-    e.wait();
+    kill_when(e, [&] { return !temps().empty(); });
     left = temps();
   }
   INFO("names: " << names_in(out_dir).size());
@@ -359,8 +384,7 @@ TEST_CASE("cli files: the temporary file of a killed export is removed by the ne
   Run r = tool({"export", store, "a", out_dir + "/b.coli_kv"});
   CHECK(r.code == 0);
   CHECK(temps().empty());
-  CHECK(file_exists(held));
-  ::close(held_fd);
+  CHECK(file_exists(held.path()));
 }
 
 namespace {
@@ -580,33 +604,17 @@ TEST_CASE("cli files: the temporary store of a killed import is removed by the n
   write_file(dir.file("small.coli_kv"), coli_bytes(colikv_test::tiny_model(), 10, 4));
   const std::string out_dir = dir.file("stores");
   REQUIRE(::mkdir(out_dir.c_str(), 0755) == 0);
-  // The temporary store of an import running right now: held, so kept.
-  const std::string held = out_dir + "/.colikv-import-held00";
-  write_file(held, "");
-  const int held_fd = ::open(held.c_str(), O_RDONLY);
-  REQUIRE(held_fd >= 0);
-  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
-
-  auto temps = [&] {
-    std::vector<std::string> found;
-    for (const auto& n : names_in(out_dir))
-      if (n.rfind(".colikv-import-", 0) == 0 && n.rfind(".colikv-import-held00", 0) != 0) found.push_back(n);
-    return found;
-  };
+  const HeldTemp held(out_dir + "/.colikv-import-held00");
+  auto temps = [&] { return temps_in(out_dir, ".colikv-import-", held); };
   for (int attempt = 0; attempt < 5 && temps().empty(); ++attempt) {
     ChildProcess i({kTool, "import", out_dir + "/killed.db", dir.file("big.coli_kv")});
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     // Killed once the import has written into its temporary store's WAL.
-    auto writing = [&] {
+    kill_when(i, [&] {
       for (const auto& n : temps())
         if (n.size() > 4 && n.compare(n.size() - 4, 4, "-wal") == 0 && colikv_test::file_size(out_dir + "/" + n) > 0)
           return true;
       return false;
-    };
-    while (!writing() && std::chrono::steady_clock::now() < deadline && ::waitpid(i.pid(), nullptr, WNOHANG) == 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    i.kill_now();
-    i.wait();
+    });
   }
   INFO("left: " << temps().size());
   REQUIRE_FALSE(temps().empty());  // the store, its -wal, its -shm
@@ -615,9 +623,8 @@ TEST_CASE("cli files: the temporary store of a killed import is removed by the n
   Run r = tool({"import", out_dir + "/next.db", dir.file("small.coli_kv")});
   CHECK(r.code == 0);
   CHECK(temps().empty());
-  CHECK(file_exists(held));
+  CHECK(file_exists(held.path()));
   CHECK(names_in(out_dir) == std::vector<std::string>{".colikv-import-held00", "next.db"});
-  ::close(held_fd);
 }
 
 TEST_CASE("cli files: export - refuses a terminal as standard output", "[cli][files]") {

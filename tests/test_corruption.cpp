@@ -33,13 +33,7 @@ using colikv_test::TempDir;
 namespace {
 
 // c0 and c1: 40 tokens each, 5 chunks of 8; c2: 21 tokens.
-void make_store(const std::string& path) {
-  Store s(path, wl::options(true));
-  for (auto [name, len] : std::vector<std::pair<std::string, int64_t>>{{"c0", 40}, {"c1", 40}, {"c2", 21}}) {
-    const auto& b = wl::history_of(name).buffers;
-    s.append(name, wl::model(), b.tokens.data(), len, b.source());
-  }
-}
+void make_store(const std::string& path) { wl::write_store(path, {{"c0", 40}, {"c1", 40}, {"c2", 21}}, true); }
 
 int64_t chunk_id_of(SQLite::Database& db, const std::string& conv, int seq) {
   SQLite::Statement q(db,

@@ -32,13 +32,7 @@ using colikv_test::TempDir;
 namespace {
 
 // c0: 40 tokens (5 chunks of 8), c1: 17 tokens (3 chunks, the last partial).
-void make_store(const std::string& path) {
-  Store s(path, wl::options(false));
-  for (auto [name, len] : std::vector<std::pair<std::string, int64_t>>{{"c0", 40}, {"c1", 17}}) {
-    const auto& b = wl::history_of(name).buffers;
-    s.append(name, wl::model(), b.tokens.data(), len, b.source());
-  }
-}
+void make_store(const std::string& path) { wl::write_store(path, {{"c0", 40}, {"c1", 17}}, false); }
 
 // Runs SQL on the store as someone else would, without colikv's checks.
 void tamper(const std::string& path, const std::vector<std::string>& sql) {

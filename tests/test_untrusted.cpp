@@ -32,13 +32,7 @@ using colikv_test::TempDir;
 
 namespace {
 
-void make_store(const std::string& path) {
-  Store s(path, wl::options(false));
-  for (auto [name, len] : std::vector<std::pair<std::string, int64_t>>{{"c0", 40}, {"c1", 17}}) {
-    const auto& b = wl::history_of(name).buffers;
-    s.append(name, wl::model(), b.tokens.data(), len, b.source());
-  }
-}
+void make_store(const std::string& path) { wl::write_store(path, {{"c0", 40}, {"c1", 17}}, false); }
 
 int64_t max_rss_kb() {
   struct rusage ru;

@@ -40,196 +40,28 @@
 #include "colikv/model.h"
 #include "colikv/options.h"
 #include "colikv/store.h"
-#include "cli_output.h"
-#include "disk_full.h"
-#include "new_store.h"
-#include "token_stream.h"
+#include "cli/cli_output.h"
+#include "cli/disk_full.h"
+#include "cli/json.h"
+#include "cli/new_store.h"
+#include "cli/progress.h"
+#include "cli/table.h"
+#include "cli/token_stream.h"
 
 namespace {
 
 using colikv_cli::bytes_both;
 using colikv_cli::human_bytes;
 using colikv_cli::shown;
+using colikv_cli::Json;
+using colikv_cli::KeyValues;
+using colikv_cli::Progress;
+using colikv_cli::ProgressMode;
+using colikv_cli::Table;
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-
-// Files (or stores) above this size show progress on a terminal by default.
-constexpr int64_t kProgressThresholdBytes = int64_t{64} << 20;
-
-// ---------------------------------------------------------------------------
-// A small JSON value and writer.
-
-class Json {
- public:
-  enum class Type { kNull, kBool, kInt, kDouble, kString, kArray, kObject, kIntStream };
-  // Called with the text written so far when it has grown: print_to writes it out.
-  using Flush = std::function<void(std::string&)>;
-
-  Json() = default;
-  static Json null() { return Json(); }
-  static Json boolean(bool b) { Json j; j.type_ = Type::kBool; j.b_ = b; return j; }
-  static Json integer(int64_t i) { Json j; j.type_ = Type::kInt; j.i_ = i; return j; }
-  // Finite doubles are written with `decimals` digits after the point; NaN
-  // and infinities as null.
-  static Json number(double d, int decimals = 3) {
-    Json j; j.type_ = Type::kDouble; j.d_ = d; j.decimals_ = decimals; return j;
-  }
-  static Json string(const std::string& s) { Json j; j.type_ = Type::kString; j.s_ = s; return j; }
-  static Json array() { Json j; j.type_ = Type::kArray; return j; }
-  // An array of integers produced while it is written (next returns false at
-  // the end): print_to never holds more than a buffer of it.
-  static Json int_stream(std::function<bool(int64_t&)> next) {
-    Json j; j.type_ = Type::kIntStream; j.next_ = std::move(next); return j;
-  }
-  static Json object() { Json j; j.type_ = Type::kObject; return j; }
-
-  // Object: appends a key (keys keep their insertion order).
-  Json& set(const std::string& key, Json value) {
-    members_.emplace_back(key, std::move(value));
-    return *this;
-  }
-  // Array: appends an element.
-  Json& push(Json value) {
-    elements_.push_back(std::move(value));
-    return *this;
-  }
-
-  std::string dump() const {
-    std::string out;
-    write(out, 0, nullptr);
-    out += '\n';
-    return out;
-  }
-
-  // Writes the document to f as it goes, in buffers of a bounded size.
-  void print_to(std::FILE* f) const {
-    std::string out;
-    const Flush flush = [f](std::string& text) {
-      std::fwrite(text.data(), 1, text.size(), f);
-      text.clear();
-    };
-    write(out, 0, &flush);
-    out += '\n';
-    flush(out);
-  }
-
- private:
-  bool scalar() const { return type_ != Type::kArray && type_ != Type::kObject && type_ != Type::kIntStream; }
-
-  static void indent(std::string& out, int level) { out.append(static_cast<size_t>(level) * 2, ' '); }
-
-  void write(std::string& out, int level, const Flush* flush) const {
-    switch (type_) {
-      case Type::kNull: out += "null"; break;
-      case Type::kBool: out += b_ ? "true" : "false"; break;
-      case Type::kInt: out += std::to_string(i_); break;
-      case Type::kDouble: {
-        if (!std::isfinite(d_)) { out += "null"; break; }
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.*f", decimals_, d_);
-        out += buf;
-        break;
-      }
-      case Type::kString: escape(out, s_); break;
-      case Type::kArray: {
-        if (elements_.empty()) { out += "[]"; break; }
-        bool inline_form = std::all_of(elements_.begin(), elements_.end(), [](const Json& e) { return e.scalar(); });
-        out += '[';
-        for (size_t i = 0; i < elements_.size(); ++i) {
-          if (inline_form) {
-            if (i) out += ", ";
-          } else {
-            out += i ? ",\n" : "\n";
-            indent(out, level + 1);
-          }
-          elements_[i].write(out, level + 1, flush);
-        }
-        if (!inline_form) { out += '\n'; indent(out, level); }
-        out += ']';
-        break;
-      }
-      case Type::kIntStream: {
-        out += '[';
-        int64_t v;
-        for (bool first = true; next_(v); first = false) {
-          if (!first) out += ", ";
-          out += std::to_string(v);
-          if (flush && out.size() >= (size_t{1} << 16)) (*flush)(out);
-        }
-        out += ']';
-        break;
-      }
-      case Type::kObject: {
-        if (members_.empty()) { out += "{}"; break; }
-        out += '{';
-        for (size_t i = 0; i < members_.size(); ++i) {
-          out += i ? ",\n" : "\n";
-          indent(out, level + 1);
-          escape(out, members_[i].first);
-          out += ": ";
-          members_[i].second.write(out, level + 1, flush);
-        }
-        out += '\n';
-        indent(out, level);
-        out += '}';
-        break;
-      }
-    }
-  }
-
-  // A JSON string literal; bytes that are not valid UTF-8 become U+FFFD, and
-  // every control character is escaped.
-  static void escape(std::string& out, const std::string& s) {
-    out += '"';
-    for (size_t i = 0; i < s.size();) {
-      unsigned char c = static_cast<unsigned char>(s[i]);
-      switch (c) {
-        case '"': out += "\\\""; ++i; continue;
-        case '\\': out += "\\\\"; ++i; continue;
-        case '\b': out += "\\b"; ++i; continue;
-        case '\f': out += "\\f"; ++i; continue;
-        case '\n': out += "\\n"; ++i; continue;
-        case '\r': out += "\\r"; ++i; continue;
-        case '\t': out += "\\t"; ++i; continue;
-        default: break;
-      }
-      if (c < 0x20 || c == 0x7f) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-        ++i;
-        continue;
-      }
-      size_t n = colikv_cli::utf8_sequence(s, i);
-      if (n == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {
-        // A C1 control (U+0080..U+009F): escaped too, as a terminal may act on it.
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(s[i + 1]));
-        out += buf;
-        i += n;
-      } else {
-        out.append(s, i, n);
-        i += n;
-      }
-    }
-    out += '"';
-  }
-
-  Type type_ = Type::kNull;
-  bool b_ = false;
-  int64_t i_ = 0;
-  double d_ = 0;
-  int decimals_ = 3;
-  std::string s_;
-  std::vector<Json> elements_;
-  std::vector<std::pair<std::string, Json>> members_;
-  std::function<bool(int64_t&)> next_;
-};
 
 // ---------------------------------------------------------------------------
 // Formatting helpers.
@@ -322,133 +154,6 @@ Json usage_json(const colikv::UsageStats& u, bool with_model) {
 }
 
 Json optional_int(int64_t v) { return v < 0 ? Json::null() : Json::integer(v); }
-
-// An aligned text table: two spaces between columns, numbers right-aligned,
-// the last column not padded.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header, std::vector<bool> right_aligned)
-      : right_(std::move(right_aligned)) {
-    rows_.push_back(std::move(header));
-  }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string render() const {
-    std::vector<size_t> width(rows_[0].size(), 0);
-    for (const auto& r : rows_)
-      for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
-    std::string out;
-    for (const auto& r : rows_) {
-      std::string line;
-      for (size_t c = 0; c < r.size(); ++c) {
-        bool last = c + 1 == r.size();
-        size_t pad = width[c] - r[c].size();
-        if (c) line += "  ";
-        if (right_[c]) line.append(pad, ' ');
-        line += r[c];
-        if (!right_[c] && !last) line.append(pad, ' ');
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out += line + '\n';
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-  std::vector<bool> right_;
-};
-
-// "key   value" lines with the values aligned.
-class KeyValues {
- public:
-  void add(const std::string& key, const std::string& value) { rows_.emplace_back(key, value); }
-  size_t key_width() const {
-    size_t w = 0;
-    for (const auto& r : rows_) w = std::max(w, r.first.size());
-    return w;
-  }
-  // min_width aligns the values with other rows printed around these.
-  std::string render(const std::string& prefix = "", size_t min_width = 0) const {
-    const size_t w = std::max(key_width(), min_width);
-    std::string out;
-    for (const auto& r : rows_) {
-      std::string line = prefix + r.first + std::string(w - r.first.size() + 2, ' ') + r.second;
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out += line + '\n';
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> rows_;
-};
-
-// ---------------------------------------------------------------------------
-// Progress on stderr, updated in place.
-
-enum class ProgressMode { kAuto, kOn, kOff };
-
-class Progress {
- public:
-  // total_bytes: the bytes that 100% stands for; enabled when forced, or in
-  // auto mode when stderr is a terminal and total_bytes is large.
-  Progress(std::string label, int64_t total_bytes, ProgressMode mode)
-      : label_(std::move(label)), total_bytes_(total_bytes), start_(Clock::now()) {
-    enabled_ = mode == ProgressMode::kOn ||
-               (mode == ProgressMode::kAuto && isatty(STDERR_FILENO) && total_bytes > kProgressThresholdBytes);
-  }
-  ~Progress() { end(); }
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
-
-  // done and total in tokens (or any unit), as ProgressFn reports them.
-  void update(int64_t done, int64_t total) {
-    if (!enabled_) return;
-    auto now = Clock::now();
-    bool final_update = total > 0 && done >= total;
-    if (shown_ && !final_update && now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    double fraction = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0.0;
-    fraction = std::min(1.0, std::max(0.0, fraction));
-    double mb_done = fraction * static_cast<double>(total_bytes_) / 1e6;
-    double secs = std::chrono::duration<double>(now - start_).count();
-    double rate = secs > 0 ? mb_done / secs : 0.0;
-    char buf[256];
-    int n = std::snprintf(buf, sizeof buf, "\r%s: %5.1f%%  %.1f/%.1f MB  %.1f MB/s", label_.c_str(),
-                          fraction * 100.0, mb_done, static_cast<double>(total_bytes_) / 1e6, rate);
-    std::string line(buf, static_cast<size_t>(std::max(0, std::min(n, static_cast<int>(sizeof buf) - 1))));
-    size_t visible = line.size() - 1;
-    if (visible < width_) line.append(width_ - visible, ' ');
-    width_ = std::max(width_, visible);
-    std::fputs(line.c_str(), stderr);
-    std::fflush(stderr);
-    shown_ = true;
-  }
-
-  colikv::ProgressFn fn() {
-    if (!enabled_) return colikv::ProgressFn();
-    return [this](int64_t done, int64_t total) { update(done, total); };
-  }
-
-  // Ends the progress line (a newline after it) if one was shown.
-  void end() {
-    if (shown_) {
-      std::fputc('\n', stderr);
-      std::fflush(stderr);
-      shown_ = false;
-    }
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  std::string label_;
-  int64_t total_bytes_;
-  bool enabled_ = false;
-  bool shown_ = false;
-  size_t width_ = 0;
-  Clock::time_point start_;
-  Clock::time_point last_;
-};
 
 // ---------------------------------------------------------------------------
 // Commands and their arguments.
@@ -583,7 +288,7 @@ int cmd_import(const Args& a) {
   };
 
   // A store this import creates is built aside and given its name only once
-  // it holds the conversation (tools/new_store.h): a failed import never
+  // it holds the conversation (tools/cli/new_store.h): a failed import never
   // deletes a store, not even one another process has just created.
   colikv::ImportResult r;
   const std::string target = colikv_cli::store_file_of(store_path);

@@ -1,6 +1,6 @@
 // Text the tool shows a person: store-derived strings made safe for a terminal.
-#ifndef COLIKV_TOOLS_CLI_OUTPUT_H
-#define COLIKV_TOOLS_CLI_OUTPUT_H
+#ifndef COLIKV_TOOLS_CLI_CLI_OUTPUT_H
+#define COLIKV_TOOLS_CLI_CLI_OUTPUT_H
 
 #include <cstdint>
 #include <string>
@@ -26,4 +26,4 @@ std::string bytes_both(int64_t bytes);
 
 }  // namespace colikv_cli
 
-#endif  // COLIKV_TOOLS_CLI_OUTPUT_H
+#endif  // COLIKV_TOOLS_CLI_CLI_OUTPUT_H

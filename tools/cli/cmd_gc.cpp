@@ -12,27 +12,23 @@
 namespace colikv_cli {
 namespace {
 
-int cmd_gc(const Args& a) {
-  const std::string& store_path = a.positional[0];
-  if (!a.has("--max-bytes")) throw UsageError{"--max-bytes N is required"};
-  const int64_t max_bytes = parse_count(a.value("--max-bytes"), "--max-bytes");
-  colikv::Store store(store_path, write_options(a));
-  colikv::EvictionReport r = store.gc(max_bytes);
-  if (a.has("--json")) {
-    Json j = Json::object();
-    j.set("store", Json::string(store_path));
-    j.set("max_bytes", Json::integer(max_bytes));
-    j.set("stored_bytes_before", Json::integer(r.stored_bytes_before));
-    j.set("stored_bytes_after", Json::integer(r.stored_bytes_after));
-    j.set("freed_bytes", Json::integer(r.freed_bytes));
-    j.set("chunks", Json::integer(r.chunks));
-    Json list = Json::array();
-    for (const auto& id : r.conversations) list.push(Json::string(id));
-    j.set("evicted", std::move(list));
-    j.set("fits", Json::boolean(r.fits));
-    print(j.dump());
-    return kExitOk;
-  }
+Json gc_json(const std::string& store_path, int64_t max_bytes, const colikv::EvictionReport& r) {
+  Json j = Json::object();
+  j.set("store", Json::string(store_path));
+  j.set("max_bytes", Json::integer(max_bytes));
+  j.set("stored_bytes_before", Json::integer(r.stored_bytes_before));
+  j.set("stored_bytes_after", Json::integer(r.stored_bytes_after));
+  j.set("freed_bytes", Json::integer(r.freed_bytes));
+  j.set("chunks", Json::integer(r.chunks));
+  Json list = Json::array();
+  for (const auto& id : r.conversations) list.push(Json::string(id));
+  j.set("evicted", std::move(list));
+  j.set("fits", Json::boolean(r.fits));
+  return j;
+}
+
+// Sizes before and after, and the first evicted conversations by name.
+std::string gc_text(int64_t max_bytes, const colikv::EvictionReport& r) {
   std::string out = "KV data " + bytes_both(r.stored_bytes_before) + " -> " + bytes_both(r.stored_bytes_after) +
                     " (budget " + bytes_both(max_bytes) + "): evicted " +
                     plural(r.chunks, "chunk", "chunks") + " of " +
@@ -41,7 +37,16 @@ int cmd_gc(const Args& a) {
   if (r.conversations.size() > 20) out += ", ...";
   out += "\n";
   if (!r.fits) out += "the conversations that remain share data that does not fit the budget\n";
-  print(out);
+  return out;
+}
+
+int cmd_gc(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  if (!a.has("--max-bytes")) throw UsageError{"--max-bytes N is required"};
+  const int64_t max_bytes = parse_count(a.value("--max-bytes"), "--max-bytes");
+  colikv::Store store(store_path, write_options(a));
+  const colikv::EvictionReport r = store.gc(max_bytes);
+  print(a.has("--json") ? gc_json(store_path, max_bytes, r).dump() : gc_text(max_bytes, r));
   return kExitOk;
 }
 

@@ -25,65 +25,56 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-int cmd_import(const Args& a) {
-  const std::string& store_path = a.positional[0];
-  const std::string& file = a.positional[1];
-  colikv::Options opts = base_options(a);
-  opts.create_if_missing = true;
-  ProgressMode mode = progress_mode(a);
-
-  colikv::ImportOptions io;
-  if (a.has("--id") && a.value("--id").empty()) throw UsageError{"--id must not be empty"};
-  io.id = a.value("--id");
-  io.weights_id = a.value("--weights-id");
-  io.salvage = a.has("--salvage");
-
+// Imports file into the store at path, with its progress on stderr.
+colikv::ImportResult import_into(const std::string& path, const colikv::Options& opts, const std::string& file,
+                                 colikv::ImportOptions io, ProgressMode mode) {
   struct stat st {};
-  int64_t file_bytes = ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-  auto import_into = [&](const std::string& path, const colikv::Options& o) {
-    colikv::Store store(path, o);
-    Progress progress("import " + shown(file), file_bytes, mode);
-    io.progress = progress.fn();
-    return colikv::import_coli_kv(store, file, io);
-  };
+  const int64_t file_bytes = ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+  colikv::Store store(path, opts);
+  Progress progress("import " + shown(file), file_bytes, mode);
+  io.progress = progress.fn();
+  return colikv::import_coli_kv(store, file, io);
+}
 
-  // A store this import creates is built aside and given its name only once
-  // it holds the conversation (tools/cli/new_store.h): a failed import never
-  // deletes a store, not even one another process has just created.
-  colikv::ImportResult r;
+// A store this import creates is built aside and given its name only once
+// it holds the conversation (tools/cli/new_store.h): a failed import never
+// deletes a store, not even one another process has just created.
+colikv::ImportResult import_file(const std::string& store_path, colikv::Options opts, const std::string& file,
+                                 const colikv::ImportOptions& io, ProgressMode mode) {
   const std::string target = store_file_of(store_path);
-  bool imported = false;
   if (!file_exists(target)) {
     NewStoreFile fresh(target);
+    colikv::ImportResult r;
     try {
-      r = import_into(fresh.path(), opts);
+      r = import_into(fresh.path(), opts, file, io, mode);
     } catch (const colikv::Error& e) {
       throw colikv::Error(e.code(), replace_all(e.what(), fresh.path(), store_path));
     }
-    imported = fresh.publish();
+    if (fresh.publish()) return r;
   }
-  if (!imported) {
-    // The store existed, or another process created it meanwhile.
-    opts.create_if_missing = false;
-    r = import_into(store_path, opts);
-  }
+  // The store existed, or another process created it meanwhile.
+  opts.create_if_missing = false;
+  return import_into(store_path, opts, file, io, mode);
+}
 
+Json import_json(const std::string& store_path, const std::string& file, const colikv::ImportResult& r) {
+  Json j = Json::object();
+  j.set("store", Json::string(store_path));
+  j.set("file", Json::string(file));
+  j.set("id", Json::string(r.id));
+  j.set("model", model_json(r.model));
+  j.set("tokens", Json::integer(r.tokens));
+  j.set("raw_bytes", Json::integer(r.tokens * r.model.record_bytes()));
+  j.set("header_count", Json::integer(r.header_count));
+  j.set("ignored_records", Json::integer(r.ignored_records));
+  j.set("ignored_bytes", Json::integer(r.ignored_bytes));
+  j.set("salvaged", Json::boolean(r.salvaged));
+  return j;
+}
+
+// What was kept and what was left out of the file, for a person.
+std::string import_text(const std::string& file, const colikv::ImportResult& r) {
   const int64_t record_bytes = r.model.record_bytes();
-  if (a.has("--json")) {
-    Json j = Json::object();
-    j.set("store", Json::string(store_path));
-    j.set("file", Json::string(file));
-    j.set("id", Json::string(r.id));
-    j.set("model", model_json(r.model));
-    j.set("tokens", Json::integer(r.tokens));
-    j.set("raw_bytes", Json::integer(r.tokens * record_bytes));
-    j.set("header_count", Json::integer(r.header_count));
-    j.set("ignored_records", Json::integer(r.ignored_records));
-    j.set("ignored_bytes", Json::integer(r.ignored_bytes));
-    j.set("salvaged", Json::boolean(r.salvaged));
-    print(j.dump());
-    return kExitOk;
-  }
   std::string out = "imported " + shown(file) + " as '" + shown(r.id) + "'\n";
   KeyValues kv;
   kv.add("model", shown(r.model.to_string()));
@@ -100,7 +91,24 @@ int cmd_import(const Args& a) {
   else if (r.ignored_bytes > 0)
     out += "ignored " + bytes_both(r.ignored_bytes) + " after the " +
            (r.salvaged ? std::string("complete") : "counted") + " records (less than one record): not imported\n";
-  print(out);
+  return out;
+}
+
+int cmd_import(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  const std::string& file = a.positional[1];
+  colikv::Options opts = base_options(a);
+  opts.create_if_missing = true;
+  ProgressMode mode = progress_mode(a);
+
+  colikv::ImportOptions io;
+  if (a.has("--id") && a.value("--id").empty()) throw UsageError{"--id must not be empty"};
+  io.id = a.value("--id");
+  io.weights_id = a.value("--weights-id");
+  io.salvage = a.has("--salvage");
+
+  const colikv::ImportResult r = import_file(store_path, opts, file, io, mode);
+  print(a.has("--json") ? import_json(store_path, file, r).dump() : import_text(file, r));
   return kExitOk;
 }
 

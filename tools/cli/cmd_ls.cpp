@@ -16,10 +16,8 @@
 namespace colikv_cli {
 namespace {
 
-int cmd_ls(const Args& a) {
-  const std::string& store_path = a.positional[0];
-  int64_t limit = a.has("--limit") ? parse_count(a.value("--limit"), "--limit") : -1;
-  colikv::Store store(store_path, read_options(a));
+// The first limit conversations (all when limit < 0), read page by page.
+std::vector<colikv::ConversationInfo> list_conversations(colikv::Store& store, int64_t limit) {
   std::vector<colikv::ConversationInfo> all;
   const int64_t page = 500;
   for (int64_t offset = 0;;) {
@@ -32,25 +30,19 @@ int cmd_ls(const Args& a) {
     if (static_cast<int64_t>(part.size()) < lo.limit) break;
     offset += static_cast<int64_t>(part.size());
   }
+  return all;
+}
 
-  if (a.has("--json")) {
-    Json j = Json::object();
-    j.set("store", Json::string(store_path));
-    Json list = Json::array();
-    for (const auto& c : all) list.push(conversation_json(c));
-    j.set("conversations", std::move(list));
-    print(j.dump());
-    return kExitOk;
-  }
-  if (limit == 0) {
-    // Nothing listed, as asked; the store is not necessarily empty.
-    print("0 of " + plural(store.conversation_count(), "conversation", "conversations") + " listed (--limit 0)\n");
-    return kExitOk;
-  }
-  if (all.empty()) {
-    print("no conversations in " + shown(store_path) + "\n");
-    return kExitOk;
-  }
+Json ls_json(const std::string& store_path, const std::vector<colikv::ConversationInfo>& all) {
+  Json j = Json::object();
+  j.set("store", Json::string(store_path));
+  Json list = Json::array();
+  for (const auto& c : all) list.push(conversation_json(c));
+  j.set("conversations", std::move(list));
+  return j;
+}
+
+std::string conversations_table(const std::vector<colikv::ConversationInfo>& all) {
   Table t({"ID", "TOKENS", "RAW", "STORED", "RATIO", "LAST USED (UTC)", "PARENT", "MODEL"},
           {false, true, true, true, true, false, false, false});
   for (const auto& c : all)
@@ -58,7 +50,22 @@ int cmd_ls(const Args& a) {
            c.evicted ? bytes_both(c.stored_bytes) + " (evicted)" : bytes_both(c.stored_bytes),
            ratio_text(c.raw_bytes, c.stored_bytes), format_time(c.last_used_ms, false),
            c.parent.empty() ? "-" : shown(c.parent), shown(c.model.to_string())});
-  print(t.render());
+  return t.render();
+}
+
+int cmd_ls(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  int64_t limit = a.has("--limit") ? parse_count(a.value("--limit"), "--limit") : -1;
+  colikv::Store store(store_path, read_options(a));
+  const std::vector<colikv::ConversationInfo> all = list_conversations(store, limit);
+  if (a.has("--json"))
+    print(ls_json(store_path, all).dump());
+  else if (limit == 0)  // nothing listed, as asked; the store is not necessarily empty
+    print("0 of " + plural(store.conversation_count(), "conversation", "conversations") + " listed (--limit 0)\n");
+  else if (all.empty())
+    print("no conversations in " + shown(store_path) + "\n");
+  else
+    print(conversations_table(all));
   return kExitOk;
 }
 

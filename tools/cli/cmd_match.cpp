@@ -52,6 +52,46 @@ int64_t longest_conversation(colikv::Store& store, const colikv::ModelSignature&
   }
 }
 
+// The prompt is read to its end (every token checked and counted), but only
+// its first `keep` tokens are kept: memory is bounded by the store, not by
+// the file.
+struct Prompt {
+  std::vector<int32_t> kept;
+  int64_t tokens = 0;
+};
+
+Prompt read_prompt(TokenStream& tokens, int64_t keep) {
+  Prompt prompt;
+  for (int32_t t; tokens.next(t); ++prompt.tokens)
+    if (prompt.tokens < keep) prompt.kept.push_back(t);
+  return prompt;
+}
+
+Json match_json(const std::string& store_path, const colikv::ModelSignature& model, int64_t prompt_tokens,
+                const colikv::PrefixMatch& m) {
+  Json j = Json::object();
+  j.set("store", Json::string(store_path));
+  j.set("model", model_json(model));
+  j.set("prompt_tokens", Json::integer(prompt_tokens));
+  j.set("id", m.id.empty() ? Json::null() : Json::string(m.id));
+  j.set("tokens", Json::integer(m.tokens));
+  j.set("loadable", Json::integer(m.loadable));
+  j.set("evicted", Json::boolean(m.evicted()));
+  return j;
+}
+
+std::string match_text(const colikv::ModelSignature& model, int64_t prompt_tokens, const colikv::PrefixMatch& m) {
+  if (m.tokens == 0)
+    return "no conversation of model " + shown(model.to_string()) + " holds a prefix of the " +
+           plural(prompt_tokens, "prompt token", "prompt tokens") + "\n";
+  std::string line = "'" + shown(m.id) + "' holds the first " + std::to_string(m.tokens) + " of the " +
+                     plural(prompt_tokens, "prompt token", "prompt tokens");
+  if (m.evicted())
+    line += "; its KV data was evicted from position " + std::to_string(m.loadable) + " on (" +
+            std::to_string(m.loadable) + " can be loaded, the rest must be recomputed)";
+  return line + "\n";
+}
+
 int cmd_match(const Args& a) {
   const std::string& store_path = a.positional[0];
   if (!a.has("--model-of")) throw UsageError{"--model-of ID is required"};
@@ -59,38 +99,11 @@ int cmd_match(const Args& a) {
   std::unique_ptr<TokenStream> tokens = prompt_tokens(a.value("--tokens"));
   colikv::Store store(store_path, read_options(a));
   const colikv::ModelSignature model = store.info(a.value("--model-of")).model;
-  // The prompt is read to its end (every token checked and counted), but only
-  // as much of it is kept as the longest conversation could match: memory is
-  // bounded by the store, not by the file.
-  const int64_t keep = longest_conversation(store, model);
-  std::vector<int32_t> prompt;
-  int64_t prompt_tokens = 0;
-  for (int32_t t; tokens->next(t); ++prompt_tokens)
-    if (prompt_tokens < keep) prompt.push_back(t);
-  colikv::PrefixMatch m = store.match(model, prompt.data(), static_cast<int64_t>(prompt.size()));
-  if (a.has("--json")) {
-    Json j = Json::object();
-    j.set("store", Json::string(store_path));
-    j.set("model", model_json(model));
-    j.set("prompt_tokens", Json::integer(prompt_tokens));
-    j.set("id", m.id.empty() ? Json::null() : Json::string(m.id));
-    j.set("tokens", Json::integer(m.tokens));
-    j.set("loadable", Json::integer(m.loadable));
-    j.set("evicted", Json::boolean(m.evicted()));
-    print(j.dump());
-    return kExitOk;
-  }
-  if (m.tokens == 0) {
-    print("no conversation of model " + shown(model.to_string()) + " holds a prefix of the " +
-          plural(prompt_tokens, "prompt token", "prompt tokens") + "\n");
-    return kExitOk;
-  }
-  std::string line = "'" + shown(m.id) + "' holds the first " + std::to_string(m.tokens) + " of the " +
-                     plural(prompt_tokens, "prompt token", "prompt tokens");
-  if (m.evicted())
-    line += "; its KV data was evicted from position " + std::to_string(m.loadable) + " on (" +
-            std::to_string(m.loadable) + " can be loaded, the rest must be recomputed)";
-  print(line + "\n");
+  const Prompt prompt = read_prompt(*tokens, longest_conversation(store, model));
+  const colikv::PrefixMatch m =
+      store.match(model, prompt.kept.data(), static_cast<int64_t>(prompt.kept.size()));
+  print(a.has("--json") ? match_json(store_path, model, prompt.tokens, m).dump()
+                        : match_text(model, prompt.tokens, m));
   return kExitOk;
 }
 

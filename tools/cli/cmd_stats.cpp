@@ -43,21 +43,18 @@ void add_usage(KeyValues& kv, const colikv::UsageStats& u) {
   kv.add("ratio", ratio_text(u.logical_bytes, u.stored_bytes));
 }
 
-int cmd_stats(const Args& a) {
-  const std::string& store_path = a.positional[0];
-  colikv::Store store(store_path, read_options(a));
-  colikv::StoreStats s = store.stats();
-  if (a.has("--json")) {
-    Json j = Json::object();
-    j.set("store", Json::string(store_path));
-    j.set("file_bytes", Json::integer(s.file_bytes));
-    Json models = Json::array();
-    for (const auto& m : s.models) models.push(usage_json(m, true));
-    j.set("models", std::move(models));
-    j.set("total", usage_json(s.total, false));
-    print(j.dump());
-    return kExitOk;
-  }
+Json stats_json(const std::string& store_path, const colikv::StoreStats& s) {
+  Json j = Json::object();
+  j.set("store", Json::string(store_path));
+  j.set("file_bytes", Json::integer(s.file_bytes));
+  Json models = Json::array();
+  for (const auto& m : s.models) models.push(usage_json(m, true));
+  j.set("models", std::move(models));
+  j.set("total", usage_json(s.total, false));
+  return j;
+}
+
+std::string stats_text(const colikv::StoreStats& s) {
   std::string out;
   for (const auto& m : s.models) {
     KeyValues kv;
@@ -69,7 +66,14 @@ int cmd_stats(const Args& a) {
   add_usage(total, s.total);
   out += "total\n" + total.render("  ");
   out += "file size  " + bytes_both(s.file_bytes) + "\n";
-  print(out);
+  return out;
+}
+
+int cmd_stats(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  colikv::Store store(store_path, read_options(a));
+  const colikv::StoreStats s = store.stats();
+  print(a.has("--json") ? stats_json(store_path, s).dump() : stats_text(s));
   return kExitOk;
 }
 

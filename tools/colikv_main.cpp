@@ -17,8 +17,8 @@
 // This file holds only the dispatch and the handling of errors; each command
 // is in tools/cli/cmd_NAME.cpp, the argument parser in tools/cli/args.h, the
 // JSON writer in tools/cli/json.h.
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>

@@ -27,9 +27,9 @@ bool has_option(const CommandSpec& c, const char* name) {
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> all = {
-      import_command(), export_command(),   inspect_command(), ls_command(),    info_command(),
-      rm_command(),     rename_command(),   fork_command(),    truncate_command(), verify_command(),
-      stats_command(),  match_command(),    gc_command(),      vacuum_command(),
+      import_command(), export_command(), inspect_command(), ls_command(),       info_command(),
+      rm_command(),     rename_command(), fork_command(),    truncate_command(), verify_command(),
+      stats_command(),  match_command(),  gc_command(),      vacuum_command(),
   };
   return all;
 }

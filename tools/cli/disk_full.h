@@ -1,6 +1,6 @@
 // What a person can do when a write to a store failed for want of disk space.
-#ifndef COLIKV_TOOLS_DISK_FULL_H
-#define COLIKV_TOOLS_DISK_FULL_H
+#ifndef COLIKV_TOOLS_CLI_DISK_FULL_H
+#define COLIKV_TOOLS_CLI_DISK_FULL_H
 
 #include <string>
 
@@ -15,4 +15,4 @@ std::string disk_full_advice(const std::string& store_path);
 
 }  // namespace colikv_cli
 
-#endif  // COLIKV_TOOLS_DISK_FULL_H
+#endif  // COLIKV_TOOLS_CLI_DISK_FULL_H

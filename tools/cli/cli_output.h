@@ -1,6 +1,6 @@
 // Text the tool shows a person: store-derived strings made safe for a terminal.
-#ifndef COLIKV_TOOLS_CLI_OUTPUT_H
-#define COLIKV_TOOLS_CLI_OUTPUT_H
+#ifndef COLIKV_TOOLS_CLI_CLI_OUTPUT_H
+#define COLIKV_TOOLS_CLI_CLI_OUTPUT_H
 
 #include <cstdint>
 #include <string>
@@ -24,6 +24,19 @@ std::string human_bytes(int64_t bytes);
 // "41004 B (40.0 KiB)": exact bytes and human units.
 std::string bytes_both(int64_t bytes);
 
+// "1 token", "2 tokens".
+std::string plural(int64_t n, const std::string& one, const std::string& many);
+
+// raw / stored with three decimals, or "-" when stored is 0.
+std::string ratio_text(int64_t raw, int64_t stored);
+
+// Unix milliseconds as UTC: "2025-01-31T12:34:56.789Z" (iso) or
+// "2025-01-31 12:34:56" (human); "" (iso) or "-" (human) when not set.
+std::string format_time(int64_t ms, bool iso);
+
+// Writes text to stdout as it is (errors are found by the final flush).
+void print(const std::string& text);
+
 }  // namespace colikv_cli
 
-#endif  // COLIKV_TOOLS_CLI_OUTPUT_H
+#endif  // COLIKV_TOOLS_CLI_CLI_OUTPUT_H

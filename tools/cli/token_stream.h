@@ -1,7 +1,7 @@
 // Token ids read from a file one at a time, so that memory stays bounded
 // whatever the file holds or claims (inspect --tokens N, match --tokens FILE).
-#ifndef COLIKV_TOOLS_TOKEN_STREAM_H
-#define COLIKV_TOOLS_TOKEN_STREAM_H
+#ifndef COLIKV_TOOLS_CLI_TOKEN_STREAM_H
+#define COLIKV_TOOLS_CLI_TOKEN_STREAM_H
 
 #include <cstdint>
 #include <cstdio>
@@ -56,4 +56,4 @@ class TextTokens : public TokenStream {
 
 }  // namespace colikv_cli
 
-#endif  // COLIKV_TOOLS_TOKEN_STREAM_H
+#endif  // COLIKV_TOOLS_CLI_TOKEN_STREAM_H

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 
 namespace colikv_cli {
 
@@ -80,5 +81,34 @@ std::string bytes_both(int64_t bytes) {
   if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
   return std::to_string(bytes) + " B (" + human_bytes(bytes) + ")";
 }
+
+std::string plural(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string ratio_text(int64_t raw, int64_t stored) {
+  if (stored <= 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(raw) / static_cast<double>(stored));
+  return buf;
+}
+
+std::string format_time(int64_t ms, bool iso) {
+  if (ms <= 0) return iso ? "" : "-";
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  if (!gmtime_r(&secs, &tm)) return std::to_string(ms);
+  char buf[64];
+  if (iso) {
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  } else {
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec);
+  }
+  return buf;
+}
+
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
 }  // namespace colikv_cli

@@ -7,8 +7,8 @@
 // when the name appeared meanwhile, the atomic check a rename lacks. So a
 // failed import removes only its own temporary files, which no other process
 // knows of, and a racing import that created the store first is never undone.
-#ifndef COLIKV_TOOLS_NEW_STORE_H
-#define COLIKV_TOOLS_NEW_STORE_H
+#ifndef COLIKV_TOOLS_CLI_NEW_STORE_H
+#define COLIKV_TOOLS_CLI_NEW_STORE_H
 
 #include <string>
 
@@ -47,4 +47,4 @@ class NewStoreFile {
 
 }  // namespace colikv_cli
 
-#endif  // COLIKV_TOOLS_NEW_STORE_H
+#endif  // COLIKV_TOOLS_CLI_NEW_STORE_H

@@ -1,0 +1,120 @@
+#include "args.h"
+
+#include <charconv>
+
+namespace colikv_cli {
+namespace {
+
+const OptionSpec* find_option(const std::vector<OptionSpec>& options, const std::string& name) {
+  const OptionSpec* spec = nullptr;
+  for (const auto& o : options)
+    if (name == o.name) spec = &o;
+  return spec;
+}
+
+// Reads the option at argv[i] (and its value, advancing i) into out.
+void parse_option(const Syntax& syntax, const std::vector<std::string>& argv, size_t& i, Args& out) {
+  const std::string& s = argv[i];
+  std::string name = s, value;
+  bool inline_value = false;
+  size_t eq = s.find('=');
+  if (s.compare(0, 2, "--") == 0 && eq != std::string::npos) {
+    name = s.substr(0, eq);
+    value = s.substr(eq + 1);
+    inline_value = true;
+  }
+  const OptionSpec* spec = find_option(syntax.options, name);
+  if (!spec) {
+    if (s[1] >= '0' && s[1] <= '9') throw UsageError{"bad number '" + s + "' (expected a non-negative integer)"};
+    throw UsageError{"unknown option '" + name + "'"};
+  }
+  if (spec->takes_value && !inline_value) {
+    if (i + 1 >= argv.size()) throw UsageError{"option " + name + " needs a value"};
+    value = argv[++i];
+  } else if (!spec->takes_value && inline_value) {
+    throw UsageError{"option " + name + " takes no value"};
+  }
+  out.options[name] = value;
+}
+
+void check_positional_count(const Syntax& syntax, const Args& args) {
+  if (args.positional.size() < syntax.min_positional)
+    throw UsageError{"missing arguments: expected '" + syntax.usage + "'"};
+  if (args.positional.size() > syntax.max_positional)
+    throw UsageError{"unexpected argument '" + args.positional[syntax.max_positional] + "'"};
+}
+
+}  // namespace
+
+bool asks_for_help(const std::vector<std::string>& argv) {
+  for (const auto& s : argv) {
+    if (s == "--") break;
+    if (s == "--help" || s == "-h") return true;
+  }
+  return false;
+}
+
+Args parse_args(const Syntax& syntax, const std::vector<std::string>& argv) {
+  Args out;
+  bool only_positional = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (!only_positional && s == "--") {
+      only_positional = true;
+    } else if (only_positional || s.size() < 2 || s[0] != '-') {
+      out.positional.push_back(s);
+    } else {
+      parse_option(syntax, argv, i, out);
+    }
+  }
+  check_positional_count(syntax, out);
+  return out;
+}
+
+int64_t parse_count(const std::string& text, const std::string& what) {
+  int64_t v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  auto r = std::from_chars(b, e, v);
+  if (text.empty() || text[0] < '0' || text[0] > '9' || r.ec != std::errc() || r.ptr != e)
+    throw UsageError{"bad number '" + text + "' for " + what + " (expected a non-negative integer)"};
+  return v;
+}
+
+ProgressMode progress_mode(const Args& a) {
+  if (a.has("--progress") && a.has("--quiet")) throw UsageError{"--progress and --quiet exclude each other"};
+  if (a.has("--progress")) return ProgressMode::kOn;
+  if (a.has("--quiet")) return ProgressMode::kOff;
+  return ProgressMode::kAuto;
+}
+
+colikv::Options base_options(const Args& a) {
+  colikv::Options o;
+  if (a.has("--busy-timeout")) {
+    int64_t ms = parse_count(a.value("--busy-timeout"), "--busy-timeout");
+    if (ms > 0x7fffffff) throw UsageError{"--busy-timeout " + a.value("--busy-timeout") + " is too large"};
+    o.busy_timeout_ms = static_cast<int>(ms);
+  }
+  if (a.has("--sync")) {
+    std::string s = a.value("--sync");
+    if (s == "full") o.synchronous = colikv::Synchronous::kFull;
+    else if (s == "normal") o.synchronous = colikv::Synchronous::kNormal;
+    else throw UsageError{"bad value '" + s + "' for --sync (expected normal or full)"};
+  }
+  return o;
+}
+
+colikv::Options read_options(const Args& a) {
+  colikv::Options o = base_options(a);
+  o.read_only = true;
+  o.create_if_missing = false;
+  return o;
+}
+
+colikv::Options write_options(const Args& a) {
+  colikv::Options o = base_options(a);
+  o.create_if_missing = false;
+  return o;
+}
+
+}  // namespace colikv_cli

@@ -1,0 +1,73 @@
+// The argument parser every command shares: options, positionals, and the
+// options common to several commands (--sync, --busy-timeout, --progress).
+// Wrong usage is reported by throwing UsageError (exit 2).
+#ifndef COLIKV_TOOLS_CLI_ARGS_H
+#define COLIKV_TOOLS_CLI_ARGS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "colikv/options.h"
+#include "progress.h"
+
+namespace colikv_cli {
+
+struct OptionSpec {
+  const char* name;  // "--json"
+  bool takes_value;
+};
+
+// A usage error: exit 2.
+struct UsageError {
+  std::string message;
+};
+
+// A failure the tool itself detects (not a colikv::Error): exit 1.
+struct Failure {
+  std::string message;
+};
+
+// What a command accepts.
+struct Syntax {
+  std::string usage;  // "colikv NAME SYNOPSIS", quoted when arguments are missing
+  const std::vector<OptionSpec>& options;
+  size_t min_positional;
+  size_t max_positional;
+};
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // "--json" -> "" ; "--id" -> "x"
+
+  bool has(const std::string& name) const { return options.count(name) != 0; }
+  std::string value(const std::string& name, const std::string& fallback = "") const {
+    auto it = options.find(name);
+    return it == options.end() ? fallback : it->second;
+  }
+};
+
+// True when -h or --help comes before any "--": help wins over every other
+// argument, even a wrong one.
+bool asks_for_help(const std::vector<std::string>& argv);
+
+// The arguments after the command name, checked against syntax.
+Args parse_args(const Syntax& syntax, const std::vector<std::string>& argv);
+
+// A non-negative decimal integer that fits int64; anything else is a usage error.
+int64_t parse_count(const std::string& text, const std::string& what);
+
+ProgressMode progress_mode(const Args& a);
+
+// --busy-timeout and --sync.
+colikv::Options base_options(const Args& a);
+// Stores of read-only commands: never created, never written.
+colikv::Options read_options(const Args& a);
+// Stores of write commands other than import: must exist.
+colikv::Options write_options(const Args& a);
+
+}  // namespace colikv_cli
+
+#endif  // COLIKV_TOOLS_CLI_ARGS_H

@@ -1,0 +1,146 @@
+// colikv import: a .coli_kv file into a store, as a new conversation.
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <string>
+
+#include "colikv/coli_kv.h"
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "args.h"
+#include "cli_output.h"
+#include "commands.h"
+#include "json.h"
+#include "new_store.h"
+#include "progress.h"
+#include "store_json.h"
+#include "table.h"
+
+namespace colikv_cli {
+namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); !from.empty() && at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+// Imports file into the store at path, with its progress on stderr.
+colikv::ImportResult import_into(const std::string& path, const colikv::Options& opts, const std::string& file,
+                                 colikv::ImportOptions io, ProgressMode mode) {
+  struct stat st {};
+  const int64_t file_bytes = ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+  colikv::Store store(path, opts);
+  Progress progress("import " + shown(file), file_bytes, mode);
+  io.progress = progress.fn();
+  return colikv::import_coli_kv(store, file, io);
+}
+
+// A store this import creates is built aside and given its name only once
+// it holds the conversation (tools/cli/new_store.h): a failed import never
+// deletes a store, not even one another process has just created.
+colikv::ImportResult import_file(const std::string& store_path, colikv::Options opts, const std::string& file,
+                                 const colikv::ImportOptions& io, ProgressMode mode) {
+  const std::string target = store_file_of(store_path);
+  if (!file_exists(target)) {
+    NewStoreFile fresh(target);
+    colikv::ImportResult r;
+    try {
+      r = import_into(fresh.path(), opts, file, io, mode);
+    } catch (const colikv::Error& e) {
+      throw colikv::Error(e.code(), replace_all(e.what(), fresh.path(), store_path));
+    }
+    if (fresh.publish()) return r;
+  }
+  // The store existed, or another process created it meanwhile.
+  opts.create_if_missing = false;
+  return import_into(store_path, opts, file, io, mode);
+}
+
+Json import_json(const std::string& store_path, const std::string& file, const colikv::ImportResult& r) {
+  Json j = Json::object();
+  j.set("store", Json::string(store_path));
+  j.set("file", Json::string(file));
+  j.set("id", Json::string(r.id));
+  j.set("model", model_json(r.model));
+  j.set("tokens", Json::integer(r.tokens));
+  j.set("raw_bytes", Json::integer(r.tokens * r.model.record_bytes()));
+  j.set("header_count", Json::integer(r.header_count));
+  j.set("ignored_records", Json::integer(r.ignored_records));
+  j.set("ignored_bytes", Json::integer(r.ignored_bytes));
+  j.set("salvaged", Json::boolean(r.salvaged));
+  return j;
+}
+
+// What was kept and what was left out of the file, for a person.
+std::string import_text(const std::string& file, const colikv::ImportResult& r) {
+  const int64_t record_bytes = r.model.record_bytes();
+  std::string out = "imported " + shown(file) + " as '" + shown(r.id) + "'\n";
+  KeyValues kv;
+  kv.add("model", shown(r.model.to_string()));
+  kv.add("tokens", std::to_string(r.tokens));
+  kv.add("records", bytes_both(r.tokens * record_bytes) + " of " + std::to_string(record_bytes) + " B each");
+  out += kv.render("  ");
+  if (r.salvaged)
+    out += "salvaged: the header counts " + plural(r.header_count, "record", "records") + " but only " +
+           std::to_string(r.tokens) + " complete ones are present; kept " + std::to_string(r.tokens) + "\n";
+  if (r.ignored_records > 0)
+    out += "ignored " + plural(r.ignored_records, "record", "records") + " past the header's count of " +
+           std::to_string(r.header_count) + " (" + bytes_both(r.ignored_bytes) +
+           " after the counted records): not content, not imported\n";
+  else if (r.ignored_bytes > 0)
+    out += "ignored " + bytes_both(r.ignored_bytes) + " after the " +
+           (r.salvaged ? std::string("complete") : "counted") + " records (less than one record): not imported\n";
+  return out;
+}
+
+int cmd_import(const Args& a) {
+  const std::string& store_path = a.positional[0];
+  const std::string& file = a.positional[1];
+  colikv::Options opts = base_options(a);
+  opts.create_if_missing = true;
+  ProgressMode mode = progress_mode(a);
+
+  colikv::ImportOptions io;
+  if (a.has("--id") && a.value("--id").empty()) throw UsageError{"--id must not be empty"};
+  io.id = a.value("--id");
+  io.weights_id = a.value("--weights-id");
+  io.salvage = a.has("--salvage");
+
+  const colikv::ImportResult r = import_file(store_path, opts, file, io, mode);
+  print(a.has("--json") ? import_json(store_path, file, r).dump() : import_text(file, r));
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandSpec import_command() {
+  return {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W] [--salvage] [--json]",
+    "import a .coli_kv file as a new conversation",
+    "Stores the whole file as one conversation in one transaction: either all of it\n"
+    "is stored or nothing is. A store that does not exist is built beside it as\n"
+    ".colikv-import-XXXXXX and given its name only once the import succeeded: a\n"
+    "failed import leaves no store behind and never deletes one. (Such files of an\n"
+    "import killed midway are removed by the next import creating a store in that\n"
+    "directory.) A store another process creates meanwhile is imported into instead.\n"
+    "Records past the header's count are not content: they are ignored, and the\n"
+    "output says how many. A file whose header counts more records than it holds is\n"
+    "refused unless --salvage is given.\n",
+    "  --id ID             the conversation id (default: the file name without its\n"
+    "                      directory and .coli_kv); an existing id is refused\n"
+    "  --weights-id W      weights identity recorded in the model signature (default\n"
+    "                      none)\n"
+    "  --salvage           keep the complete records when the header counts more than\n"
+    "                      are present, as the engine itself would\n"
+    "  --json              print the result as JSON\n",
+    std::string("  store, file, id, model{...}, tokens (records stored), raw_bytes, header_count\n"
+                "  (the header's nrec), ignored_records (complete records past nrec),\n"
+                "  ignored_bytes (all bytes past the stored records), salvaged\n") +
+        kModelKeys,
+    2, 2,
+    {{"--id", true}, {"--weights-id", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
+     {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
+    cmd_import};
+}
+
+}  // namespace colikv_cli

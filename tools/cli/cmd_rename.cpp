@@ -1,0 +1,26 @@
+// colikv rename: a conversation renamed.
+#include <string>
+
+#include "colikv/store.h"
+#include "args.h"
+#include "cli_output.h"
+#include "commands.h"
+
+namespace colikv_cli {
+namespace {
+
+int cmd_rename(const Args& a) {
+  colikv::Store store(a.positional[0], write_options(a));
+  store.rename(a.positional[1], a.positional[2]);
+  print("renamed '" + shown(a.positional[1]) + "' to '" + shown(a.positional[2]) + "'\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandSpec rename_command() {
+  return {"rename", "STORE OLD NEW", "rename a conversation", "Gives the conversation OLD the id NEW, which must be free.\n",
+    "", "", 3, 3, {{"--sync", true}, {"--busy-timeout", true}}, cmd_rename};
+}
+
+}  // namespace colikv_cli

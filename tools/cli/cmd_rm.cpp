@@ -1,0 +1,30 @@
+// colikv rm: a conversation deleted.
+#include <cstdint>
+#include <string>
+
+#include "colikv/store.h"
+#include "args.h"
+#include "cli_output.h"
+#include "commands.h"
+
+namespace colikv_cli {
+namespace {
+
+int cmd_rm(const Args& a) {
+  colikv::Store store(a.positional[0], write_options(a));
+  const std::string& id = a.positional[1];
+  int64_t n = store.count(id);
+  store.remove(id);
+  print("removed '" + shown(id) + "' (" + plural(n, "token", "tokens") + ")\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandSpec rm_command() {
+  return {"rm", "STORE ID", "delete a conversation",
+    "Deletes the conversation and frees the chunks no other conversation uses.\n", "", "", 2, 2,
+    {{"--sync", true}, {"--busy-timeout", true}}, cmd_rm};
+}
+
+}  // namespace colikv_cli

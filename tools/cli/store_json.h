@@ -1,0 +1,29 @@
+// The JSON of the library's records (models, conversations) that several
+// commands print, and the --help text that lists their keys.
+#ifndef COLIKV_TOOLS_CLI_STORE_JSON_H
+#define COLIKV_TOOLS_CLI_STORE_JSON_H
+
+#include <cstdint>
+
+#include "colikv/model.h"
+#include "colikv/store.h"
+#include "json.h"
+
+namespace colikv_cli {
+
+// raw / stored with three decimals, or null when stored is 0.
+Json ratio_json(int64_t raw, int64_t stored);
+
+// Unix milliseconds as an ISO 8601 UTC string, or null when not set.
+Json time_json(int64_t ms);
+
+Json model_json(const colikv::ModelSignature& m);
+Json conversation_json(const colikv::ConversationInfo& c);
+
+// The keys of model_json and conversation_json, for --help.
+extern const char* const kModelKeys;
+extern const char* const kConversationKeys;
+
+}  // namespace colikv_cli
+
+#endif  // COLIKV_TOOLS_CLI_STORE_JSON_H

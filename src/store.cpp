@@ -1148,7 +1148,6 @@ Store::~Store() = default;
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 
-Store::Impl& Store::impl() { return *impl_; }
 const std::string& Store::path() const { return impl_->path; }
 const Options& Store::options() const { return impl_->options; }
 

@@ -145,6 +145,16 @@ class Store::Impl {
   std::map<int64_t, detail::ModelRow> models_by_id_;
 };
 
+namespace detail {
+
+// A Store's internals, for the library's own modules (coli_kv.cpp) and the
+// white-box tests; not part of the public header.
+struct StoreAccess {
+  static Store::Impl& impl(Store& store) { return *store.impl_; }
+};
+
+}  // namespace detail
+
 }  // namespace colikv
 
 #endif  // COLIKV_SRC_STORE_IMPL_H

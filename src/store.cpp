@@ -24,11 +24,13 @@
 #include "store_impl.h"
 #include "sqlite/checkpointer.h"
 #include "sqlite/open_store.h"
+#include "sqlite/sqlite_catalog.h"
 #include "store_limits.h"
 
 namespace colikv {
 
 using detail::ChunkHash;
+using detail::ChunkSummary;
 using detail::ConversationRow;
 using detail::EncodedChunk;
 using detail::ModelRow;
@@ -73,20 +75,23 @@ bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest
   return stored == (digest ? detail::chunk_key(chain, *digest) : chain);
 }
 
-std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t expect_n,
+std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int64_t expect_n,
                                            const std::string& where) {
   std::vector<int32_t> out;
   // Sizes first: a list longer than the library writes for expect_n ids is
   // not parsed (its ids would be held in memory).
-  if (expect_n < 1 || expect_n > detail::kMaxChunkTokens || col.getBytes() > detail::max_tokens_json_bytes(expect_n))
-    throw Error(ErrorCode::kCorrupt, where + ": token list of " + std::to_string(col.getBytes()) + " bytes for " +
+  if (expect_n < 1 || expect_n > detail::kMaxChunkTokens || bytes > detail::max_tokens_json_bytes(expect_n))
+    throw Error(ErrorCode::kCorrupt, where + ": token list of " + std::to_string(bytes) + " bytes for " +
                                          std::to_string(expect_n) + " token ids is not one colikv writes");
-  const char* text = static_cast<const char*>(col.getBlob());
-  if (!detail::parse_tokens_json(text ? text : "", static_cast<size_t>(col.getBytes()), out) ||
+  if (!detail::parse_tokens_json(text ? text : "", static_cast<size_t>(bytes), out) ||
       static_cast<int64_t>(out.size()) != expect_n)
     throw Error(ErrorCode::kCorrupt, where + ": token list is not a JSON array of " +
                                          std::to_string(expect_n) + " token ids");
   return out;
+}
+
+std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t expect_n, const std::string& where) {
+  return parse_tokens_or_throw(static_cast<const char*>(col.getBlob()), col.getBytes(), expect_n, where);
 }
 
 // Runs a read of stored rows. SQLITE_TOOBIG there means a value over the
@@ -188,7 +193,11 @@ PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n) {
 // Opening
 
 Store::Impl::Impl(const std::string& p, const Options& o)
-    : path(p), options(o), db(detail::open_store(p, o)), pool(o.threads) {
+    : path(p),
+      options(o),
+      db(detail::open_store(p, o)),
+      catalog(std::make_unique<detail::SqliteCatalog>(db)),
+      pool(o.threads) {
   // Checkpoints run in the background; with a custom VFS (fault injection)
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
   if (!options.read_only && options.vfs_name.empty())
@@ -214,21 +223,7 @@ void Store::Impl::require_writable(const std::string& op) const {
 }
 
 std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {
-  return with_context(where(id), [&]() -> std::optional<ConversationRow> {
-    SQLite::Statement q(db,
-                        "SELECT conversation_id, model_id, token_count, generation, precision "
-                        "FROM conversations WHERE name = ?");
-    q.bind(1, id);
-    if (!q.executeStep()) return std::nullopt;
-    ConversationRow r;
-    r.id = q.getColumn(0).getInt64();
-    r.name = id;
-    r.model_id = q.getColumn(1).getInt64();
-    r.count = q.getColumn(2).getInt64();
-    r.generation = q.getColumn(3).getInt64();
-    r.precision = q.getColumn(4).getString();
-    return r;
-  });
+  return with_context(where(id), [&] { return catalog->find_conversation(id); });
 }
 
 ConversationRow Store::Impl::get_conversation(const std::string& id) {
@@ -240,123 +235,54 @@ ConversationRow Store::Impl::get_conversation(const std::string& id) {
 ModelRow Store::Impl::model_by_id(int64_t model_id) {
   auto it = models_by_id_.find(model_id);
   if (it != models_by_id_.end()) return it->second;
-  return with_context(where(), [&] {
-    SQLite::Statement q(db,
-                        "SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
-                        "chunk_tokens, signature FROM models WHERE model_id = ?");
-    q.bind(1, model_id);
-    if (!q.executeStep())
-      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + " is missing");
-    ModelRow r;
-    r.id = model_id;
-    r.sig.n_layers = q.getColumn(0).getInt();
-    r.sig.kv_lora = q.getColumn(1).getInt();
-    r.sig.qk_rope = q.getColumn(2).getInt();
-    r.sig.index_hd = q.getColumn(3).getInt();
-    r.sig.n_indexed = q.getColumn(4).getInt();
-    r.sig.vocab = q.getColumn(5).getInt();
-    r.sig.weights_id = q.getColumn(6).getString();
-    r.chunk_tokens = q.getColumn(7).getInt64();
-    r.text = r.sig.to_string();
-    try {
-      r.sig.validate();
-    } catch (const Error& e) {
-      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": " + e.what());
-    }
-    // Everything a read allocates follows from chunk_tokens: it must be a
-    // size the library itself could have chosen.
-    if (!detail::chunk_tokens_allowed(r.sig, r.chunk_tokens))
-      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": chunk_tokens " +
-                                           std::to_string(r.chunk_tokens) + " is not a chunk size colikv writes (a power of two up to " +
-                                           std::to_string(detail::kMaxChunkTokens) + ", at most " +
-                                           std::to_string(detail::kMaxChunkRawBytes >> 20) + " MiB a chunk)");
-    if (r.text != q.getColumn(8).getString())
-      throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) +
-                                           " is inconsistent (its signature text does not match its fields)");
-    models_by_id_[model_id] = r;
-    return r;
-  });
+  const std::optional<detail::StoredModel> stored = with_context(where(), [&] { return catalog->read_model(model_id); });
+  if (!stored) throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + " is missing");
+  ModelRow r;
+  r.id = model_id;
+  r.sig = stored->sig;
+  r.chunk_tokens = stored->chunk_tokens;
+  r.text = r.sig.to_string();
+  try {
+    r.sig.validate();
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": " + e.what());
+  }
+  // Everything a read allocates follows from chunk_tokens: it must be a
+  // size the library itself could have chosen.
+  if (!detail::chunk_tokens_allowed(r.sig, r.chunk_tokens))
+    throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + ": chunk_tokens " +
+                                         std::to_string(r.chunk_tokens) + " is not a chunk size colikv writes (a power of two up to " +
+                                         std::to_string(detail::kMaxChunkTokens) + ", at most " +
+                                         std::to_string(detail::kMaxChunkRawBytes >> 20) + " MiB a chunk)");
+  if (r.text != stored->signature)
+    throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) +
+                                         " is inconsistent (its signature text does not match its fields)");
+  models_by_id_[model_id] = r;
+  return r;
 }
 
 std::optional<ModelRow> Store::Impl::find_model(const ModelSignature& sig) {
-  int64_t id = with_context(where(), [&]() -> int64_t {
-    SQLite::Statement q(db, "SELECT model_id FROM models WHERE signature = ?");
-    q.bind(1, sig.to_string());
-    return q.executeStep() ? q.getColumn(0).getInt64() : 0;
-  });
-  if (id == 0) return std::nullopt;
-  return model_by_id(id);
+  const std::optional<int64_t> id = with_context(where(), [&] { return catalog->find_model_id(sig.to_string()); });
+  if (!id) return std::nullopt;
+  return model_by_id(*id);
 }
 
 ModelRow Store::Impl::ensure_model(const ModelSignature& sig) {
   if (auto m = find_model(sig)) return *m;
   with_context(where(), [&] {
-    SQLite::Statement q(db,
-                        "INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, "
-                        "weights_id, record_bytes, chunk_tokens, created_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
-    q.bind(1, sig.to_string());
-    q.bind(2, sig.n_layers);
-    q.bind(3, sig.kv_lora);
-    q.bind(4, sig.qk_rope);
-    q.bind(5, sig.index_hd);
-    q.bind(6, sig.n_indexed);
-    q.bind(7, sig.vocab);
-    q.bind(8, sig.weights_id);
-    q.bind(9, static_cast<int64_t>(sig.record_bytes()));
-    q.bind(10, static_cast<int64_t>(chunk_tokens_for(sig, options.chunk_target_bytes)));
-    q.bind(11, static_cast<int64_t>(now_ms()));
-    q.exec();
+    catalog->insert_model(sig, chunk_tokens_for(sig, options.chunk_target_bytes), now_ms());
   });
   return *find_model(sig);
 }
 
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
-  if (chunk_ids.empty()) return;
-  with_context(where(), [&] {
-    SQLite::Statement del(db,
-                          "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
-                          "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1)");
-    for (int64_t id : chunk_ids) {
-      del.bind(1, id);
-      del.exec();
-      del.reset();
-    }
-  });
+  with_context(where(), [&] { catalog->free_unused_chunks(chunk_ids); });
 }
 
 // ---------------------------------------------------------------------------
 // Append
 
 namespace {
-
-// What a conversation holds before an append, read outside the write lock.
-struct ChunkSummary {
-  int64_t chunk_id;
-  ChunkHash key;    // chunks.hash
-  ChunkHash chain;  // chunk_meta.chain_hash
-  std::optional<ChunkHash> digest;  // chunk_meta.digest
-  int64_t n_tokens;
-  bool evicted;  // its payload was evicted (only token ids are kept)
-  int64_t seq;
-  int64_t first_pos;
-};
-
-std::vector<ChunkSummary> chunk_summaries(SQLite::Database& db, int64_t conversation_id) {
-  std::vector<ChunkSummary> out;
-  // length(payload), not "payload IS NULL": as a result column the latter
-  // makes SQLite 3.40 read the whole blob through its overflow pages (every
-  // append paid ~15 ms per 100 MB committed); length() reads only the header.
-  SQLite::Statement q(db,
-                      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
-                      "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
-  q.bind(1, conversation_id);
-  while (q.executeStep())
-    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
-                   digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0,
-                   q.getColumn(6).getInt64(), q.getColumn(7).getInt64()});
-  return out;
-}
 
 [[noreturn]] void throw_negative_count(const ConversationRow& conv, const std::string& here) {
   throw Error(ErrorCode::kCorrupt, here + ": its token count is negative (" + std::to_string(conv.count) + ")");
@@ -385,24 +311,11 @@ void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const 
   }
 }
 
-std::vector<int32_t> chunk_tokens_by_id(SQLite::Database& db, int64_t chunk_id, int64_t n, const std::string& where) {
-  SQLite::Statement q(db, "SELECT tokens FROM chunks WHERE chunk_id = ?");
-  q.bind(1, chunk_id);
-  if (!q.executeStep()) throw Error(ErrorCode::kCorrupt, where + ": chunk " + std::to_string(chunk_id) + " is missing");
-  return parse_tokens_or_throw(q.getColumn(0), n, where + ": chunk " + std::to_string(chunk_id));
-}
-
-// Content digests of the chunks stored with values at chain hash `chain`: an
-// append whose chunk has one of them links that chunk instead of encoding.
-std::vector<ChunkHash> stored_digests(SQLite::Database& db, int64_t model_id, const ChunkHash& chain) {
-  SQLite::Statement q(db,
-                      "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
-                      "AND digest IS NOT NULL");
-  q.bind(1, model_id);
-  q.bind(2, chain.data(), static_cast<int>(chain.size()));
-  std::vector<ChunkHash> out;
-  while (q.executeStep()) out.push_back(blob_to_hash(q.getColumn(0)));
-  return out;
+std::vector<int32_t> chunk_tokens_by_id(detail::Catalog& catalog, int64_t chunk_id, int64_t n, const std::string& where) {
+  const std::optional<std::string> json = catalog.chunk_tokens_json(chunk_id);
+  if (!json) throw Error(ErrorCode::kCorrupt, where + ": chunk " + std::to_string(chunk_id) + " is missing");
+  return parse_tokens_or_throw(json->data(), static_cast<int64_t>(json->size()), n,
+                               where + ": chunk " + std::to_string(chunk_id));
 }
 
 // A conversation's row, model and chunk list, from one read snapshot.
@@ -413,11 +326,11 @@ struct ConversationState {
 };
 
 ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here) {
-  SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
   ConversationState st;
   st.conv = s.get_conversation(id);
   st.model = s.model_by_id(st.conv.model_id);
-  st.chunks = with_context(here, [&] { return chunk_summaries(s.db, st.conv.id); });
+  st.chunks = with_context(here, [&] { return s.catalog->chunk_list(st.conv.id); });
   check_chunk_list(st.conv, st.model, st.chunks, here);
   return st;
 }
@@ -437,61 +350,29 @@ bool token_only(const EncodedChunk& e) { return e.payload.empty() && !e.skipped;
 // place and the same content), and returns its id; 0 when the chunk was
 // skipped as stored already but is no longer there with its values (the
 // caller encodes it and calls again).
-int64_t put_chunk(SQLite::Database& db, int64_t model_id, const WriteChunk& w, const std::string& precision) {
+int64_t put_chunk(detail::Catalog& catalog, int64_t model_id, const WriteChunk& w, const std::string& precision) {
   const EncodedChunk& e = w.produced.encoded;
-  const ChunkHash key = detail::chunk_key(w.hash, token_only(e) ? detail::kNoValuesDigest : e.digest);
-  detail::ChunkMeta meta;
-  meta.model_id = model_id;
-  meta.precision = precision;
-  meta.first_pos = w.first_pos;
-  meta.prev = w.prev;
-  meta.chain = w.hash;
-  meta.digest = token_only(e) ? detail::kNoValuesDigest : e.digest;
-  meta.payload_bytes = static_cast<int64_t>(e.payload.size());
-  {
-    SQLite::Statement q(db, "SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
-    q.bind(1, model_id);
-    q.bind(2, key.data(), static_cast<int>(key.size()));
-    if (q.executeStep()) {
-      int64_t id = q.getColumn(0).getInt64();
-      bool evicted = q.getColumn(1).getInt() != 0;
-      if (!evicted || token_only(e)) return id;
-      if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
-      // The same content evicted: its values come back for every conversation using it.
-      SQLite::Statement u(db, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
-      u.bind(1, e.compressed ? "zstd" : "none");
-      u.bind(2, static_cast<int64_t>(e.raw_size));
-      u.bind(3, static_cast<int64_t>(e.checksum));
-      u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
-      u.bind(5, id);
-      u.exec();
-      meta.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
-      detail::record_chunk_payload(db, id, meta);
-      return id;
-    }
+  detail::ChunkRecord r;
+  r.model_id = model_id;
+  r.digest = token_only(e) ? detail::kNoValuesDigest : e.digest;
+  r.key = detail::chunk_key(w.hash, r.digest);
+  r.first_pos = w.first_pos;
+  r.precision = precision;
+  r.prev = w.prev;
+  r.chain = w.hash;
+  r.n_tokens = static_cast<int64_t>(w.produced.tokens.size());
+  r.encoded = &e;
+  if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
+    if (!stored->evicted || token_only(e)) return stored->chunk_id;
+    if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
+    // The same content evicted: its values come back for every conversation using it.
+    r.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), r.n_tokens);
+    catalog.restore_payload(stored->chunk_id, r);
+    return stored->chunk_id;
   }
   if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
-  SQLite::Statement ins(db,
-                        "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-                        "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
-  ins.bind(1, model_id);
-  ins.bind(2, key.data(), static_cast<int>(key.size()));
-  ins.bind(3, static_cast<int64_t>(w.first_pos));
-  ins.bind(4, static_cast<int64_t>(w.produced.tokens.size()));
-  meta.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
-  ins.bind(5, meta.tokens_json);
-  ins.bind(6, precision);
-  ins.bind(7, e.compressed ? "zstd" : "none");
-  ins.bind(8, static_cast<int64_t>(e.raw_size));
-  ins.bind(9, static_cast<int64_t>(e.checksum));
-  if (e.payload.empty())
-    ins.bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
-  else
-    ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
-  ins.exec();
-  const int64_t new_id = db.getLastInsertRowid();
-  detail::record_chunk_meta(db, new_id, meta);
-  return new_id;
+  r.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), r.n_tokens);
+  return catalog.insert_chunk(r);
 }
 
 // One append, as a list of steps: check the request, read what is committed
@@ -506,7 +387,7 @@ class Appender {
   void run() {
     check_request();
     {
-      SqlTransaction snapshot(s_.db, here_, SqlTransaction::kRead);
+      const auto snapshot = s_.catalog->begin(detail::Catalog::Access::kRead, here_);
       read_committed();
       choose_layout();
       check_divergence();
@@ -553,7 +434,7 @@ class Appender {
     if (model_->sig != req_.model)
       throw Error(ErrorCode::kModelMismatch, here_ + ": stored for model [" + model_->text +
                                                  "], but the caller's model is [" + req_.model.to_string() + "]");
-    existing_ = with_context(here_, [&] { return chunk_summaries(s_.db, conv_->id); });
+    existing_ = with_context(here_, [&] { return s_.catalog->chunk_list(conv_->id); });
     check_chunk_list(*conv_, *model_, existing_, here_);
   }
 
@@ -590,7 +471,7 @@ class Appender {
   }
 
   [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const {
-    std::vector<int32_t> stored = with_context(here_, [&] { return chunk_tokens_by_id(s_.db, c.chunk_id, n, here_); });
+    std::vector<int32_t> stored = with_context(here_, [&] { return chunk_tokens_by_id(*s_.catalog, c.chunk_id, n, here_); });
     for (int64_t i = 0; i < n; ++i)
       if (stored[i] != req_.tokens[first + i])
         throw Error(ErrorCode::kDiverged,
@@ -636,7 +517,7 @@ class Appender {
   // chunks stored already.
   void hash_planned_chunks() {
     ChunkHash h = chain_;
-    SqlTransaction hash_snapshot(s_.db, here_, SqlTransaction::kRead);
+    const auto hash_snapshot = s_.catalog->begin(detail::Catalog::Access::kRead, here_);
     for (auto& w : plan_) {
       const int64_t n = std::min(chunk_tokens_, req_.len - w.first_pos);
       w.produced.tokens.assign(req_.tokens + w.first_pos, req_.tokens + w.first_pos + n);
@@ -649,7 +530,7 @@ class Appender {
       h = detail::chain_next(h, req_.tokens + w.first_pos, n);
       w.hash = h;
       if (model_)
-        w.produced.stored_digests = with_context(here_, [&] { return stored_digests(s_.db, model_->id, w.hash); });
+        w.produced.stored_digests = with_context(here_, [&] { return s_.catalog->digests_at(model_->id, w.hash); });
     }
   }
 
@@ -680,7 +561,7 @@ class Appender {
   // One write transaction: chunks, chunk list and count together.
   void write_transaction() {
     if (s_.checkpointer) s_.checkpointer->wait_before_write();
-    SqlTransaction txn(s_.db, here_);
+    const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
     with_context(here_, [&] {
       check_generation();
       const ModelRow m = model_for_write();
@@ -693,7 +574,7 @@ class Appender {
       // The byte budget: evict least recently used conversations, not this one.
       if (s_.options.max_store_bytes > 0) detail::evict_to_fit(s_, s_.options.max_store_bytes, conv_id);
     });
-    txn.commit();
+    txn->commit();
   }
 
   void check_generation() const {
@@ -711,20 +592,7 @@ class Appender {
   }
 
   int64_t insert_conversation(int64_t model_id) const {
-    SQLite::Statement ins(s_.db,
-                          "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
-                          "last_used_ms, title, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    const int64_t t = now_ms();
-    ins.bind(1, req_.id);
-    ins.bind(2, model_id);
-    ins.bind(3, precision_);
-    ins.bind(4, t);
-    ins.bind(5, t);
-    ins.bind(6, t);
-    ins.bind(7, req_.title);
-    ins.bind(8, req_.metadata);
-    ins.exec();
-    return s_.db.getLastInsertRowid();
+    return s_.catalog->insert_conversation({req_.id, model_id, precision_, req_.title, req_.metadata, now_ms()});
   }
 
   // The chunks rewritten at their seq (the partial last one, evicted ones
@@ -738,8 +606,6 @@ class Appender {
 
   // Stores and links each chunk as its encoding comes in, in order.
   void write_chunks(int64_t model_id, int64_t conv_id) {
-    SQLite::Statement link(s_.db,
-                           "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
     ChunkHash h = chain_;
     while (!encoded_->done()) {
       detail::ProducedChunk r;
@@ -750,38 +616,23 @@ class Appender {
         h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
         w.hash = h;
       }
-      const int64_t id = store_chunk(model_id, w);
-      link.bind(1, conv_id);
-      link.bind(2, static_cast<int64_t>(w.seq));
-      link.bind(3, id);
-      link.exec();
-      link.reset();
+      s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model_id, w));
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
     }
   }
 
   int64_t store_chunk(int64_t model_id, WriteChunk& w) const {
-    int64_t id = put_chunk(s_.db, model_id, w, precision_);
+    int64_t id = put_chunk(*s_.catalog, model_id, w, precision_);
     if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
       w.produced.stored_digests.clear();
       req_.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
-      id = put_chunk(s_.db, model_id, w, precision_);
+      id = put_chunk(*s_.catalog, model_id, w, precision_);
     }
     return id;
   }
 
-  void update_conversation(int64_t conv_id) const {
-    SQLite::Statement upd(s_.db,
-                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
-                          "last_used_ms = ? WHERE conversation_id = ?");
-    const int64_t t = now_ms();
-    upd.bind(1, static_cast<int64_t>(req_.len));
-    upd.bind(2, t);
-    upd.bind(3, t);
-    upd.bind(4, conv_id);
-    upd.exec();
-  }
+  void update_conversation(int64_t conv_id) const { s_.catalog->set_count(conv_id, req_.len, now_ms()); }
 
   Store::Impl& s_;
   const detail::AppendRequest& req_;
@@ -1267,7 +1118,7 @@ void Store::truncate(const std::string& id, int64_t len) {
     del.exec();
     if (tail) {
       WriteChunk w{keep_full, keep_full * C, tail->hash, std::move(tail->produced), tail->prev};
-      int64_t chunk_id = put_chunk(s.db, model.id, w, c.precision);
+      int64_t chunk_id = put_chunk(*s.catalog, model.id, w, c.precision);
       SQLite::Statement link(s.db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
       link.bind(1, c.id);
       link.bind(2, keep_full);
@@ -1295,7 +1146,7 @@ void Store::remove(const std::string& id) {
   ConversationRow c = s.get_conversation(id);
   with_context(here, [&] {
     std::vector<int64_t> ids;
-    for (const auto& ch : chunk_summaries(s.db, c.id)) ids.push_back(ch.chunk_id);
+    for (const auto& ch : s.catalog->chunk_list(c.id)) ids.push_back(ch.chunk_id);
     SQLite::Statement del_links(s.db, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
     del_links.bind(1, c.id);
     del_links.exec();
@@ -1368,7 +1219,7 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
       WriteChunk w{shared, shared * C, tail->hash, std::move(tail->produced), tail->prev};
       link.bind(1, dst_id);
       link.bind(2, shared);
-      link.bind(3, put_chunk(s.db, model.id, w, c.precision));
+      link.bind(3, put_chunk(*s.catalog, model.id, w, c.precision));
       link.exec();
     }
     SQLite::Statement used(s.db, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");

@@ -75,6 +75,33 @@ struct ChunkRecord {
   const EncodedChunk* encoded = nullptr;  // payload empty: a token-only chunk, stored evicted
 };
 
+// One entry of a conversation's chunk list with its chunk's stored fields, as
+// a load reads them: unchecked (the core checks them).
+struct ChunkListRow {
+  int64_t seq = 0;
+  int64_t chunk_id = 0;
+  int64_t first_pos = 0;
+  int64_t n_tokens = 0;
+  std::string tokens_json;
+  std::string compression;
+  int64_t raw_size = 0;
+  int64_t checksum = 0;
+  std::optional<int64_t> payload_bytes;  // none: evicted
+  ChunkHash key{};
+  std::string precision;
+  std::optional<ChunkHash> digest;  // none: written before schema 5
+};
+
+// The rows of a chunk list in seq order, and their payloads.
+class ChunkCursor {
+ public:
+  virtual ~ChunkCursor() = default;
+  virtual bool next(ChunkListRow& row) = 0;
+  // Reads the payload of a chunk, `bytes` long, into out (resized to it);
+  // a different size is kCorrupt. Errors name `what`.
+  virtual void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) = 0;
+};
+
 struct NewConversation {
   std::string name;
   int64_t model_id = 0;
@@ -112,6 +139,9 @@ class Catalog {
 
   // Chunks
   virtual std::vector<ChunkSummary> chunk_list(int64_t conversation_id) = 0;
+  // Entries [0, n_chunks) of a chunk list, for a load; valid in the current
+  // transaction.
+  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t n_chunks) = 0;
   // A chunk's token ids as stored (JSON text); none when the chunk is missing.
   virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
   // Content digests of the chunks of a model stored with values at chain hash `chain`.

@@ -690,18 +690,12 @@ class ChunkScan {
   }
 
   void run() {
-    SQLite::Statement q(s_.db,
-                        "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
-                        "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
-                        "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                        "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
-                        "WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq");
-    q.bind(1, start_.conv.id);
-    q.bind(2, static_cast<int64_t>(n_chunks_));
-    while (q.executeStep()) {
-      std::unique_ptr<StoredChunk> c = read_row(q);
+    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, n_chunks_);
+    detail::ChunkListRow row;
+    while (rows->next(row)) {
+      std::unique_ptr<StoredChunk> c = check_row(row);
       if (inflight_.size() >= s_.window()) finish_front();
-      read_payload(*c);
+      read_payload(*rows, *c);
       start_decoding(std::move(c));
     }
     if (expected_seq_ != n_chunks_)
@@ -713,30 +707,29 @@ class ChunkScan {
 
  private:
   // A chunk's row, checked; its payload's size in payload_bytes_.
-  std::unique_ptr<StoredChunk> read_row(SQLite::Statement& q) {
+  std::unique_ptr<StoredChunk> check_row(const detail::ChunkListRow& row) {
     auto c = std::make_unique<StoredChunk>();
-    c->seq = q.getColumn(0).getInt64();
-    c->chunk_id = q.getColumn(1).getInt64();
-    c->first_pos = q.getColumn(2).getInt64();
-    c->n_tokens = q.getColumn(3).getInt64();
+    c->seq = row.seq;
+    c->chunk_id = row.chunk_id;
+    c->first_pos = row.first_pos;
+    c->n_tokens = row.n_tokens;
     cw_ = here_ + ": chunk " + std::to_string(c->chunk_id) + " (seq " + std::to_string(c->seq) + ", " +
           range_text(c->seq * chunk_tokens_, c->seq * chunk_tokens_ + c->n_tokens) + ")";
     check_place(*c);
     c->wanted = std::min(c->n_tokens, start_.n - c->first_pos);
-    c->tokens = parse_tokens_or_throw(q.getColumn(4), c->n_tokens, cw_);
-    check_tokens(*c, blob_to_hash(q.getColumn(9)), digest_column(q.getColumn(11)));
-    const std::string compression = q.getColumn(5).getString();
-    c->compressed = compression == "zstd";
-    c->raw_size = q.getColumn(6).getInt64();
-    c->checksum = static_cast<uint32_t>(q.getColumn(7).getInt64());
-    if (!detail::parse_precision(q.getColumn(10).getString(), c->precision))
-      throw Error(ErrorCode::kCorrupt, cw_ + ": unknown precision '" + q.getColumn(10).getString() + "'");
-    SQLite::Column payload = q.getColumn(8);
-    if (payload.isNull())
+    c->tokens = parse_tokens_or_throw(row.tokens_json.data(), static_cast<int64_t>(row.tokens_json.size()),
+                                      c->n_tokens, cw_);
+    check_tokens(*c, row.key, row.digest);
+    c->compressed = row.compression == "zstd";
+    c->raw_size = row.raw_size;
+    c->checksum = static_cast<uint32_t>(row.checksum);
+    if (!detail::parse_precision(row.precision, c->precision))
+      throw Error(ErrorCode::kCorrupt, cw_ + ": unknown precision '" + row.precision + "'");
+    if (!row.payload_bytes)
       throw Error(ErrorCode::kEvicted, cw_ + ": its KV data was evicted; only its token ids are kept", c->first_pos);
-    if (!c->compressed && compression != "none")
-      throw Error(ErrorCode::kCorrupt, cw_ + ": unknown compression '" + compression + "'");
-    payload_bytes_ = payload.getInt64();
+    if (!c->compressed && row.compression != "none")
+      throw Error(ErrorCode::kCorrupt, cw_ + ": unknown compression '" + row.compression + "'");
+    payload_bytes_ = *row.payload_bytes;
     check_sizes(*c);
     return c;
   }
@@ -777,23 +770,13 @@ class ChunkScan {
                                            "-byte chunk can take");
   }
 
-  // Payloads are read with incremental blob I/O (one copy, straight into a
-  // buffer: selecting the column would assemble it in SQLite's own buffer
-  // first), into buffers recycled once their chunk is consumed.
-  void read_payload(StoredChunk& c) {
-    sqlite3* h = s_.db.getHandle();
-    int rc = blob_.b ? sqlite3_blob_reopen(blob_.b, c.chunk_id)
-                     : sqlite3_blob_open(h, "main", "chunks", "payload", c.chunk_id, 0, &blob_.b);
-    if (rc == SQLITE_OK && sqlite3_blob_bytes(blob_.b) != payload_bytes_) rc = SQLITE_CORRUPT;
+  // Into a buffer recycled from a consumed chunk.
+  void read_payload(detail::ChunkCursor& rows, StoredChunk& c) {
     if (!spare_.empty()) {
       c.payload = std::move(spare_.back());
       spare_.pop_back();
     }
-    c.payload.resize(static_cast<size_t>(payload_bytes_));
-    if (rc == SQLITE_OK && payload_bytes_ > 0)
-      rc = sqlite3_blob_read(blob_.b, c.payload.data(), static_cast<int>(payload_bytes_), 0);
-    if (rc != SQLITE_OK)
-      throw Error(detail::error_code_for_sqlite(rc), cw_ + ": reading its payload: " + sqlite3_errstr(rc));
+    rows.read_payload(c.chunk_id, payload_bytes_, c.payload, cw_);
   }
 
   // A lone or small chunk is decoded here when it is consumed: handing it to a
@@ -823,13 +806,6 @@ class ChunkScan {
     inflight_.pop_front();
   }
 
-  struct BlobHandle {
-    sqlite3_blob* b = nullptr;
-    ~BlobHandle() {
-      if (b) sqlite3_blob_close(b);
-    }
-  };
-
   Store::Impl& s_;
   const detail::ScanStart& start_;
   const std::string& here_;
@@ -844,7 +820,6 @@ class ChunkScan {
   std::vector<std::unique_ptr<StoredChunk>> owned_;
   std::deque<std::pair<StoredChunk*, std::future<void>>> inflight_;
   std::vector<std::vector<uint8_t>> spare_;
-  BlobHandle blob_;
 };
 
 // A scan's conversation, model and length, checked.

@@ -1,6 +1,8 @@
 // The Catalog over SQLite (see sqlite_catalog.h and migrations/*.sql).
 #include "sqlite/sqlite_catalog.h"
 
+#include <sqlite3.h>
+
 #include <cstring>
 
 #include "eviction.h"
@@ -49,6 +51,61 @@ ChunkMeta meta_of(const ChunkRecord& c) {
   meta.payload_bytes = static_cast<int64_t>(c.encoded->payload.size());
   return meta;
 }
+
+// Payloads are read with incremental blob I/O (one copy, straight into the
+// caller's buffer: selecting the column would assemble it in SQLite's own
+// buffer first), through one blob handle moved from chunk to chunk.
+class SqliteChunkCursor : public ChunkCursor {
+ public:
+  SqliteChunkCursor(SQLite::Database& db, int64_t conversation_id, int64_t n_chunks)
+      : db_(db),
+        q_(db,
+           "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
+           "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
+           "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+           "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+           "WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq") {
+    q_.bind(1, conversation_id);
+    q_.bind(2, n_chunks);
+  }
+  ~SqliteChunkCursor() override {
+    if (blob_) sqlite3_blob_close(blob_);
+  }
+
+  bool next(ChunkListRow& r) override {
+    if (!q_.executeStep()) return false;
+    r.seq = q_.getColumn(0).getInt64();
+    r.chunk_id = q_.getColumn(1).getInt64();
+    r.first_pos = q_.getColumn(2).getInt64();
+    r.n_tokens = q_.getColumn(3).getInt64();
+    SQLite::Column tokens = q_.getColumn(4);
+    const char* text = static_cast<const char*>(tokens.getBlob());
+    r.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
+    r.compression = q_.getColumn(5).getString();
+    r.raw_size = q_.getColumn(6).getInt64();
+    r.checksum = q_.getColumn(7).getInt64();
+    SQLite::Column payload = q_.getColumn(8);
+    r.payload_bytes = payload.isNull() ? std::nullopt : std::optional<int64_t>(payload.getInt64());
+    r.key = blob_to_hash(q_.getColumn(9));
+    r.precision = q_.getColumn(10).getString();
+    r.digest = digest_column(q_.getColumn(11));
+    return true;
+  }
+
+  void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
+    int rc = blob_ ? sqlite3_blob_reopen(blob_, chunk_id)
+                   : sqlite3_blob_open(db_.getHandle(), "main", "chunks", "payload", chunk_id, 0, &blob_);
+    if (rc == SQLITE_OK && sqlite3_blob_bytes(blob_) != bytes) rc = SQLITE_CORRUPT;
+    out.resize(static_cast<size_t>(bytes));
+    if (rc == SQLITE_OK && bytes > 0) rc = sqlite3_blob_read(blob_, out.data(), static_cast<int>(bytes), 0);
+    if (rc != SQLITE_OK) throw Error(error_code_for_sqlite(rc), what + ": reading its payload: " + sqlite3_errstr(rc));
+  }
+
+ private:
+  SQLite::Database& db_;
+  SQLite::Statement q_;
+  sqlite3_blob* blob_ = nullptr;
+};
 
 }  // namespace
 
@@ -158,6 +215,10 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
                    digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0,
                    q.getColumn(6).getInt64(), q.getColumn(7).getInt64()});
   return out;
+}
+
+std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t n_chunks) {
+  return std::make_unique<SqliteChunkCursor>(db_, conversation_id, n_chunks);
 }
 
 std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) {

@@ -102,6 +102,26 @@ class ChunkCursor {
   virtual void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) = 0;
 };
 
+// A chunk's stored fields and payload, for re-encoding a prefix of it.
+struct ChunkContent {
+  int64_t n_tokens = 0;
+  std::string tokens_json;
+  std::string compression;
+  int64_t raw_size = 0;
+  int64_t checksum = 0;
+  std::optional<std::vector<uint8_t>> payload;  // none: evicted
+  std::string precision;
+};
+
+// A conversation forked from another: it takes the parent's model,
+// precision, title and metadata.
+struct NewFork {
+  std::string name;
+  int64_t parent_id = 0;
+  int64_t count = 0;  // tokens taken, also the fork point
+  int64_t now_ms = 0;
+};
+
 struct NewConversation {
   std::string name;
   int64_t model_id = 0;
@@ -129,8 +149,13 @@ class Catalog {
   // Conversations
   virtual std::optional<ConversationRow> find_conversation(const std::string& name) = 0;
   virtual int64_t insert_conversation(const NewConversation& c) = 0;
-  // Sets the token count, bumps the generation, touches updated and last used.
-  virtual void set_count(int64_t conversation_id, int64_t count, int64_t now_ms) = 0;
+  virtual int64_t insert_fork(const NewFork& f) = 0;
+  // Deletes a conversation and its chunk list (not its chunks).
+  virtual void delete_conversation(int64_t conversation_id) = 0;
+  // Sets the token count, bumps the generation, and sets the updated time
+  // (and the last-used time when `used`).
+  virtual void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) = 0;
+  virtual void touch_used(int64_t conversation_id, int64_t now_ms) = 0;
 
   // Models
   virtual std::optional<int64_t> find_model_id(const std::string& signature) = 0;
@@ -144,6 +169,8 @@ class Catalog {
   virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t n_chunks) = 0;
   // A chunk's token ids as stored (JSON text); none when the chunk is missing.
   virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
+  // None when the chunk is missing.
+  virtual std::optional<ChunkContent> read_chunk(int64_t chunk_id) = 0;
   // Content digests of the chunks of a model stored with values at chain hash `chain`.
   virtual std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) = 0;
   virtual std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) = 0;
@@ -152,6 +179,10 @@ class Catalog {
   virtual void restore_payload(int64_t chunk_id, const ChunkRecord& c) = 0;
   // Sets entry seq of a conversation's chunk list.
   virtual void link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
+  // Adds entry seq, which must not exist yet (else the backend's constraint error).
+  virtual void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
+  // Drops the entries from seq first_seq on.
+  virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
   // Deletes those of the chunks no chunk list names.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
 };

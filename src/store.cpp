@@ -1015,23 +1015,20 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
                             int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) {
   PrefixChunk out;
   with_context(here, [&] {
-    SQLite::Statement q(s.db,
-                        "SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
-                        "WHERE chunk_id = ?");
-    q.bind(1, chunk_id);
-    if (!q.executeStep()) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
-    const int64_t n = q.getColumn(0).getInt64();
+    const std::optional<detail::ChunkContent> stored = s.catalog->read_chunk(chunk_id);
+    if (!stored) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
+    const int64_t n = stored->n_tokens;
     const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
     if (n < keep || n > model.chunk_tokens)
       throw Error(ErrorCode::kCorrupt, cw + ": holds " + std::to_string(n) + " tokens, not the " + std::to_string(keep) +
                                            " to " + std::to_string(model.chunk_tokens) + " its place needs");
-    std::vector<int32_t> toks = parse_tokens_or_throw(q.getColumn(1), n, cw);
+    std::vector<int32_t> toks =
+        parse_tokens_or_throw(stored->tokens_json.data(), static_cast<int64_t>(stored->tokens_json.size()), n, cw);
     detail::ChunkPrecision precision;
-    if (!detail::parse_precision(q.getColumn(6).getString(), precision))
-      throw Error(ErrorCode::kCorrupt, cw + ": unknown precision '" + q.getColumn(6).getString() + "'");
-    SQLite::Column payload = q.getColumn(5);
+    if (!detail::parse_precision(stored->precision, precision))
+      throw Error(ErrorCode::kCorrupt, cw + ": unknown precision '" + stored->precision + "'");
     out.prev = prev;
-    if (payload.isNull()) {  // evicted: the prefix is a token-only chunk, evicted too
+    if (!stored->payload) {  // evicted: the prefix is a token-only chunk, evicted too
       toks.resize(static_cast<size_t>(keep));
       out.produced.tokens = toks;
       out.produced.encoded.raw_size = keep * model.sig.floats_per_token() * detail::precision_value_bytes(precision);
@@ -1042,9 +1039,9 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
     std::vector<float> buf(static_cast<size_t>(n * model.sig.floats_per_token()));
     PlaneList packed = detail::packed_planes(model.sig, buf.data(), n);
     try {
-      detail::decode_chunk(static_cast<const uint8_t*>(payload.getBlob()), static_cast<size_t>(payload.getBytes()),
-                           q.getColumn(2).getString() == "zstd", q.getColumn(3).getInt64(),
-                           static_cast<uint32_t>(q.getColumn(4).getInt64()), n, toks.data(), packed, precision);
+      detail::decode_chunk(stored->payload->data(), stored->payload->size(), stored->compression == "zstd",
+                           stored->raw_size, static_cast<uint32_t>(stored->checksum), n, toks.data(), packed,
+                           precision);
     } catch (const Error& e) {
       throw Error(e.code(), cw + ": " + e.what());
     }
@@ -1080,36 +1077,22 @@ void Store::truncate(const std::string& id, int64_t len) {
     ChunkHash prev = keep_full > 0 ? chunks[keep_full - 1].chain : detail::chain_seed(model.text, c.precision);
     tail = reencode_prefix(s, model, chunks[keep_full].chunk_id, keep_full, len % C, prev, here);
   }
-  SqlTransaction txn(s.db, here);
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   with_context(here, [&] {
     auto now = s.find_conversation(id);
     if (!now || now->generation != c.generation)
       throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation meanwhile; retry");
     std::vector<int64_t> dropped;
     for (size_t k = static_cast<size_t>(keep_full); k < chunks.size(); ++k) dropped.push_back(chunks[k].chunk_id);
-    SQLite::Statement del(s.db, "DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
-    del.bind(1, c.id);
-    del.bind(2, keep_full);
-    del.exec();
+    s.catalog->unlink_from(c.id, keep_full);
     if (tail) {
       WriteChunk w{keep_full, keep_full * C, tail->hash, std::move(tail->produced), tail->prev};
-      int64_t chunk_id = put_chunk(*s.catalog, model.id, w, c.precision);
-      SQLite::Statement link(s.db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-      link.bind(1, c.id);
-      link.bind(2, keep_full);
-      link.bind(3, chunk_id);
-      link.exec();
+      s.catalog->insert_link(c.id, keep_full, put_chunk(*s.catalog, model.id, w, c.precision));
     }
-    SQLite::Statement upd(s.db,
-                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
-                          "WHERE conversation_id = ?");
-    upd.bind(1, len);
-    upd.bind(2, static_cast<int64_t>(now_ms()));
-    upd.bind(3, c.id);
-    upd.exec();
+    s.catalog->set_count(c.id, len, now_ms(), /*used=*/false);
     s.free_unused_chunks(dropped);
   });
-  txn.commit();
+  txn->commit();
 }
 
 void Store::remove(const std::string& id) {
@@ -1117,20 +1100,15 @@ void Store::remove(const std::string& id) {
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("delete conversation '" + id + "'");
-  SqlTransaction txn(s.db, here);
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   ConversationRow c = s.get_conversation(id);
   with_context(here, [&] {
     std::vector<int64_t> ids;
     for (const auto& ch : s.catalog->chunk_list(c.id)) ids.push_back(ch.chunk_id);
-    SQLite::Statement del_links(s.db, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
-    del_links.bind(1, c.id);
-    del_links.exec();
-    SQLite::Statement del(s.db, "DELETE FROM conversations WHERE conversation_id = ?");
-    del.bind(1, c.id);
-    del.exec();
+    s.catalog->delete_conversation(c.id);
     s.free_unused_chunks(ids);
   });
-  txn.commit();
+  txn->commit();
 }
 
 void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
@@ -1160,7 +1138,7 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
       tail = reencode_prefix(s, model, chunks[shared].chunk_id, shared, len % C, prev, here);
     }
   }
-  SqlTransaction txn(s.db, here);
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   with_context(here, [&] {
     auto now = s.find_conversation(src);
     if (!now || now->generation != c.generation)
@@ -1168,41 +1146,15 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
     if (s.find_conversation(dst))
       throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
     const int64_t t = now_ms();
-    SQLite::Statement ins(s.db,
-                          "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
-                          "parent_id, forked_at, created_ms, updated_ms, last_used_ms) "
-                          "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ? "
-                          "FROM conversations WHERE conversation_id = ?");
-    ins.bind(1, dst);
-    ins.bind(2, len);
-    ins.bind(3, len);
-    ins.bind(4, t);
-    ins.bind(5, t);
-    ins.bind(6, t);
-    ins.bind(7, c.id);
-    ins.exec();
-    const int64_t dst_id = s.db.getLastInsertRowid();
-    SQLite::Statement link(s.db, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-    for (int64_t k = 0; k < shared; ++k) {
-      link.bind(1, dst_id);
-      link.bind(2, k);
-      link.bind(3, chunks[k].chunk_id);
-      link.exec();
-      link.reset();
-    }
+    const int64_t dst_id = s.catalog->insert_fork({dst, c.id, len, t});
+    for (int64_t k = 0; k < shared; ++k) s.catalog->insert_link(dst_id, k, chunks[k].chunk_id);
     if (tail) {
       WriteChunk w{shared, shared * C, tail->hash, std::move(tail->produced), tail->prev};
-      link.bind(1, dst_id);
-      link.bind(2, shared);
-      link.bind(3, put_chunk(*s.catalog, model.id, w, c.precision));
-      link.exec();
+      s.catalog->insert_link(dst_id, shared, put_chunk(*s.catalog, model.id, w, c.precision));
     }
-    SQLite::Statement used(s.db, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
-    used.bind(1, t);
-    used.bind(2, c.id);
-    used.exec();
+    s.catalog->touch_used(c.id, t);
   });
-  txn.commit();
+  txn->commit();
 }
 
 namespace {

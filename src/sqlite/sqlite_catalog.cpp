@@ -145,7 +145,43 @@ int64_t SqliteCatalog::insert_conversation(const NewConversation& c) {
   return db_.getLastInsertRowid();
 }
 
-void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms) {
+int64_t SqliteCatalog::insert_fork(const NewFork& f) {
+  SQLite::Statement ins(db_,
+                        "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
+                        "parent_id, forked_at, created_ms, updated_ms, last_used_ms) "
+                        "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ? "
+                        "FROM conversations WHERE conversation_id = ?");
+  ins.bind(1, f.name);
+  ins.bind(2, f.count);
+  ins.bind(3, f.count);
+  ins.bind(4, f.now_ms);
+  ins.bind(5, f.now_ms);
+  ins.bind(6, f.now_ms);
+  ins.bind(7, f.parent_id);
+  ins.exec();
+  return db_.getLastInsertRowid();
+}
+
+void SqliteCatalog::delete_conversation(int64_t conversation_id) {
+  SQLite::Statement del_links(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
+  del_links.bind(1, conversation_id);
+  del_links.exec();
+  SQLite::Statement del(db_, "DELETE FROM conversations WHERE conversation_id = ?");
+  del.bind(1, conversation_id);
+  del.exec();
+}
+
+void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) {
+  if (!used) {
+    SQLite::Statement upd(db_,
+                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
+                          "WHERE conversation_id = ?");
+    upd.bind(1, count);
+    upd.bind(2, now_ms);
+    upd.bind(3, conversation_id);
+    upd.exec();
+    return;
+  }
   SQLite::Statement upd(db_,
                         "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
                         "last_used_ms = ? WHERE conversation_id = ?");
@@ -154,6 +190,13 @@ void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t no
   upd.bind(3, now_ms);
   upd.bind(4, conversation_id);
   upd.exec();
+}
+
+void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
+  SQLite::Statement used(db_, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
+  used.bind(1, now_ms);
+  used.bind(2, conversation_id);
+  used.exec();
 }
 
 std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) {
@@ -230,6 +273,29 @@ std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) {
   return std::string(text ? text : "", static_cast<size_t>(col.getBytes()));
 }
 
+std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) {
+  SQLite::Statement q(db_,
+                      "SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
+                      "WHERE chunk_id = ?");
+  q.bind(1, chunk_id);
+  if (!q.executeStep()) return std::nullopt;
+  ChunkContent c;
+  c.n_tokens = q.getColumn(0).getInt64();
+  SQLite::Column tokens = q.getColumn(1);
+  const char* text = static_cast<const char*>(tokens.getBlob());
+  c.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
+  c.compression = q.getColumn(2).getString();
+  c.raw_size = q.getColumn(3).getInt64();
+  c.checksum = q.getColumn(4).getInt64();
+  SQLite::Column payload = q.getColumn(5);
+  if (!payload.isNull()) {
+    const uint8_t* p = static_cast<const uint8_t*>(payload.getBlob());
+    c.payload.emplace(p, p + payload.getBytes());
+  }
+  c.precision = q.getColumn(6).getString();
+  return c;
+}
+
 std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) {
   SQLite::Statement q(db_,
                       "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
@@ -291,6 +357,21 @@ void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chu
   link.bind(2, seq);
   link.bind(3, chunk_id);
   link.exec();
+}
+
+void SqliteCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+  SQLite::Statement link(db_, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  link.bind(1, conversation_id);
+  link.bind(2, seq);
+  link.bind(3, chunk_id);
+  link.exec();
+}
+
+void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
+  SQLite::Statement del(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
+  del.bind(1, conversation_id);
+  del.bind(2, first_seq);
+  del.exec();
 }
 
 void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {

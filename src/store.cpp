@@ -1,30 +1,24 @@
 #include "colikv/store.h"
 
 #include <sqlite3.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <future>
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "chunk_codec.h"
 #include "eviction.h"
 #include "migrations.h"
-#include "sqlite_util.h"
-#include "store_impl.h"
 #include "sqlite/checkpointer.h"
 #include "sqlite/open_store.h"
 #include "sqlite/sqlite_catalog.h"
+#include "sqlite_util.h"
+#include "store_impl.h"
 #include "store_limits.h"
 
 namespace colikv {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "sha256.h"
+
 namespace colikv {
 namespace detail {
 
@@ -47,7 +49,7 @@ uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t b);
 
 // A SHA-256 value: chain hashes, content digests, chunk keys.
-using ChunkHash = std::array<uint8_t, 32>;
+using ChunkHash = Sha256Digest;
 
 // The content digest of a chunk whose values are unknown (a token-only chunk
 // cut from an evicted one): all zero, which no SHA-256 of content is.
@@ -61,10 +63,6 @@ struct EncodedChunk {
   ChunkHash digest{};            // content_digest(precision, tokens, decoded payload)
   bool skipped = false;          // digest was one of those to skip: nothing compressed, payload empty
 };
-
-// CRC-32C (Castagnoli), extending crc; crc32c(0, p, n) is the plain checksum.
-// Uses the SSE4.2 instruction when the CPU has it.
-uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 
 // Shuffles the chunk (the floats of every plane in order, split into 4 byte
 // streams: all bytes 0, then all bytes 1, 2, 3) and writes each stream as one

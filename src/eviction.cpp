@@ -10,13 +10,13 @@
 #include "eviction.h"
 
 #include <sqlite3.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "sqlite/open_store.h"
 #include "sqlite_util.h"
 #include "store_impl.h"
 
@@ -26,11 +26,6 @@ using detail::SqlTransaction;
 using detail::with_context;
 
 namespace {
-
-int64_t file_size_or_zero(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
 
 // A zero-length blob marks "no predecessor" (a chunk at position 0); binding a
 // null pointer would bind NULL instead.
@@ -224,13 +219,13 @@ VacuumReport Store::vacuum() {
   Impl& s = *impl_;
   s.require_writable("vacuum");
   VacuumReport r;
-  r.file_bytes_before = file_size_or_zero(s.path) + file_size_or_zero(s.path + "-wal");
+  r.file_bytes_before = detail::file_size_or_zero(s.path) + detail::file_size_or_zero(s.path + "-wal");
   detail::exec(s.db, "VACUUM", s.where() + ": vacuum");
   // The rewritten pages are in the WAL: copy them back and shrink both files.
   // A reader that holds an old snapshot may keep the WAL from being reset;
   // that is not an error (the space is given back at a later checkpoint).
   sqlite3_wal_checkpoint_v2(s.db.getHandle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
-  r.file_bytes_after = file_size_or_zero(s.path) + file_size_or_zero(s.path + "-wal");
+  r.file_bytes_after = detail::file_size_or_zero(s.path) + detail::file_size_or_zero(s.path + "-wal");
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "catalog.h"
 #include "chunk_codec.h"
 #include "colikv/store.h"
 #include "thread_pool.h"
@@ -23,22 +24,6 @@ namespace colikv {
 namespace detail {
 
 class Checkpointer;  // store.cpp: copies the WAL back on its own thread
-
-struct ModelRow {
-  int64_t id = 0;
-  ModelSignature sig;
-  std::string text;  // sig.to_string()
-  int64_t chunk_tokens = 0;
-};
-
-struct ConversationRow {
-  int64_t id = 0;
-  std::string name;
-  int64_t model_id = 0;
-  int64_t count = 0;
-  int64_t generation = 0;
-  std::string precision;
-};
 
 // The planes of positions [first_pos, first_pos + n) in the engine's buffers.
 PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t first_pos);
@@ -121,6 +106,7 @@ class Store::Impl {
   std::string path;
   Options options;
   SQLite::Database db;
+  std::unique_ptr<detail::Catalog> catalog;  // over db
   std::recursive_mutex mu;  // serializes calls on this Store
   detail::ThreadPool pool;
   // Prepared statements of the prefix lookup (prefix_match.cpp), kept across
@@ -144,6 +130,16 @@ class Store::Impl {
  private:
   std::map<int64_t, detail::ModelRow> models_by_id_;
 };
+
+namespace detail {
+
+// A Store's internals, for the library's own modules (coli_kv.cpp) and the
+// white-box tests; not part of the public header.
+struct StoreAccess {
+  static Store::Impl& impl(Store& store) { return *store.impl_; }
+};
+
+}  // namespace detail
 
 }  // namespace colikv
 

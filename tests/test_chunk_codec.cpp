@@ -15,20 +15,10 @@
 #include <vector>
 
 #include "chunk_codec.h"
-#include "test_support.h"
 #include "colikv/error.h"
-
-namespace colikv {
-namespace detail {
-// Defined in chunk_codec.cpp for tests only (not in chunk_codec.h).
-uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n);
-uint32_t crc32c_hardware(uint32_t crc, const void* data, size_t n);
-bool crc32c_hardware_available();
-ChunkHash sha256(const void* data, size_t n);
-ChunkHash sha256_portable(const void* data, size_t n);
-bool sha256_hardware_available();
-}  // namespace detail
-}  // namespace colikv
+#include "crc32c.h"
+#include "sha256.h"
+#include "test_support.h"
 
 using colikv::Error;
 using colikv::ErrorCode;

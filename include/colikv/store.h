@@ -22,6 +22,10 @@
 
 namespace colikv {
 
+namespace detail {
+struct StoreAccess;
+}  // namespace detail
+
 // The engine's KV buffers, read by append: Lc[layer] + pos*kv_lora,
 // Rc[layer] + pos*qk_rope, and Ic[layer] + pos*index_hd for the layers that
 // have an indexer. Lc and Rc have n_layers entries; Ic has n_layers entries,
@@ -258,9 +262,9 @@ class COLIKV_API Store {
   VacuumReport vacuum();
 
   class COLIKV_LOCAL Impl;
-  COLIKV_LOCAL Impl& impl();  // for the library's own modules (import/export, verify)
 
  private:
+  friend struct detail::StoreAccess;  // the library's own modules (import, export)
   std::unique_ptr<Impl> impl_;
 };
 

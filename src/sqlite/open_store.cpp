@@ -1,0 +1,212 @@
+// Opening a store's SQLite file (see open_store.h).
+#include "sqlite/open_store.h"
+
+#include <SQLiteCpp/Statement.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "colikv/error.h"
+#include "migrations.h"
+#include "sqlite_util.h"
+#include "store_limits.h"
+
+namespace colikv {
+namespace detail {
+
+namespace {
+
+int open_flags(const Options& o) {
+  if (o.read_only) return SQLite::OPEN_READONLY;
+  return SQLite::OPEN_READWRITE | (o.create_if_missing ? SQLite::OPEN_CREATE : 0);
+}
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Reports a refusal plainly ("permission denied") instead of SQLite's
+// "unable to open database file". access(), not open(): closing a descriptor
+// of the file would drop the POSIX locks of this process's other connections.
+void check_access(const std::string& path, bool write, const std::string& what) {
+  if (::access(path.c_str(), R_OK) != 0)
+    throw Error(ErrorCode::kIO, what + ": cannot read it: " + std::strerror(errno));
+  if (write && ::access(path.c_str(), W_OK) != 0)
+    throw Error(ErrorCode::kReadOnly, what + ": cannot write it: " + std::strerror(errno) + "; open it read-only to read it");
+}
+
+// SQLite blocks forever opening a FIFO, answers "disk I/O error" for a
+// directory and "unable to open database file" for a missing directory: the
+// path is checked first, so the library (and the C API) say what is wrong.
+// The -wal and -shm files SQLite opens beside it are held to the same rule.
+void check_store_path(const std::string& path, const Options& o) {
+  const std::string what = "store " + path;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      throw Error(ErrorCode::kIO, what + ": cannot look at it: " + std::strerror(errno));
+    if (o.read_only) throw Error(ErrorCode::kNotFound, what + ": no such file (opened read-only)");
+    if (!o.create_if_missing) throw Error(ErrorCode::kNotFound, what + ": no such file");
+    const std::string dir = parent_dir(path);
+    struct stat ds;
+    if (::stat(dir.c_str(), &ds) != 0)
+      throw Error(ErrorCode::kNotFound, what + ": cannot create it: directory " + dir + ": " + std::strerror(errno));
+    if (!S_ISDIR(ds.st_mode))
+      throw Error(ErrorCode::kInvalidArgument, what + ": cannot create it: " + dir + " is not a directory");
+    return;
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument, what + ": " + file_kind(st.st_mode) + ", not a store file");
+  for (const char* suffix : {"-wal", "-shm"}) {
+    struct stat side;
+    if (::stat((path + suffix).c_str(), &side) == 0 && !S_ISREG(side.st_mode))
+      throw Error(ErrorCode::kInvalidArgument, what + ": " + path + suffix + " is " + file_kind(side.st_mode) +
+                                                   ", not SQLite's " + (suffix[1] == 'w' ? "WAL" : "shared-memory") +
+                                                   " file");
+  }
+  check_access(path, !o.read_only, what);
+}
+
+
+// A store may come from someone else: no schema-defined code runs, SQL
+// cannot corrupt the file on purpose, no value larger than any the library
+// writes is ever loaded, and the page cache has SQLite's default size, not
+// the one the file's header suggests.
+void harden(SQLite::Database& db, const Options& options, const std::string& what) {
+  sqlite3* h = db.getHandle();
+  if (options.defensive) {
+    sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(h, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+    sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
+  }
+  sqlite3_limit(h, SQLITE_LIMIT_LENGTH, static_cast<int>(kMaxStoredValueBytes));
+  exec(db, "PRAGMA cache_size=-2000", what);
+}
+
+struct SchemaState {
+  int64_t version = 0;  // PRAGMA user_version
+  int64_t objects = 0;  // rows of sqlite_schema
+};
+
+// Any read fails here on a file that is not a database. Version and schema
+// are read in one snapshot: another process may be creating or migrating the
+// schema right now.
+SchemaState check_schema_version(SQLite::Database& db, const std::string& what) {
+  SchemaState st;
+  SqlTransaction snapshot(db, what, SqlTransaction::kRead);
+  with_context(what, [&] {
+    SQLite::Statement q(db, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)");
+    q.executeStep();
+    st.version = q.getColumn(0).getInt64();
+    st.objects = q.getColumn(1).getInt64();
+  });
+  if (st.version == 0 && st.objects > 0)
+    throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (schema version 0 with " +
+                                         std::to_string(st.objects) + " objects of another application)");
+  if (st.version > latest_schema_version())
+    throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(st.version) +
+                                         " is newer than this library's " + std::to_string(latest_schema_version()) +
+                                         "; upgrade colikv to open it");
+  if (st.version < 0)
+    throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (schema version " + std::to_string(st.version) + ")");
+  check_schema(db, static_cast<int>(st.version), what);
+  snapshot.commit();
+  return st;
+}
+
+void check_readable_as_is(const SchemaState& st, const std::string& path, const std::string& what) {
+  if (st.version == 0)
+    throw Error(ErrorCode::kCorrupt, what + ": not a colikv store (" +
+                                         (file_size_or_zero(path) == 0 ? std::string("an empty file")
+                                                                       : std::string("an SQLite database without colikv's tables")) +
+                                         ")");
+  if (st.version < latest_schema_version())
+    throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(st.version) + " needs migrating to " +
+                                         std::to_string(latest_schema_version()) +
+                                         ", which a read-only open cannot do");
+}
+
+void use_wal(SQLite::Database& db, const SchemaState& st, const Options& options, const std::string& what) {
+  if (st.version == 0 && st.objects == 0) {
+    int ps = std::clamp(options.page_size, 512, 65536);
+    exec(db, "PRAGMA page_size=" + std::to_string(ps), what);
+  }
+  std::string mode = with_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
+  if (mode != "wal")
+    throw Error(ErrorCode::kIO, what + ": cannot use the WAL journal (PRAGMA journal_mode answered '" + mode + "')");
+}
+
+void set_up(SQLite::Database& db, const std::string& path, const Options& options, const std::string& what) {
+  const SchemaState st = check_schema_version(db, what);
+  if (options.read_only)
+    check_readable_as_is(st, path, what);
+  else
+    use_wal(db, st, options, what);
+  exec(db, options.synchronous == Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", what);
+  exec(db, "PRAGMA foreign_keys=ON", what);
+  if (!options.read_only) apply_migrations(db, what);
+}
+
+// Setting up a new store races other processes opening it: switching to WAL
+// and the first migration need locks that SQLite may refuse at once
+// (SQLITE_BUSY without calling the busy handler, to avoid a deadlock), so the
+// setup is retried until the busy timeout has passed.
+void set_up_retrying(SQLite::Database& db, const std::string& path, const Options& options, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
+  for (;;) {
+    try {
+      set_up(db, path, options, what);
+      return;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kBusy || std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+// A WAL that grew while a long reader blocked checkpoints is cut back to the
+// auto-checkpoint size (1000 pages) when it is next restarted.
+void limit_wal_size(SQLite::Database& db, const std::string& what) {
+  const int64_t ps = query_int(db, "PRAGMA page_size", what);
+  exec(db, "PRAGMA journal_size_limit=" + std::to_string(ps * 1000), what);
+}
+
+}  // namespace
+
+int64_t file_size_or_zero(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+SQLite::Database open_store(const std::string& path, const Options& options) {
+  const std::string what = "store " + path;
+  check_store_path(path, options);
+  SQLite::Database db = with_context(what + ": open", [&] {
+    return SQLite::Database(path, open_flags(options), options.busy_timeout_ms, options.vfs_name);
+  });
+  harden(db, options, what);
+  set_up_retrying(db, path, options, what);
+  if (!options.read_only) limit_wal_size(db, what);
+  return db;
+}
+
+}  // namespace detail
+}  // namespace colikv

@@ -1,0 +1,390 @@
+// The Catalog over SQLite (see sqlite_catalog.h and migrations/*.sql).
+#include "sqlite/sqlite_catalog.h"
+
+#include <sqlite3.h>
+
+#include <cstring>
+
+#include "eviction.h"
+#include "sqlite_util.h"
+
+namespace colikv {
+namespace detail {
+
+namespace {
+
+class SqliteTransaction : public Catalog::Transaction {
+ public:
+  SqliteTransaction(SQLite::Database& db, const std::string& what, Catalog::Access access)
+      : txn_(db, what, access == Catalog::Access::kWrite ? SqlTransaction::kWrite : SqlTransaction::kRead) {}
+  void commit() override { txn_.commit(); }
+
+ private:
+  SqlTransaction txn_;
+};
+
+ChunkHash blob_to_hash(const SQLite::Column& col) {
+  ChunkHash h{};
+  if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());
+  return h;
+}
+
+// chunk_meta.digest: NULL for a chunk written before schema 5.
+std::optional<ChunkHash> digest_column(const SQLite::Column& col) {
+  if (col.isNull()) return std::nullopt;
+  return blob_to_hash(col);
+}
+
+void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
+  q.bind(index, h.data(), static_cast<int>(h.size()));
+}
+
+ChunkMeta meta_of(const ChunkRecord& c) {
+  ChunkMeta meta;
+  meta.model_id = c.model_id;
+  meta.precision = c.precision;
+  meta.first_pos = c.first_pos;
+  meta.prev = c.prev;
+  meta.chain = c.chain;
+  meta.digest = c.digest;
+  meta.tokens_json = c.tokens_json;
+  meta.payload_bytes = static_cast<int64_t>(c.encoded->payload.size());
+  return meta;
+}
+
+// Payloads are read with incremental blob I/O (one copy, straight into the
+// caller's buffer: selecting the column would assemble it in SQLite's own
+// buffer first), through one blob handle moved from chunk to chunk.
+class SqliteChunkCursor : public ChunkCursor {
+ public:
+  SqliteChunkCursor(SQLite::Database& db, int64_t conversation_id, int64_t n_chunks)
+      : db_(db),
+        q_(db,
+           "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
+           "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
+           "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+           "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+           "WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq") {
+    q_.bind(1, conversation_id);
+    q_.bind(2, n_chunks);
+  }
+  ~SqliteChunkCursor() override {
+    if (blob_) sqlite3_blob_close(blob_);
+  }
+
+  bool next(ChunkListRow& r) override {
+    if (!q_.executeStep()) return false;
+    r.seq = q_.getColumn(0).getInt64();
+    r.chunk_id = q_.getColumn(1).getInt64();
+    r.first_pos = q_.getColumn(2).getInt64();
+    r.n_tokens = q_.getColumn(3).getInt64();
+    SQLite::Column tokens = q_.getColumn(4);
+    const char* text = static_cast<const char*>(tokens.getBlob());
+    r.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
+    r.compression = q_.getColumn(5).getString();
+    r.raw_size = q_.getColumn(6).getInt64();
+    r.checksum = q_.getColumn(7).getInt64();
+    SQLite::Column payload = q_.getColumn(8);
+    r.payload_bytes = payload.isNull() ? std::nullopt : std::optional<int64_t>(payload.getInt64());
+    r.key = blob_to_hash(q_.getColumn(9));
+    r.precision = q_.getColumn(10).getString();
+    r.digest = digest_column(q_.getColumn(11));
+    return true;
+  }
+
+  void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
+    int rc = blob_ ? sqlite3_blob_reopen(blob_, chunk_id)
+                   : sqlite3_blob_open(db_.getHandle(), "main", "chunks", "payload", chunk_id, 0, &blob_);
+    if (rc == SQLITE_OK && sqlite3_blob_bytes(blob_) != bytes) rc = SQLITE_CORRUPT;
+    out.resize(static_cast<size_t>(bytes));
+    if (rc == SQLITE_OK && bytes > 0) rc = sqlite3_blob_read(blob_, out.data(), static_cast<int>(bytes), 0);
+    if (rc != SQLITE_OK) throw Error(error_code_for_sqlite(rc), what + ": reading its payload: " + sqlite3_errstr(rc));
+  }
+
+ private:
+  SQLite::Database& db_;
+  SQLite::Statement q_;
+  sqlite3_blob* blob_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) {
+  return std::make_unique<SqliteTransaction>(db_, what, access);
+}
+
+std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) {
+  SQLite::Statement q(db_,
+                      "SELECT conversation_id, model_id, token_count, generation, precision "
+                      "FROM conversations WHERE name = ?");
+  q.bind(1, name);
+  if (!q.executeStep()) return std::nullopt;
+  ConversationRow r;
+  r.id = q.getColumn(0).getInt64();
+  r.name = name;
+  r.model_id = q.getColumn(1).getInt64();
+  r.count = q.getColumn(2).getInt64();
+  r.generation = q.getColumn(3).getInt64();
+  r.precision = q.getColumn(4).getString();
+  return r;
+}
+
+int64_t SqliteCatalog::insert_conversation(const NewConversation& c) {
+  SQLite::Statement ins(db_,
+                        "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
+                        "last_used_ms, title, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  ins.bind(1, c.name);
+  ins.bind(2, c.model_id);
+  ins.bind(3, c.precision);
+  ins.bind(4, c.now_ms);
+  ins.bind(5, c.now_ms);
+  ins.bind(6, c.now_ms);
+  ins.bind(7, c.title);
+  ins.bind(8, c.metadata);
+  ins.exec();
+  return db_.getLastInsertRowid();
+}
+
+int64_t SqliteCatalog::insert_fork(const NewFork& f) {
+  SQLite::Statement ins(db_,
+                        "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
+                        "parent_id, forked_at, created_ms, updated_ms, last_used_ms) "
+                        "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ? "
+                        "FROM conversations WHERE conversation_id = ?");
+  ins.bind(1, f.name);
+  ins.bind(2, f.count);
+  ins.bind(3, f.count);
+  ins.bind(4, f.now_ms);
+  ins.bind(5, f.now_ms);
+  ins.bind(6, f.now_ms);
+  ins.bind(7, f.parent_id);
+  ins.exec();
+  return db_.getLastInsertRowid();
+}
+
+void SqliteCatalog::delete_conversation(int64_t conversation_id) {
+  SQLite::Statement del_links(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
+  del_links.bind(1, conversation_id);
+  del_links.exec();
+  SQLite::Statement del(db_, "DELETE FROM conversations WHERE conversation_id = ?");
+  del.bind(1, conversation_id);
+  del.exec();
+}
+
+void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) {
+  if (!used) {
+    SQLite::Statement upd(db_,
+                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
+                          "WHERE conversation_id = ?");
+    upd.bind(1, count);
+    upd.bind(2, now_ms);
+    upd.bind(3, conversation_id);
+    upd.exec();
+    return;
+  }
+  SQLite::Statement upd(db_,
+                        "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
+                        "last_used_ms = ? WHERE conversation_id = ?");
+  upd.bind(1, count);
+  upd.bind(2, now_ms);
+  upd.bind(3, now_ms);
+  upd.bind(4, conversation_id);
+  upd.exec();
+}
+
+void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
+  SQLite::Statement used(db_, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
+  used.bind(1, now_ms);
+  used.bind(2, conversation_id);
+  used.exec();
+}
+
+std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) {
+  SQLite::Statement q(db_, "SELECT model_id FROM models WHERE signature = ?");
+  q.bind(1, signature);
+  if (!q.executeStep()) return std::nullopt;
+  return q.getColumn(0).getInt64();
+}
+
+std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) {
+  SQLite::Statement q(db_,
+                      "SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
+                      "chunk_tokens, signature FROM models WHERE model_id = ?");
+  q.bind(1, model_id);
+  if (!q.executeStep()) return std::nullopt;
+  StoredModel m;
+  m.sig.n_layers = q.getColumn(0).getInt();
+  m.sig.kv_lora = q.getColumn(1).getInt();
+  m.sig.qk_rope = q.getColumn(2).getInt();
+  m.sig.index_hd = q.getColumn(3).getInt();
+  m.sig.n_indexed = q.getColumn(4).getInt();
+  m.sig.vocab = q.getColumn(5).getInt();
+  m.sig.weights_id = q.getColumn(6).getString();
+  m.chunk_tokens = q.getColumn(7).getInt64();
+  m.signature = q.getColumn(8).getString();
+  return m;
+}
+
+void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) {
+  SQLite::Statement q(db_,
+                      "INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, "
+                      "weights_id, record_bytes, chunk_tokens, created_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+  q.bind(1, sig.to_string());
+  q.bind(2, sig.n_layers);
+  q.bind(3, sig.kv_lora);
+  q.bind(4, sig.qk_rope);
+  q.bind(5, sig.index_hd);
+  q.bind(6, sig.n_indexed);
+  q.bind(7, sig.vocab);
+  q.bind(8, sig.weights_id);
+  q.bind(9, static_cast<int64_t>(sig.record_bytes()));
+  q.bind(10, chunk_tokens);
+  q.bind(11, now_ms);
+  q.exec();
+}
+
+std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
+  std::vector<ChunkSummary> out;
+  // length(payload), not "payload IS NULL": as a result column the latter
+  // makes SQLite 3.40 read the whole blob through its overflow pages (every
+  // append paid ~15 ms per 100 MB committed); length() reads only the header.
+  SQLite::Statement q(db_,
+                      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
+                      "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+  q.bind(1, conversation_id);
+  while (q.executeStep())
+    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
+                   digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0,
+                   q.getColumn(6).getInt64(), q.getColumn(7).getInt64()});
+  return out;
+}
+
+std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t n_chunks) {
+  return std::make_unique<SqliteChunkCursor>(db_, conversation_id, n_chunks);
+}
+
+std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) {
+  SQLite::Statement q(db_, "SELECT tokens FROM chunks WHERE chunk_id = ?");
+  q.bind(1, chunk_id);
+  if (!q.executeStep()) return std::nullopt;
+  SQLite::Column col = q.getColumn(0);
+  const char* text = static_cast<const char*>(col.getBlob());
+  return std::string(text ? text : "", static_cast<size_t>(col.getBytes()));
+}
+
+std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) {
+  SQLite::Statement q(db_,
+                      "SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
+                      "WHERE chunk_id = ?");
+  q.bind(1, chunk_id);
+  if (!q.executeStep()) return std::nullopt;
+  ChunkContent c;
+  c.n_tokens = q.getColumn(0).getInt64();
+  SQLite::Column tokens = q.getColumn(1);
+  const char* text = static_cast<const char*>(tokens.getBlob());
+  c.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
+  c.compression = q.getColumn(2).getString();
+  c.raw_size = q.getColumn(3).getInt64();
+  c.checksum = q.getColumn(4).getInt64();
+  SQLite::Column payload = q.getColumn(5);
+  if (!payload.isNull()) {
+    const uint8_t* p = static_cast<const uint8_t*>(payload.getBlob());
+    c.payload.emplace(p, p + payload.getBytes());
+  }
+  c.precision = q.getColumn(6).getString();
+  return c;
+}
+
+std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) {
+  SQLite::Statement q(db_,
+                      "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
+                      "AND digest IS NOT NULL");
+  q.bind(1, model_id);
+  bind_hash(q, 2, chain);
+  std::vector<ChunkHash> out;
+  while (q.executeStep()) out.push_back(blob_to_hash(q.getColumn(0)));
+  return out;
+}
+
+std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
+  SQLite::Statement q(db_, "SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
+  q.bind(1, model_id);
+  bind_hash(q, 2, key);
+  if (!q.executeStep()) return std::nullopt;
+  return KeyedChunk{q.getColumn(0).getInt64(), q.getColumn(1).getInt() != 0};
+}
+
+int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
+  const EncodedChunk& e = *c.encoded;
+  SQLite::Statement ins(db_,
+                        "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
+                        "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  ins.bind(1, c.model_id);
+  bind_hash(ins, 2, c.key);
+  ins.bind(3, c.first_pos);
+  ins.bind(4, c.n_tokens);
+  ins.bind(5, c.tokens_json);
+  ins.bind(6, c.precision);
+  ins.bind(7, e.compressed ? "zstd" : "none");
+  ins.bind(8, static_cast<int64_t>(e.raw_size));
+  ins.bind(9, static_cast<int64_t>(e.checksum));
+  if (e.payload.empty())
+    ins.bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
+  else
+    ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
+  ins.exec();
+  const int64_t id = db_.getLastInsertRowid();
+  record_chunk_meta(db_, id, meta_of(c));
+  return id;
+}
+
+void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
+  const EncodedChunk& e = *c.encoded;
+  SQLite::Statement u(db_, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
+  u.bind(1, e.compressed ? "zstd" : "none");
+  u.bind(2, static_cast<int64_t>(e.raw_size));
+  u.bind(3, static_cast<int64_t>(e.checksum));
+  u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
+  u.bind(5, chunk_id);
+  u.exec();
+  record_chunk_payload(db_, chunk_id, meta_of(c));
+}
+
+void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+  SQLite::Statement link(db_, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  link.bind(1, conversation_id);
+  link.bind(2, seq);
+  link.bind(3, chunk_id);
+  link.exec();
+}
+
+void SqliteCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+  SQLite::Statement link(db_, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  link.bind(1, conversation_id);
+  link.bind(2, seq);
+  link.bind(3, chunk_id);
+  link.exec();
+}
+
+void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
+  SQLite::Statement del(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
+  del.bind(1, conversation_id);
+  del.bind(2, first_seq);
+  del.exec();
+}
+
+void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
+  if (chunk_ids.empty()) return;
+  SQLite::Statement del(db_,
+                        "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
+                        "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1)");
+  for (int64_t id : chunk_ids) {
+    del.bind(1, id);
+    del.exec();
+    del.reset();
+  }
+}
+
+}  // namespace detail
+}  // namespace colikv

@@ -571,6 +571,12 @@ int cmd_import(const Args& a) {
   if (a.has("--id") && a.value("--id").empty()) throw UsageError{"--id must not be empty"};
   io.id = a.value("--id");
   io.weights_id = a.value("--weights-id");
+  // The identity an engine adapter derives from its model folder
+  // (integrations/colibri), so an imported slot file resumes under it.
+  if (a.has("--weights-id-from")) {
+    if (a.has("--weights-id")) throw UsageError{"--weights-id and --weights-id-from exclude each other"};
+    io.weights_id = colikv::weights_id_from_dir(a.value("--weights-id-from"));
+  }
   io.salvage = a.has("--salvage");
 
   struct stat st {};
@@ -1199,7 +1205,7 @@ std::string main_help() {
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> all = {
-      {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W] [--salvage] [--json]",
+      {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W | --weights-id-from DIR] [--salvage] [--json]",
        "import a .coli_kv file as a new conversation",
        "Stores the whole file as one conversation in one transaction: either all of it\n"
        "is stored or nothing is. A store that does not exist is built beside it as\n"
@@ -1214,6 +1220,9 @@ const std::vector<CommandSpec>& commands() {
        "                      directory and .coli_kv); an existing id is refused\n"
        "  --weights-id W      weights identity recorded in the model signature (default\n"
        "                      none)\n"
+       "  --weights-id-from DIR  the weights identity of the model folder DIR, as\n"
+       "                      colikv_weights_id_from_dir computes it (a hash of\n"
+       "                      config.json and the *.safetensors names and sizes)\n"
        "  --salvage           keep the complete records when the header counts more than\n"
        "                      are present, as the engine itself would\n"
        "  --json              print the result as JSON\n",
@@ -1222,7 +1231,7 @@ const std::vector<CommandSpec>& commands() {
                    "  ignored_bytes (all bytes past the stored records), salvaged\n") +
            kModelKeys,
        2, 2,
-       {{"--id", true}, {"--weights-id", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
+       {{"--id", true}, {"--weights-id", true}, {"--weights-id-from", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
         {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
        cmd_import},
       {"export", "STORE ID OUT.coli_kv|- [--force] [--json]", "write a conversation as a .coli_kv file",

@@ -132,6 +132,10 @@ TEST_CASE("cli: import --weights-id-from records the model folder's identity", "
   const std::string id = colikv::weights_id_from_dir(model);
   RUN_EXPECT(0, {"import", store, sample, "--id", id + "/slot0", "--weights-id-from", model});
   CHECK(Store(store).info(id + "/slot0").model.weights_id == id);
+  // Without --id, a slot file gets the adapter's id for its slot.
+  colikv_test::write_file(model + "/.coli_kv.3", colikv_test::read_file(sample));
+  RUN_EXPECT(0, {"import", store, model + "/.coli_kv.3", "--weights-id-from", model});
+  CHECK(Store(store).count(id + "/slot3") == 51);
   Run r = RUN_EXPECT(1, {"import", store, sample, "--id", "x", "--weights-id-from", dir.file("missing")});
   CHECK(r.err.find("config.json") != std::string::npos);
   RUN_EXPECT(2, {"import", store, sample, "--id", "y", "--weights-id", "w", "--weights-id-from", model});

@@ -576,6 +576,12 @@ int cmd_import(const Args& a) {
   if (a.has("--weights-id-from")) {
     if (a.has("--weights-id")) throw UsageError{"--weights-id and --weights-id-from exclude each other"};
     io.weights_id = colikv::weights_id_from_dir(a.value("--weights-id-from"));
+    // An engine slot file lands where the adapter looks for it: <weights-id>/slot<N>.
+    const std::string name = file.substr(file.find_last_of('/') + 1);
+    if (!a.has("--id") && name.rfind(".coli_kv", 0) == 0) {
+      const std::string n = name.size() > 9 && name[8] == '.' ? name.substr(9) : "0";
+      if (n.find_first_not_of("0123456789") == std::string::npos) io.id = io.weights_id + "/slot" + n;
+    }
   }
   io.salvage = a.has("--salvage");
 
@@ -1222,7 +1228,10 @@ const std::vector<CommandSpec>& commands() {
        "                      none)\n"
        "  --weights-id-from DIR  the weights identity of the model folder DIR, as\n"
        "                      colikv_weights_id_from_dir computes it (a hash of\n"
-       "                      config.json and the *.safetensors names and sizes)\n"
+       "                      config.json and the *.safetensors names and sizes);\n"
+       "                      without --id, an engine slot file .coli_kv[.N] is\n"
+       "                      imported as <identity>/slot<N>, where the colibri\n"
+       "                      adapter (integrations/colibri) looks for it\n"
        "  --salvage           keep the complete records when the header counts more than\n"
        "                      are present, as the engine itself would\n"
        "  --json              print the result as JSON\n",

@@ -263,6 +263,7 @@ static void check_engine_calls(const colikv_model *m) {
   CHECK_S(colikv_write(s, "w", m, b.tokens, 10, 25, (const float *const *)b.lc, (const float *const *)b.rc, NULL) == COLIKV_OK, s);
   CHECK_S(load(s, "w", &out, 40) == 25, s);
   CHECK(memcmp(out.tokens, b.tokens, 25 * sizeof(int32_t)) == 0);
+  CHECK(memcmp(out.lc[0], a.lc[0], (size_t)(10 * m->kv_lora) * 4) == 0); /* kept as stored: a's values */
   CHECK(memcmp(out.lc[2] + 10 * m->kv_lora, b.lc[2] + 10 * m->kv_lora, (size_t)(15 * m->kv_lora) * 4) == 0);
   /* Errors: from past the committed count or past len; another model; an absent conversation from > 0. */
   CHECK_ERR(colikv_write(s, "w", m, b.tokens, 26, 30, (const float *const *)b.lc, (const float *const *)b.rc, NULL), COLIKV_ERR_INVALID, s);

@@ -97,9 +97,10 @@ COLIKV_API int colikv_append(colikv_store *s, const char *conv, const colikv_mod
 /* Rewrites conv from position `from` on, in one transaction: keeps [0, from),
  * which must equal tokens[0, from) (else COLIKV_ERR_DIVERGED, see
  * colikv_diverged_at, and nothing changes), and replaces everything after it
- * with positions [from, len). As for colikv_append, the buffers hold [0, from)
- * too: kept positions in the chunk `from` falls in are re-encoded from them.
- * A stored conversation longer than len is cut.
+ * with positions [from, len); [0, from) keeps its stored values exactly, even
+ * where the engine recomputed a row meanwhile (colikv_append re-encodes the
+ * rows of the last partial chunk from the buffers). A stored conversation
+ * longer than len is cut.
  * colikv_append is colikv_write with from = the committed count. Creates conv
  * when absent (from must then be 0). COLIKV_ERR_INVALID when from < 0,
  * from > len or from > the committed count; otherwise the errors of

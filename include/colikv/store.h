@@ -189,9 +189,9 @@ class COLIKV_API Store {
   // Rewrites a conversation from position `from` on, in one transaction: keeps
   // [0, from), which must equal tokens[0, from) (else kDiverged with the first
   // differing position, and nothing changes), and replaces everything after it
-  // with positions [from, len) of the caller's buffers. As with append, the
-  // caller's buffers must hold [0, from) too: the kept positions that share
-  // a chunk with `from` are re-encoded from them. So a stored
+  // with positions [from, len) of the caller's buffers; [0, from) keeps its
+  // stored values exactly (unlike append, which re-encodes the rows of its
+  // last partial chunk from the caller's buffers). So a stored
   // conversation longer than the caller's, or one whose tail differs, is
   // rewritten atomically where truncate then append would commit twice.
   // append(id, ...) is write(id, ..., count(id), len, kv). Creates the

@@ -5,7 +5,8 @@ checked against the unmodified engine built from the same source.
 usage: engine_colibri_test.py SOURCE_DIR BUILD_DIR
 The engine's sources are looked for in SOURCE_DIR/../shared/engine (the one
 place the repository refers to outside itself, tests/self_contained_test.sh);
-when that folder is absent the test exits 77, which CTest reports as skipped.
+when that folder is absent the test exits 77, which CTest reports as skipped,
+unless COLIKV_REQUIRE_ENGINE=1 (.ci/run sets it): then it fails.
 Environment: PKG_CONFIG, SHARED (ON/OFF), CC, as the packaging tests get them.
 """
 import os
@@ -277,6 +278,8 @@ def main():
     source, build = (os.path.abspath(a) for a in sys.argv[1:])
     engine_dir = os.path.normpath(os.path.join(source, "..", "shared", "engine"))
     if not os.path.isfile(os.path.join(engine_dir, "colibri.tar.gz")):
+        if os.environ.get("COLIKV_REQUIRE_ENGINE") == "1":
+            sys.exit("FAIL engine_colibri: %s is absent and COLIKV_REQUIRE_ENGINE=1" % engine_dir)
         print("SKIPPED engine_colibri: %s is absent (the engine's sources beside the clone)" % engine_dir)
         return SKIP
     t0 = time.time()

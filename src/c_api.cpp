@@ -2,6 +2,7 @@
 // escape and keeps the last error message per handle.
 #include "colikv/colikv.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -12,6 +13,8 @@
 struct colikv_store {
   std::unique_ptr<colikv::Store> store;  // null when the open failed
   std::string errmsg;
+  int64_t diverged_at = -1;    // of the last call's kDiverged
+  std::string info_weights_id;  // what colikv_conversation_info's model.weights_id points to
 };
 
 namespace {
@@ -34,11 +37,13 @@ template <class R, class F>
 R guarded(colikv_store* s, F&& f) {
   if (!s) return static_cast<R>(COLIKV_ERR_INVALID);
   s->errmsg.clear();
+  s->diverged_at = -1;
   try {
     if (!s->store) throw colikv::Error(colikv::ErrorCode::kInvalidArgument, "the store handle failed to open");
     return f(*s->store);
   } catch (const colikv::Error& e) {
     s->errmsg = e.what();
+    if (e.code() == colikv::ErrorCode::kDiverged) s->diverged_at = e.position();
     return static_cast<R>(e.code());
   } catch (const std::bad_alloc&) {
     s->errmsg = "out of memory";
@@ -61,6 +66,11 @@ void require(bool ok, const char* what) {
 extern "C" {
 
 int colikv_open(const char* path, int flags, colikv_store** out) {
+  colikv_options o = {flags, 0, 0};
+  return colikv_open_ex(path, &o, out);
+}
+
+int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** out) {
   if (!out) return COLIKV_ERR_INVALID;
   *out = nullptr;
   colikv_store* s = new (std::nothrow) colikv_store();
@@ -69,11 +79,17 @@ int colikv_open(const char* path, int flags, colikv_store** out) {
   s->errmsg.clear();
   try {
     require(path != nullptr, "colikv_open: path is NULL");
+    const colikv_options defaults = {COLIKV_CREATE, 0, 0};
+    const colikv_options& c = opts ? *opts : defaults;
+    require(c.busy_timeout_ms >= 0, "colikv_open_ex: busy_timeout_ms is negative");
+    require(c.max_store_bytes >= 0, "colikv_open_ex: max_store_bytes is negative");
     colikv::Options o;
-    o.create_if_missing = (flags & COLIKV_CREATE) != 0;
-    o.read_only = (flags & COLIKV_READONLY) != 0;
-    o.synchronous = (flags & COLIKV_SYNC_NORMAL) ? colikv::Synchronous::kNormal : colikv::Synchronous::kFull;
-    if (flags & COLIKV_PRECISION_BF16) o.new_conversation_precision = colikv::Precision::kBf16;
+    o.create_if_missing = (c.flags & COLIKV_CREATE) != 0;
+    o.read_only = (c.flags & COLIKV_READONLY) != 0;
+    o.synchronous = (c.flags & COLIKV_SYNC_NORMAL) ? colikv::Synchronous::kNormal : colikv::Synchronous::kFull;
+    if (c.flags & COLIKV_PRECISION_BF16) o.new_conversation_precision = colikv::Precision::kBf16;
+    if (c.busy_timeout_ms > 0) o.busy_timeout_ms = c.busy_timeout_ms;
+    o.max_store_bytes = c.max_store_bytes;
     s->store.reset(new colikv::Store(path, o));
     return COLIKV_OK;
   } catch (const colikv::Error& e) {
@@ -119,6 +135,81 @@ int colikv_append(colikv_store* s, const char* conv, const colikv_model* m, cons
     st.append(conv, to_signature(m), tokens, len, kv);
     return COLIKV_OK;
   });
+}
+
+int colikv_write(colikv_store* s, const char* conv, const colikv_model* m, const int32_t* tokens, int64_t from,
+                 int64_t len, const float* const* Lc, const float* const* Rc, const float* const* Ic) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(conv != nullptr, "colikv_write: conv is NULL");
+    require(m != nullptr, "colikv_write: model is NULL");
+    colikv::KvSource kv;
+    kv.Lc = Lc;
+    kv.Rc = Rc;
+    kv.Ic = Ic;
+    st.write(conv, to_signature(m), tokens, from, len, kv);
+    return COLIKV_OK;
+  });
+}
+
+int64_t colikv_diverged_at(const colikv_store* s) { return s ? s->diverged_at : -1; }
+
+int colikv_conversation_info(colikv_store* s, const char* conv, colikv_info* out) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(conv != nullptr && out != nullptr, "colikv_conversation_info: conv or out is NULL");
+    const colikv::ConversationInfo i = st.info(conv);
+    s->info_weights_id = i.model.weights_id;
+    out->tokens = i.tokens;
+    out->model.n_layers = i.model.n_layers;
+    out->model.kv_lora = i.model.kv_lora;
+    out->model.qk_rope = i.model.qk_rope;
+    out->model.index_hd = i.model.index_hd;
+    out->model.n_indexed = i.model.n_indexed;
+    out->model.vocab = i.model.vocab;
+    out->model.weights_id = s->info_weights_id.c_str();
+    out->raw_bytes = i.raw_bytes;
+    out->stored_bytes = i.stored_bytes;
+    out->last_used_ms = i.last_used_ms;
+    out->evicted = i.evicted ? 1 : 0;
+    return COLIKV_OK;
+  });
+}
+
+int64_t colikv_load_range(colikv_store* s, const char* conv, const colikv_model* m, int64_t from, int64_t to,
+                          int32_t* tokens, float* const* Lc, float* const* Rc, float* const* Ic) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
+    require(conv != nullptr, "colikv_load_range: conv is NULL");
+    require(m != nullptr, "colikv_load_range: model is NULL");
+    colikv::KvTarget kv;
+    kv.Lc = Lc;
+    kv.Rc = Rc;
+    kv.Ic = Ic;
+    return st.load_range(conv, to_signature(m), from, to, tokens, kv);
+  });
+}
+
+int colikv_weights_id_from_dir(const char* model_dir, char* out, size_t out_size) {
+  std::string text;
+  int rc = COLIKV_OK;
+  try {
+    if (!model_dir) throw colikv::Error(colikv::ErrorCode::kInvalidArgument, "colikv_weights_id_from_dir: model_dir is NULL");
+    text = colikv::weights_id_from_dir(model_dir);
+    if (text.size() + 1 > out_size) {
+      rc = COLIKV_ERR_TOO_LARGE;
+      text = "colikv_weights_id_from_dir: the identity needs " + std::to_string(text.size() + 1) + " bytes";
+    }
+  } catch (const colikv::Error& e) {
+    rc = static_cast<int>(e.code());
+    text = e.what();
+  } catch (const std::exception& e) {
+    rc = COLIKV_ERR_INTERNAL;
+    text = std::string("internal error: ") + e.what();
+  }
+  if (out && out_size > 0) {
+    const size_t n = std::min(text.size(), out_size - 1);
+    std::memcpy(out, text.data(), n);
+    out[n] = '\0';
+  }
+  return rc;
 }
 
 static int64_t load_impl(colikv_store* s, const char* conv, const colikv_model* m, int32_t* tokens, int64_t max_tokens,

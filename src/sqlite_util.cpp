@@ -52,17 +52,19 @@ int64_t query_int(SQLite::Database& db, const std::string& sql, const std::strin
 }
 
 SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind)
-    : db_(db), what_(what) {
-  exec(db_, kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED", what_);
+    : db_(db), what_(what), nested_(sqlite3_get_autocommit(db.getHandle()) == 0) {
+  exec(db_, nested_ ? "SAVEPOINT colikv_nested" : kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED", what_);
   open_ = true;
 }
 
 SqlTransaction::~SqlTransaction() {
-  if (open_) sqlite3_exec(db_.getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  if (!open_) return;
+  const char* undo = nested_ ? "ROLLBACK TO colikv_nested; RELEASE colikv_nested" : "ROLLBACK";
+  sqlite3_exec(db_.getHandle(), undo, nullptr, nullptr, nullptr);
 }
 
 void SqlTransaction::commit() {
-  exec(db_, "COMMIT", what_);
+  exec(db_, nested_ ? "RELEASE colikv_nested" : "COMMIT", what_);
   open_ = false;
 }
 

@@ -37,7 +37,9 @@ int64_t query_int(SQLite::Database& db, const std::string& sql, const std::strin
 
 // BEGIN IMMEDIATE (or DEFERRED for a read snapshot) ... COMMIT; rolls back in
 // the destructor unless committed. Rollback errors are swallowed there: the
-// original error is the one worth reporting.
+// original error is the one worth reporting. Opened while a transaction is
+// open already, it is a savepoint inside it, so that calls that each take
+// their own transaction compose into one (Store::write: truncate, append).
 class SqlTransaction {
  public:
   enum Kind { kWrite, kRead };
@@ -51,6 +53,7 @@ class SqlTransaction {
   SQLite::Database& db_;
   std::string what_;
   bool open_ = false;
+  bool nested_ = false;  // a SAVEPOINT inside an open transaction
 };
 
 }  // namespace detail

@@ -208,6 +208,119 @@ static void check_twins(colikv_store *s, const colikv_model *m, const char *a_id
   bufs_free(&out);
 }
 
+/* The calls an engine adapter needs: write, info, diverged_at, open_ex, load_range. */
+static void remove_with_wal(const char *path) {
+  char buf[4200];
+  remove(path);
+  snprintf(buf, sizeof buf, "%s-wal", path);
+  remove(buf);
+  snprintf(buf, sizeof buf, "%s-shm", path);
+  remove(buf);
+}
+
+static void check_engine_calls(const colikv_model *m) {
+  char path[4096], wid[256];
+  colikv_store *s = NULL;
+  colikv_options o;
+  colikv_info info;
+  bufs a, b, out;
+  int64_t p;
+
+  snprintf(path, sizeof path, "%s.engine", g_path);
+  remove_with_wal(path);
+  bufs_init(&a, m, 40);
+  bufs_init(&b, m, 40);
+  bufs_init(&out, m, 40);
+  bufs_fill(&a, 0, 40, 11);
+  bufs_fill(&b, 0, 40, 12);
+  memcpy(b.tokens, a.tokens, 10 * sizeof(int32_t)); /* b shares a's first 10 token ids */
+
+  /* open_ex: bad options are refused with a message; zeroed options need COLIKV_CREATE. */
+  memset(&o, 0, sizeof o);
+  o.busy_timeout_ms = -1;
+  CHECK(colikv_open_ex(path, &o, &s) == COLIKV_ERR_INVALID && s && colikv_errmsg(s)[0] != '\0');
+  colikv_close(s);
+  o.busy_timeout_ms = 0;
+  CHECK(colikv_open_ex(path, &o, &s) == COLIKV_ERR_NOT_FOUND);
+  colikv_close(s);
+  o.flags = COLIKV_CREATE | COLIKV_SYNC_NORMAL;
+  o.busy_timeout_ms = 100;
+  CHECK(colikv_open_ex(path, &o, &s) == COLIKV_OK);
+
+  /* write: creates, then appends (from = committed), then rewrites a tail. */
+  CHECK_S(colikv_write(s, "w", m, a.tokens, 0, 20, (const float *const *)a.lc, (const float *const *)a.rc, NULL) == COLIKV_OK, s);
+  CHECK_S(colikv_write(s, "w", m, a.tokens, 20, 30, (const float *const *)a.lc, (const float *const *)a.rc, NULL) == COLIKV_OK, s);
+  CHECK_S(colikv_diverged_at(s) == -1, s);
+  /* b differs from position 10 on: keeping [0, 12) diverges at 10 and changes nothing. */
+  CHECK_ERR(colikv_write(s, "w", m, b.tokens, 12, 25, (const float *const *)b.lc, (const float *const *)b.rc, NULL),
+            COLIKV_ERR_DIVERGED, s);
+  CHECK(colikv_diverged_at(s) == 10);
+  CHECK_S(colikv_count(s, "w") == 30, s);
+  CHECK(colikv_diverged_at(s) == -1); /* reset by the next call */
+  CHECK_S(load(s, "w", &out, 40) == 30, s);
+  CHECK(same(&a, &out, 30));
+  /* Keeping [0, 10) and writing b's [10, 25): a shorter, different tail, in one call. */
+  CHECK_S(colikv_write(s, "w", m, b.tokens, 10, 25, (const float *const *)b.lc, (const float *const *)b.rc, NULL) == COLIKV_OK, s);
+  CHECK_S(load(s, "w", &out, 40) == 25, s);
+  CHECK(memcmp(out.tokens, b.tokens, 25 * sizeof(int32_t)) == 0);
+  CHECK(memcmp(out.lc[0], a.lc[0], (size_t)(10 * m->kv_lora) * 4) == 0); /* kept as stored: a's values */
+  CHECK(memcmp(out.lc[2] + 10 * m->kv_lora, b.lc[2] + 10 * m->kv_lora, (size_t)(15 * m->kv_lora) * 4) == 0);
+  /* Errors: from past the committed count or past len; another model; an absent conversation from > 0. */
+  CHECK_ERR(colikv_write(s, "w", m, b.tokens, 26, 30, (const float *const *)b.lc, (const float *const *)b.rc, NULL), COLIKV_ERR_INVALID, s);
+  CHECK_ERR(colikv_write(s, "w", m, b.tokens, 20, 10, (const float *const *)b.lc, (const float *const *)b.rc, NULL), COLIKV_ERR_INVALID, s);
+  CHECK_ERR(colikv_write(s, "new", m, b.tokens, 5, 10, (const float *const *)b.lc, (const float *const *)b.rc, NULL), COLIKV_ERR_INVALID, s);
+  {
+    colikv_model other = *m;
+    other.weights_id = "another-model";
+    CHECK_ERR(colikv_write(s, "w", &other, b.tokens, 0, 10, (const float *const *)b.lc, (const float *const *)b.rc, NULL),
+              COLIKV_ERR_MODEL_MISMATCH, s);
+  }
+  CHECK_S(colikv_count(s, "w") == 25, s);
+
+  /* conversation_info: the row, the model with its weights id. */
+  memset(&info, 0, sizeof info);
+  CHECK_S(colikv_conversation_info(s, "w", &info) == COLIKV_OK, s);
+  CHECK(info.tokens == 25 && info.model.n_layers == m->n_layers && info.model.kv_lora == m->kv_lora &&
+        info.model.vocab == m->vocab && strcmp(info.model.weights_id, m->weights_id) == 0);
+  CHECK(info.raw_bytes == 25 * (4 + 4 * (int64_t)m->n_layers * (m->kv_lora + m->qk_rope)));
+  CHECK(info.stored_bytes > 0 && info.last_used_ms > 0 && info.evicted == 0);
+  CHECK_ERR(colikv_conversation_info(s, "absent", &info), COLIKV_ERR_NOT_FOUND, s);
+
+  /* load_range: only [from, to) is written. */
+  bufs_poison(&out);
+  CHECK_S(colikv_load_range(s, "w", m, 12, 20, out.tokens, out.lc, out.rc, NULL) == 8, s);
+  for (p = 0; p < 40; ++p) CHECK(out.tokens[p] == ((p >= 12 && p < 20) ? b.tokens[p] : -7));
+  CHECK(memcmp(out.rc[1] + 12 * m->qk_rope, b.rc[1] + 12 * m->qk_rope, (size_t)(8 * m->qk_rope) * 4) == 0);
+  CHECK(untouched_from(&out, 20));
+  CHECK(((unsigned char *)out.lc[0])[11 * m->kv_lora * 4 + 3] == 0xff);
+  CHECK_ERR(colikv_load_range(s, "w", m, 20, 26, out.tokens, out.lc, out.rc, NULL), COLIKV_ERR_INVALID, s);
+  CHECK_ERR(colikv_load_range(s, "w", m, 5, 4, out.tokens, out.lc, out.rc, NULL), COLIKV_ERR_INVALID, s);
+  CHECK_ERR(colikv_load_range(s, "absent", m, 0, 1, out.tokens, out.lc, out.rc, NULL), COLIKV_ERR_NOT_FOUND, s);
+  {
+    colikv_model other = *m;
+    other.weights_id = "another-model";
+    CHECK_ERR(colikv_load_range(s, "w", &other, 0, 1, out.tokens, out.lc, out.rc, NULL), COLIKV_ERR_MODEL_MISMATCH, s);
+  }
+  colikv_close(s);
+
+  /* max_store_bytes: a budget of one byte evicts the least recently used conversation. */
+  memset(&o, 0, sizeof o);
+  o.max_store_bytes = 1;
+  CHECK(colikv_open_ex(path, &o, &s) == COLIKV_OK);
+  CHECK_S(append(s, "z", &a, 5) == COLIKV_OK, s);
+  CHECK_S(colikv_conversation_info(s, "w", &info) == COLIKV_OK && info.evicted == 1, s);
+  colikv_close(s);
+
+  /* The weights identity: a folder without config.json says so, in out. */
+  CHECK(colikv_weights_id_from_dir("/nonexistent-colikv-dir", wid, sizeof wid) == COLIKV_ERR_NOT_FOUND);
+  CHECK(strstr(wid, "config.json") != NULL);
+
+  remove_with_wal(path);
+  bufs_free(&a);
+  bufs_free(&b);
+  bufs_free(&out);
+}
+
 static void remove_store_files(void) {
   char buf[4096];
   remove(g_path);
@@ -443,6 +556,7 @@ int main(int argc, char **argv) {
     check_twins(s, &no_weights, "twin-a-nw", "twin-b-nw");
   }
   colikv_close(s);
+  check_engine_calls(&m);
 
   bufs_free(&h);
   bufs_free(&g);

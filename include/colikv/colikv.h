@@ -62,6 +62,19 @@ typedef struct colikv_model {
  * when even that could not be allocated. */
 COLIKV_API int colikv_open(const char *path, int flags, colikv_store **out);
 
+/* Open options beyond the flags; a zeroed struct means the defaults. */
+typedef struct colikv_options {
+  int flags;               /* COLIKV_CREATE, COLIKV_READONLY, ... as for colikv_open */
+  int busy_timeout_ms;     /* how long a write waits for another writer's lock; 0: 5000 */
+  int64_t max_store_bytes; /* byte budget of the KV data, evicting the least recently used
+                              conversations (colikv::Options::max_store_bytes); 0: unlimited */
+} colikv_options;
+
+/* colikv_open with options; o == NULL means { COLIKV_CREATE, 0, 0 }. A negative
+ * busy_timeout_ms or max_store_bytes fails with COLIKV_ERR_INVALID. *out as for
+ * colikv_open. */
+COLIKV_API int colikv_open_ex(const char *path, const colikv_options *o, colikv_store **out);
+
 /* Closes the store; NULL is allowed. */
 COLIKV_API void colikv_close(colikv_store *s);
 
@@ -81,6 +94,39 @@ COLIKV_API int colikv_append(colikv_store *s, const char *conv, const colikv_mod
                   int64_t len, const float *const *Lc, const float *const *Rc,
                   const float *const *Ic);
 
+/* Rewrites conv from position `from` on, in one transaction: keeps [0, from),
+ * which must equal tokens[0, from) (else COLIKV_ERR_DIVERGED, see
+ * colikv_diverged_at, and nothing changes), and replaces everything after it
+ * with positions [from, len); [0, from) keeps its stored values exactly, even
+ * where the engine recomputed a row meanwhile (colikv_append re-encodes the
+ * rows of the last partial chunk from the buffers). A stored conversation
+ * longer than len is cut.
+ * colikv_append is colikv_write with from = the committed count. Creates conv
+ * when absent (from must then be 0). COLIKV_ERR_INVALID when from < 0,
+ * from > len or from > the committed count; otherwise the errors of
+ * colikv_append. */
+COLIKV_API int colikv_write(colikv_store *s, const char *conv, const colikv_model *m, const int32_t *tokens,
+                            int64_t from, int64_t len, const float *const *Lc, const float *const *Rc,
+                            const float *const *Ic);
+
+/* The first differing position of the last call's COLIKV_ERR_DIVERGED on s;
+ * -1 when the last call did not fail so. */
+COLIKV_API int64_t colikv_diverged_at(const colikv_store *s);
+
+/* A conversation's row. */
+typedef struct colikv_info {
+  int64_t tokens;       /* committed tokens */
+  colikv_model model;   /* model.weights_id: valid until the next call on s ("" for none) */
+  int64_t raw_bytes;    /* its .coli_kv record bytes */
+  int64_t stored_bytes; /* bytes of the chunks it references (shared ones counted fully) */
+  int64_t last_used_ms; /* Unix time in milliseconds of its last load, append or fork */
+  int evicted;          /* 1 when some of its KV data was evicted under the byte budget */
+} colikv_info;
+
+/* Fills *out with conv's row; COLIKV_ERR_NOT_FOUND when conv is absent. Does
+ * not count as a use of conv for the LRU eviction. */
+COLIKV_API int colikv_conversation_info(colikv_store *s, const char *conv, colikv_info *out);
+
 /* Fills tokens[0, n) and the KV buffers for positions [0, n) with the whole
  * committed conversation and returns n; 0 if conv is absent. Fails with
  * COLIKV_ERR_TOO_LARGE when n > max_tokens, COLIKV_ERR_MODEL_MISMATCH when the
@@ -94,6 +140,15 @@ COLIKV_API int64_t colikv_load(colikv_store *s, const char *conv, const colikv_m
 /* Like colikv_load, but loads only the first min(k, committed) tokens. */
 COLIKV_API int64_t colikv_load_prefix(colikv_store *s, const char *conv, const colikv_model *m, int64_t k,
                            int32_t *tokens, float *const *Lc, float *const *Rc, float *const *Ic);
+
+/* Fills positions [from, to) of conv: tokens[from, to) and the rows from..to-1
+ * of the KV buffers (addressed as colikv_load addresses them); nothing before
+ * `from` is written (but on COLIKV_ERR_EVICTED tokens[0, to) are). Returns
+ * to - from. The errors of colikv_load, COLIKV_ERR_NOT_FOUND when conv is
+ * absent, and COLIKV_ERR_INVALID unless 0 <= from <= to <= the committed count. */
+COLIKV_API int64_t colikv_load_range(colikv_store *s, const char *conv, const colikv_model *m, int64_t from,
+                                     int64_t to, int32_t *tokens, float *const *Lc, float *const *Rc,
+                                     float *const *Ic);
 
 /* Keeps the first len tokens of conv. */
 COLIKV_API int colikv_truncate(colikv_store *s, const char *conv, int64_t len);
@@ -124,6 +179,21 @@ COLIKV_API int64_t colikv_match(colikv_store *s, const colikv_model *m, const in
  * by a kept conversation stay. One transaction. Returns the payload bytes
  * freed (>= 0). */
 COLIKV_API int64_t colikv_gc(colikv_store *s, int64_t max_bytes);
+
+/* The weights identity of a model folder, for colikv_model.weights_id when
+ * the engine has none of its own: "w" and 16 hex digits of a SHA-256 over the
+ * bytes of model_dir/config.json and the names and sizes of the folder's
+ * *.safetensors files (sorted by name). It changes when the configuration or a
+ * weights file's size or name changes, not when the folder is moved or
+ * copied; the contents of the weights files are not read (that would take
+ * minutes on real weights), so re-trained weights of the same shapes keep the
+ * identity: an engine that swaps such weights sets its own identity instead.
+ * The colikv CLI computes the same one (colikv import --weights-id-from DIR).
+ * Writes the NUL-terminated identity to out and returns COLIKV_OK; on failure
+ * returns a negative code (COLIKV_ERR_NOT_FOUND: no config.json;
+ * COLIKV_ERR_TOO_LARGE: out_size too small; COLIKV_ERR_IO, COLIKV_ERR_INVALID)
+ * and writes the message, cut to fit, to out. */
+COLIKV_API int colikv_weights_id_from_dir(const char *model_dir, char *out, size_t out_size);
 
 /* Stable name of an error code, e.g. "model mismatch". */
 COLIKV_API const char *colikv_strerror(int code);

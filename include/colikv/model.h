@@ -42,6 +42,14 @@ struct COLIKV_API ModelSignature {
   bool operator!=(const ModelSignature& o) const { return !(*this == o); }
 };
 
+// The weights identity of a model folder (for ModelSignature::weights_id when
+// the engine has none): "w" and 16 hex digits of a SHA-256 over config.json's
+// bytes and the names and sizes of the *.safetensors files, sorted by name.
+// Stable across moves and copies of the folder; see colikv_weights_id_from_dir
+// (colikv.h) for what it does not see. Throws kNotFound (no config.json),
+// kInvalidArgument (config.json larger than 16 MiB), kIO.
+COLIKV_API std::string weights_id_from_dir(const std::string& model_dir);
+
 }  // namespace colikv
 
 #endif  // COLIKV_MODEL_H

@@ -190,6 +190,20 @@ class COLIKV_API Store {
   void append(const std::string& id, const ModelSignature& model, const int32_t* tokens,
               int64_t len, const KvSource& kv);
 
+  // Rewrites a conversation from position `from` on, in one transaction: keeps
+  // [0, from), which must equal tokens[0, from) (else kDiverged with the first
+  // differing position, and nothing changes), and replaces everything after it
+  // with positions [from, len) of the caller's buffers; [0, from) keeps its
+  // stored values exactly (unlike append, which re-encodes the rows of its
+  // last partial chunk from the caller's buffers). So a stored
+  // conversation longer than the caller's, or one whose tail differs, is
+  // rewritten atomically where truncate then append would commit twice.
+  // append(id, ...) is write(id, ..., count(id), len, kv). Creates the
+  // conversation when absent (then from must be 0). Throws kInvalidArgument
+  // (from < 0, from > len, from > the committed count), and what append throws.
+  void write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
+             const KvSource& kv);
+
   // Fills tokens[0, n) and the KV buffers for positions [0, n), where n is the
   // committed count, or limit when 0 <= limit < count. Returns n. Throws
   // kNotFound, kModelMismatch (naming both signatures), kTooLarge when n >
@@ -197,6 +211,14 @@ class COLIKV_API Store {
   // reaches the buffers; earlier chunks may have been written).
   int64_t load(const std::string& id, const ModelSignature& model, int32_t* tokens,
                int64_t max_tokens, const KvTarget& kv, int64_t limit = -1);
+
+  // Fills positions [from, to) of the committed conversation: tokens[from, to)
+  // and the KV buffers' rows from..to-1 (addressed as load addresses them);
+  // nothing before `from` is written, except token ids on kEvicted. Returns
+  // to - from. Throws what load throws, and kInvalidArgument unless
+  // 0 <= from <= to <= the committed count.
+  int64_t load_range(const std::string& id, const ModelSignature& model, int64_t from, int64_t to, int32_t* tokens,
+                     const KvTarget& kv);
 
   // The committed token ids. Throws kNotFound, kCorrupt.
   std::vector<int32_t> tokens(const std::string& id);

@@ -6,6 +6,7 @@
 
 #include "colikv/coli_kv.h"
 #include "colikv/error.h"
+#include "colikv/model.h"
 #include "colikv/store.h"
 #include "args.h"
 #include "cli_output.h"
@@ -94,6 +95,19 @@ std::string import_text(const std::string& file, const colikv::ImportResult& r) 
   return out;
 }
 
+// --weights-id-from: the identity an engine adapter derives from its model
+// folder (integrations/colibri), so an imported slot file resumes under it;
+// without --id, a slot file .coli_kv[.N] lands where the adapter looks for
+// it: <weights-id>/slot<N>.
+void take_weights_id_from_dir(const Args& a, const std::string& file, colikv::ImportOptions& io) {
+  if (a.has("--weights-id")) throw UsageError{"--weights-id and --weights-id-from exclude each other"};
+  io.weights_id = colikv::weights_id_from_dir(a.value("--weights-id-from"));
+  const std::string name = file.substr(file.find_last_of('/') + 1);
+  if (a.has("--id") || name.rfind(".coli_kv", 0) != 0) return;
+  const std::string n = name.size() > 9 && name[8] == '.' ? name.substr(9) : "0";
+  if (n.find_first_not_of("0123456789") == std::string::npos) io.id = io.weights_id + "/slot" + n;
+}
+
 int cmd_import(const Args& a) {
   const std::string& store_path = a.positional[0];
   const std::string& file = a.positional[1];
@@ -105,6 +119,7 @@ int cmd_import(const Args& a) {
   if (a.has("--id") && a.value("--id").empty()) throw UsageError{"--id must not be empty"};
   io.id = a.value("--id");
   io.weights_id = a.value("--weights-id");
+  if (a.has("--weights-id-from")) take_weights_id_from_dir(a, file, io);
   io.salvage = a.has("--salvage");
 
   const colikv::ImportResult r = import_file(store_path, opts, file, io, mode);
@@ -115,7 +130,7 @@ int cmd_import(const Args& a) {
 }  // namespace
 
 CommandSpec import_command() {
-  return {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W] [--salvage] [--json]",
+  return {"import", "STORE FILE.coli_kv [--id ID] [--weights-id W | --weights-id-from DIR] [--salvage] [--json]",
     "import a .coli_kv file as a new conversation",
     "Stores the whole file as one conversation in one transaction: either all of it\n"
     "is stored or nothing is. A store that does not exist is built beside it as\n"
@@ -130,6 +145,12 @@ CommandSpec import_command() {
     "                      directory and .coli_kv); an existing id is refused\n"
     "  --weights-id W      weights identity recorded in the model signature (default\n"
     "                      none)\n"
+    "  --weights-id-from DIR  the weights identity of the model folder DIR, as\n"
+    "                      colikv_weights_id_from_dir computes it (a hash of\n"
+    "                      config.json and the *.safetensors names and sizes);\n"
+    "                      without --id, an engine slot file .coli_kv[.N] is\n"
+    "                      imported as <identity>/slot<N>, where the colibri\n"
+    "                      adapter (integrations/colibri) looks for it\n"
     "  --salvage           keep the complete records when the header counts more than\n"
     "                      are present, as the engine itself would\n"
     "  --json              print the result as JSON\n",
@@ -138,7 +159,7 @@ CommandSpec import_command() {
                 "  ignored_bytes (all bytes past the stored records), salvaged\n") +
         kModelKeys,
     2, 2,
-    {{"--id", true}, {"--weights-id", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
+    {{"--id", true}, {"--weights-id", true}, {"--weights-id-from", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
      {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
     cmd_import};
 }

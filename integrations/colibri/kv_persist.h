@@ -1,0 +1,122 @@
+/* kv_persist.h — colibri's KV persistence through colikv (drop-in for c/kv_persist.h).
+ * The same functions, globals and [KV] messages as the .coli_kv version; each slot is
+ * a conversation "<weights-id>/slot<N>" of one colikv store instead of a file.
+ * Environment: COLIKV_STORE (default <model folder>/colikv.db), COLIKV_SYNC=full|normal
+ * (default full), COLIKV_MAX_BYTES (byte budget, LRU eviction; default unlimited),
+ * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder).
+ * A store error never stops the engine: it logs [KV] and runs without persistence.
+ * Include after Model/KVState/Cfg are defined; requires now_s() and g_draft. */
+#ifndef KV_PERSIST_H
+#define KV_PERSIST_H
+
+#include <colikv/colikv.h>
+
+static int g_kvsave=1;
+
+static colikv_store *g_colikv;      /* opened on first use, closed at exit */
+static int g_colikv_off;            /* the store could not be opened: no persistence */
+static char g_colikv_wid[256];      /* the model's weights identity */
+
+static void kv_colikv_close(void){ colikv_close(g_colikv); g_colikv=NULL; }
+
+/* The store, opened on first use beside the slot files; NULL (logged once) if it cannot be. */
+static colikv_store *kv_colikv(KVState *k){
+    if(g_colikv || g_colikv_off) return g_colikv;
+    char dir[2048]; snprintf(dir,sizeof(dir),"%s",k->disk_path);
+    char *slash=strrchr(dir,'/'); if(slash) *slash=0; else snprintf(dir,sizeof(dir),".");
+    const char *wid=getenv("COLIKV_WEIGHTS_ID");
+    if(wid && *wid) snprintf(g_colikv_wid,sizeof(g_colikv_wid),"%s",wid);
+    else if(colikv_weights_id_from_dir(dir,g_colikv_wid,sizeof(g_colikv_wid))!=COLIKV_OK){
+        fprintf(stderr,"[KV] colikv: no weights identity (%s): running without persistence\n",g_colikv_wid);
+        g_colikv_off=1; return NULL; }
+    char path[2100]; const char *sp=getenv("COLIKV_STORE");
+    if(sp && *sp) snprintf(path,sizeof(path),"%s",sp); else snprintf(path,sizeof(path),"%s/colikv.db",dir);
+    colikv_options o={COLIKV_CREATE,0,0};
+    const char *sync=getenv("COLIKV_SYNC");
+    if(sync && !strcmp(sync,"normal")) o.flags|=COLIKV_SYNC_NORMAL;
+    else if(sync && strcmp(sync,"full")) fprintf(stderr,"[KV] colikv: COLIKV_SYNC=%s is not full or normal: using full\n",sync);
+    const char *mb=getenv("COLIKV_MAX_BYTES");
+    if(mb && *mb){ char *end; long long v=strtoll(mb,&end,10);
+        if(*end || v<0) fprintf(stderr,"[KV] colikv: COLIKV_MAX_BYTES=%s is not a byte count: no budget\n",mb);
+        else o.max_store_bytes=v; }
+    colikv_store *s=NULL;
+    if(colikv_open_ex(path,&o,&s)!=COLIKV_OK){
+        fprintf(stderr,"[KV] colikv: cannot open %s: %s: running without persistence\n",path,colikv_errmsg(s));
+        colikv_close(s); g_colikv_off=1; return NULL; }
+    g_colikv=s; atexit(kv_colikv_close);
+    return s;
+}
+
+/* The slot's conversation id: slot N of disk_path ".coli_kv" (0) or ".coli_kv.N". */
+static void kv_colikv_id(KVState *k, char *id, size_t cap){
+    const char *dot=strstr(k->disk_path,"/.coli_kv"); int slot=0;
+    if(dot && dot[9]=='.') slot=atoi(dot+10);
+    snprintf(id,cap,"%s/slot%d",g_colikv_wid,slot);
+}
+
+/* The six .coli_kv header fields of the model, and its weights identity. */
+static colikv_model kv_colikv_model(Model *m){
+    Cfg *c=&m->c; int nic=0;
+    if(m->has_dsa) for(int i=0;i<c->n_layers;i++) if(m->Ic && m->Ic[i]) nic++;
+    colikv_model cm={c->n_layers,c->kv_lora,c->qk_rope,m->has_dsa?c->index_hd:0,nic,c->vocab,g_colikv_wid};
+    return cm;
+}
+
+static int kv_disk_open(Model *m){ return kv_colikv(m->kv)!=NULL; }
+
+static void kv_disk_truncate(Model *m, int nrec){
+    if(!g_kvsave) return;
+    KVState *k=m->kv; colikv_store *s=kv_colikv(k);
+    if(!s){ k->disk_nrec=0; return; }
+    char id[300]; kv_colikv_id(k,id,sizeof(id));
+    int64_t have=colikv_count(s,id);
+    if(have<0){ fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); k->disk_nrec=0; return; }
+    if(nrec<have && colikv_truncate(s,id,nrec)!=COLIKV_OK){
+        fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); return; }
+    k->disk_nrec = nrec<have ? nrec : (int)have;
+}
+
+static void kv_disk_reset(Model *m){ kv_disk_truncate(m,0); }
+
+/* Saves [disk_nrec, len) in one transaction; a longer stored tail is replaced in the same one. */
+static void kv_disk_append(Model *m, const int *hist, int len){
+    KVState *k=m->kv;
+    if(!g_kvsave || len<=k->disk_nrec) return;
+    colikv_store *s=kv_colikv(k); if(!s) return;
+    char id[300]; kv_colikv_id(k,id,sizeof(id));
+    colikv_model cm=kv_colikv_model(m);
+    int rc=colikv_write(s,id,&cm,(const int32_t*)hist,k->disk_nrec,len,(const float *const*)m->Lc,
+                        (const float *const*)m->Rc,m->has_dsa?(const float *const*)m->Ic:NULL);
+    if(rc!=COLIKV_OK){ fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s)); return; }
+    k->disk_nrec=len;
+}
+
+static int kv_disk_load(Model *m, int *hist, int maxctx){
+    if(!g_kvsave) return 0;
+    KVState *k=m->kv; Cfg *c=&m->c;
+    colikv_store *s=kv_colikv(k); if(!s) return 0;
+    char id[300]; kv_colikv_id(k,id,sizeof(id));
+    colikv_model cm=kv_colikv_model(m);
+    colikv_info in;
+    int rc=colikv_conversation_info(s,id,&in);
+    if(rc==COLIKV_ERR_NOT_FOUND) return 0;
+    if(rc!=COLIKV_OK){ fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); return 0; }
+    int nrec=(int)in.tokens;
+    if(nrec<1) return 0;
+    if(nrec>=maxctx-8-g_draft){
+        fprintf(stderr,"[KV] saved conversation (%d tokens) exceeds the context: starting over\n",nrec);
+        return 0; }
+    double t0=now_s();
+    int64_t n=colikv_load(s,id,&cm,(int32_t*)hist,maxctx,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);
+    if(n<0){ fprintf(stderr,"[KV] colikv: ignoring %s: %s\n",id,colikv_errmsg(s)); return 0; }
+    nrec=(int)n;
+    if(nrec>0){
+        if(m->has_mtp) m->kv_start[c->n_layers]=-1;
+        fprintf(stderr,"[KV] resumed conversation from disk: %d tokens in %.1fs (no re-prefill)\n",
+            nrec, now_s()-t0);
+    }
+    k->disk_nrec=nrec;
+    return nrec;
+}
+
+#endif /* KV_PERSIST_H */

@@ -1,0 +1,204 @@
+// Store::write and Store::load_range: the calls an engine makes when its
+// buffers and the stored conversation part ways (a rewritten tail, rows
+// adopted from another conversation). Built from the store's own steps.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "chunk_codec.h"
+#include "colikv/store.h"
+#include "eviction.h"
+#include "sqlite_util.h"
+#include "store_impl.h"
+
+namespace colikv {
+
+using detail::PlaneList;
+using detail::SqlTransaction;
+
+namespace {
+
+// The stored values of positions [base, from): the kept rows that share the
+// chunk `from` falls in, which the append re-encodes with the new rows.
+struct KeptRows {
+  int64_t base = 0;          // first position (a chunk boundary)
+  std::vector<float> packed;  // packed_planes layout, from - base rows; empty: none
+};
+
+// A KvTarget over packed planes of n rows: what load_rows fills from position `origin` on.
+struct PackedTarget {
+  std::vector<float*> lc, rc, ic;
+  KvTarget target;
+  PackedTarget(const ModelSignature& m, float* buf, int64_t n) {
+    PlaneList planes = detail::packed_planes(m, buf, n);
+    for (int l = 0; l < m.n_layers; ++l) {
+      lc.push_back(planes[2 * l].base);
+      rc.push_back(planes[2 * l + 1].base);
+      // Indexed planes go to the first n_indexed layers: the plane order is what matters.
+      ic.push_back(l < m.n_indexed ? planes[2 * m.n_layers + l].base : nullptr);
+    }
+    target.Lc = lc.data();
+    target.Rc = rc.data();
+    target.Ic = ic.data();
+  }
+};
+
+void require_kv(const ModelSignature& m, const KvSource& kv, const std::string& here) {
+  bool ok = kv.Lc && kv.Rc && (m.n_indexed == 0 || kv.Ic);
+  int indexed = 0;
+  for (int l = 0; ok && l < m.n_layers; ++l) {
+    ok = kv.Lc[l] && kv.Rc[l];
+    if (m.n_indexed > 0 && kv.Ic[l]) ++indexed;
+  }
+  if (!ok || indexed != m.n_indexed)
+    throw Error(ErrorCode::kInvalidArgument, here + ": Lc, Rc and Ic must hold a buffer for every layer (Ic: for the " +
+                                                 std::to_string(m.n_indexed) + " indexed layers)");
+}
+
+int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
+                  int32_t* tokens, const KvTarget& kv, int64_t origin);
+
+KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from) {
+  KeptRows k;
+  auto conv = s.find_conversation(id);
+  if (!conv || from == 0) return k;
+  const int64_t C = s.model_by_id(conv->model_id).chunk_tokens;
+  k.base = from / C * C;
+  if (k.base == from) return k;
+  k.packed.resize(static_cast<size_t>((from - k.base) * model.floats_per_token()));
+  std::vector<int32_t> tokens(static_cast<size_t>(from - k.base));
+  PackedTarget t(model, k.packed.data(), from - k.base);
+  try {
+    load_rows(s, id, model, k.base, from, tokens.data(), t.target, k.base);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kEvicted) throw;
+    k.packed.clear();  // evicted: re-saved from the caller's buffers, as append does
+  }
+  return k;
+}
+
+}  // namespace
+
+void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
+                  const KvSource& kv) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  s.require_writable("write conversation '" + id + "'");
+  model.validate();
+  if (from < 0 || from > len)
+    throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) + " of " +
+                                                 std::to_string(len) + " tokens is outside [0, len]");
+  if (len > from) require_kv(model, kv, here);
+  // The truncate and the append below are savepoints of this one transaction:
+  // a divergence or a model mismatch found by the append undoes the truncate.
+  SqlTransaction txn(s.db, here);
+  const int64_t committed = count(id);
+  if (from > committed)
+    throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +
+                                                 " but only " + std::to_string(committed) + " tokens are committed");
+  if (from < committed) truncate(id, from);
+  // The append re-encodes the chunk `from` falls in: its kept rows come from
+  // the store, so that [0, from) stays exactly as stored (an engine may have
+  // recomputed a kept row meanwhile, e.g. the last prompt token's).
+  const KeptRows kept = kept_rows(s, id, model, from);
+  detail::AppendRequest req;
+  req.id = id;
+  req.model = model;
+  req.len = len;
+  req.tokens = tokens;
+  const int level = s.options.zstd_level;
+  req.produce = [&](int64_t first, int64_t n, detail::ProducedChunk& out) {
+    if (kept.packed.empty() || first != kept.base) {
+      out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
+                                         out.precision, &out.stored_digests);
+      return;
+    }
+    std::vector<float> buf(static_cast<size_t>(n * model.floats_per_token()));
+    const PlaneList dst = detail::packed_planes(model, buf.data(), n);
+    std::vector<float> kept_copy(kept.packed);
+    const PlaneList old = detail::packed_planes(model, kept_copy.data(), from - first);
+    const PlaneList src = detail::engine_planes(model, kv, 0);
+    for (size_t p = 0; p < dst.size(); ++p) {
+      const size_t w = static_cast<size_t>(dst[p].width);
+      std::memcpy(dst[p].base, old[p].base, static_cast<size_t>(from - first) * w * 4);
+      std::memcpy(dst[p].base + (from - first) * w, src[p].base + from * src[p].stride,
+                  static_cast<size_t>(first + n - from) * w * 4);
+    }
+    out.encoded = detail::encode_chunk(n, out.tokens.data(), dst, level, out.precision, &out.stored_digests);
+  };
+  s.append(req);
+  txn.commit();
+}
+
+namespace {
+
+void require_range(const std::string& here, int64_t from, int64_t to) {
+  if (from < 0 || to < from)
+    throw Error(ErrorCode::kInvalidArgument, here + ": load of positions [" + std::to_string(from) + ", " +
+                                                 std::to_string(to) + ") is not a range");
+}
+
+// Copies positions [lo, hi) of a chunk decoded aside into rows lo - origin.. of the engine's buffers.
+void copy_rows(const PlaneList& packed, const PlaneList& engine, int64_t chunk_first, int64_t lo, int64_t hi,
+               int64_t origin) {
+  for (size_t p = 0; p < engine.size(); ++p)
+    std::memcpy(engine[p].base + (lo - origin) * engine[p].stride, packed[p].base + (lo - chunk_first) * packed[p].stride,
+                static_cast<size_t>((hi - lo) * packed[p].width) * 4);
+}
+
+}  // namespace
+
+namespace {
+
+// Fills positions [from, to) of a conversation into rows p - origin of the buffers.
+int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
+                  int32_t* tokens, const KvTarget& kv, int64_t origin) {
+  const std::string here = s.where(id);
+  s.scan(
+      id, &model, to,
+      [&](const detail::ScanStart& st) {
+        if (st.n < to)
+          throw Error(ErrorCode::kInvalidArgument, here + ": load of positions [" + std::to_string(from) + ", " +
+                                                       std::to_string(to) + ") but only " + std::to_string(st.n) +
+                                                       " tokens are committed");
+        if (origin == 0) detail::throw_if_evicted(s, st, tokens);
+        else detail::throw_if_evicted(s, st, nullptr);
+      },
+      [&](detail::StoredChunk& c) {
+        const int64_t lo = std::max(from, c.first_pos), hi = std::min(to, c.first_pos + c.wanted);
+        if (lo >= hi) return;  // before the range: its payload is not decoded
+        if (lo == c.first_pos && hi == c.first_pos + c.n_tokens) {
+          detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
+                               c.tokens.data(), detail::engine_planes(model, kv, c.first_pos - origin), c.precision);
+          return;
+        }
+        std::vector<float> buf(static_cast<size_t>(c.n_tokens * model.floats_per_token()));
+        PlaneList packed = detail::packed_planes(model, buf.data(), c.n_tokens);
+        detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
+                             c.tokens.data(), packed, c.precision);
+        copy_rows(packed, detail::engine_planes(model, kv, 0), c.first_pos, lo, hi, origin);
+      },
+      [&](detail::StoredChunk& c) {
+        const int64_t lo = std::max(from, c.first_pos), hi = std::min(to, c.first_pos + c.wanted);
+        for (int64_t p = lo; p < hi; ++p) tokens[p - origin] = c.tokens[static_cast<size_t>(p - c.first_pos)];
+      });
+  return to - from;
+}
+
+}  // namespace
+
+int64_t Store::load_range(const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
+                          int32_t* tokens, const KvTarget& kv) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  model.validate();
+  require_range(here, from, to);
+  if (to > from && (!tokens || !kv.Lc || !kv.Rc || (model.n_indexed > 0 && !kv.Ic)))
+    throw Error(ErrorCode::kInvalidArgument, here + ": tokens, Lc, Rc (and Ic for a model with an indexer) must not be null");
+  return load_rows(s, id, model, from, to, tokens, kv, 0);
+}
+
+}  // namespace colikv

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 read -r -a EXTRA_CMAKE_ARGS <<< "${CMAKE_ARGS:-}"
-PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3)
+PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3 python3)
 
 SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
 

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <cstring>
+
 namespace colikv {
 namespace detail {
 
@@ -66,6 +68,17 @@ SqlTransaction::~SqlTransaction() {
 void SqlTransaction::commit() {
   exec(db_, nested_ ? "RELEASE colikv_nested" : "COMMIT", what_);
   open_ = false;
+}
+
+ChunkHash blob_to_hash(const SQLite::Column& col) {
+  ChunkHash h{};
+  if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());
+  return h;
+}
+
+std::optional<ChunkHash> digest_column(const SQLite::Column& col) {
+  if (col.isNull()) return std::nullopt;
+  return blob_to_hash(col);
 }
 
 }  // namespace detail

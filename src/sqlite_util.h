@@ -8,8 +8,10 @@
 #include <SQLiteCpp/Statement.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "chunk_codec.h"
 #include "colikv/error.h"
 
 namespace colikv {
@@ -34,6 +36,13 @@ auto with_context(const std::string& what, F&& f) -> decltype(f()) {
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what);
 int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what);
+
+// A 32-byte hash column (chunks.hash, chunk_meta.chain_hash); all zero when
+// the stored value has another size, which no chain hash or key equals.
+ChunkHash blob_to_hash(const SQLite::Column& col);
+// chunk_meta.digest: none (NULL) for a chunk written before schema 5, whose
+// chunks.hash is its chain hash.
+std::optional<ChunkHash> digest_column(const SQLite::Column& col);
 
 // BEGIN IMMEDIATE (or DEFERRED for a read snapshot) ... COMMIT; rolls back in
 // the destructor unless committed. Rollback errors are swallowed there: the

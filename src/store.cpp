@@ -33,6 +33,8 @@ using detail::PlaneRef;
 using detail::SqlTransaction;
 using detail::StoredChunk;
 using detail::with_context;
+using detail::blob_to_hash;
+using detail::digest_column;
 
 namespace {
 
@@ -51,18 +53,6 @@ int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes) {
   return c;
 }
 
-ChunkHash blob_to_hash(const SQLite::Column& col) {
-  ChunkHash h{};
-  if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());
-  return h;
-}
-
-// A chunk's content digest column (chunk_meta.digest): absent (NULL) for a
-// chunk written before schema 5, whose chunks.hash is its chain hash.
-std::optional<ChunkHash> digest_column(const SQLite::Column& col) {
-  if (col.isNull()) return std::nullopt;
-  return blob_to_hash(col);
-}
 
 // Does a stored chunk's key (chunks.hash) say it sits at chain hash `chain`?
 bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest, const ChunkHash& chain) {

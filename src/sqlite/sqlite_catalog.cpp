@@ -23,17 +23,6 @@ class SqliteTransaction : public Catalog::Transaction {
   SqlTransaction txn_;
 };
 
-ChunkHash blob_to_hash(const SQLite::Column& col) {
-  ChunkHash h{};
-  if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());
-  return h;
-}
-
-// chunk_meta.digest: NULL for a chunk written before schema 5.
-std::optional<ChunkHash> digest_column(const SQLite::Column& col) {
-  if (col.isNull()) return std::nullopt;
-  return blob_to_hash(col);
-}
 
 void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
   q.bind(index, h.data(), static_cast<int>(h.size()));

@@ -33,6 +33,7 @@ using detail::PlaneRef;
 using detail::SqlTransaction;
 using detail::StoredChunk;
 using detail::with_context;
+using detail::check_kv_pointers;
 using detail::blob_to_hash;
 using detail::digest_column;
 
@@ -97,21 +98,6 @@ std::string range_text(int64_t a, int64_t b) {
   return "positions [" + std::to_string(a) + ", " + std::to_string(b) + ")";
 }
 
-void check_kv_pointers(const ModelSignature& m, const void* const* lc, const void* const* rc,
-                       const void* const* ic, const std::string& where) {
-  if (!lc || !rc) throw Error(ErrorCode::kInvalidArgument, where + ": Lc and Rc must not be null");
-  int64_t indexed = 0;
-  for (int l = 0; l < m.n_layers; ++l) {
-    if (!lc[l] || !rc[l])
-      throw Error(ErrorCode::kInvalidArgument, where + ": Lc[" + std::to_string(l) + "] or Rc[" +
-                                                   std::to_string(l) + "] is null");
-    if (ic && ic[l]) ++indexed;
-  }
-  if (indexed != m.n_indexed)
-    throw Error(ErrorCode::kInvalidArgument,
-                where + ": Ic has " + std::to_string(indexed) + " non-null layers but the model has n_indexed=" +
-                    std::to_string(m.n_indexed));
-}
 
 template <class Ptr>
 PlaneList engine_planes_of(const ModelSignature& m, Ptr const* lc, Ptr const* rc, Ptr const* ic, int64_t first) {
@@ -130,6 +116,22 @@ PlaneList engine_planes_of(const ModelSignature& m, Ptr const* lc, Ptr const* rc
 }  // namespace
 
 namespace detail {
+
+void check_kv_pointers(const ModelSignature& m, const void* const* lc, const void* const* rc,
+                       const void* const* ic, const std::string& where) {
+  if (!lc || !rc) throw Error(ErrorCode::kInvalidArgument, where + ": Lc and Rc must not be null");
+  int64_t indexed = 0;
+  for (int l = 0; l < m.n_layers; ++l) {
+    if (!lc[l] || !rc[l])
+      throw Error(ErrorCode::kInvalidArgument, where + ": Lc[" + std::to_string(l) + "] or Rc[" +
+                                                   std::to_string(l) + "] is null");
+    if (ic && ic[l]) ++indexed;
+  }
+  if (indexed != m.n_indexed)
+    throw Error(ErrorCode::kInvalidArgument,
+                where + ": Ic has " + std::to_string(indexed) + " non-null layers but the model has n_indexed=" +
+                    std::to_string(m.n_indexed));
+}
 
 PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t first_pos) {
   return engine_planes_of(m, kv.Lc, kv.Rc, kv.Ic, first_pos);

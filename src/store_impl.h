@@ -26,6 +26,10 @@ namespace detail {
 class Checkpointer;  // store.cpp: copies the WAL back on its own thread
 
 // The planes of positions [first_pos, first_pos + n) in the engine's buffers.
+// Throws kInvalidArgument naming `where` unless Lc and Rc hold a buffer for
+// every layer and Ic for exactly n_indexed of them.
+void check_kv_pointers(const ModelSignature& m, const void* const* lc, const void* const* rc,
+                       const void* const* ic, const std::string& where);
 PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t first_pos);
 PlaneList engine_planes(const ModelSignature& m, const KvTarget& kv, int64_t first_pos);
 // The planes of n .coli_kv records laid out from `records` on.

@@ -44,18 +44,6 @@ struct PackedTarget {
   }
 };
 
-void require_kv(const ModelSignature& m, const KvSource& kv, const std::string& here) {
-  bool ok = kv.Lc && kv.Rc && (m.n_indexed == 0 || kv.Ic);
-  int indexed = 0;
-  for (int l = 0; ok && l < m.n_layers; ++l) {
-    ok = kv.Lc[l] && kv.Rc[l];
-    if (m.n_indexed > 0 && kv.Ic[l]) ++indexed;
-  }
-  if (!ok || indexed != m.n_indexed)
-    throw Error(ErrorCode::kInvalidArgument, here + ": Lc, Rc and Ic must hold a buffer for every layer (Ic: for the " +
-                                                 std::to_string(m.n_indexed) + " indexed layers)");
-}
-
 int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
                   int32_t* tokens, const KvTarget& kv, int64_t origin);
 
@@ -90,7 +78,10 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
   if (from < 0 || from > len)
     throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) + " of " +
                                                  std::to_string(len) + " tokens is outside [0, len]");
-  if (len > from) require_kv(model, kv, here);
+  if (len > from)
+    detail::check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
+                              reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
+                              here);
   // The truncate and the append below are savepoints of this one transaction:
   // a divergence or a model mismatch found by the append undoes the truncate.
   SqlTransaction txn(s.db, here);

@@ -128,10 +128,7 @@ int colikv_append(colikv_store* s, const char* conv, const colikv_model* m, cons
   return guarded<int>(s, [&](colikv::Store& st) {
     require(conv != nullptr, "colikv_append: conv is NULL");
     require(m != nullptr, "colikv_append: model is NULL");
-    colikv::KvSource kv;
-    kv.Lc = Lc;
-    kv.Rc = Rc;
-    kv.Ic = Ic;
+    const colikv::KvSource kv{Lc, Rc, Ic};
     st.append(conv, to_signature(m), tokens, len, kv);
     return COLIKV_OK;
   });
@@ -142,10 +139,7 @@ int colikv_write(colikv_store* s, const char* conv, const colikv_model* m, const
   return guarded<int>(s, [&](colikv::Store& st) {
     require(conv != nullptr, "colikv_write: conv is NULL");
     require(m != nullptr, "colikv_write: model is NULL");
-    colikv::KvSource kv;
-    kv.Lc = Lc;
-    kv.Rc = Rc;
-    kv.Ic = Ic;
+    const colikv::KvSource kv{Lc, Rc, Ic};
     st.write(conv, to_signature(m), tokens, from, len, kv);
     return COLIKV_OK;
   });
@@ -179,10 +173,7 @@ int64_t colikv_load_range(colikv_store* s, const char* conv, const colikv_model*
   return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
     require(conv != nullptr, "colikv_load_range: conv is NULL");
     require(m != nullptr, "colikv_load_range: model is NULL");
-    colikv::KvTarget kv;
-    kv.Lc = Lc;
-    kv.Rc = Rc;
-    kv.Ic = Ic;
+    const colikv::KvTarget kv{Lc, Rc, Ic};
     return st.load_range(conv, to_signature(m), from, to, tokens, kv);
   });
 }
@@ -218,10 +209,7 @@ static int64_t load_impl(colikv_store* s, const char* conv, const colikv_model* 
     require(conv != nullptr, "colikv_load: conv is NULL");
     require(m != nullptr, "colikv_load: model is NULL");
     if (!st.exists(conv)) return 0;
-    colikv::KvTarget kv;
-    kv.Lc = Lc;
-    kv.Rc = Rc;
-    kv.Ic = Ic;
+    const colikv::KvTarget kv{Lc, Rc, Ic};
     return st.load(conv, to_signature(m), tokens, max_tokens, kv, limit);
   });
 }

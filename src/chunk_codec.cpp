@@ -18,6 +18,7 @@
 
 #include "colikv/error.h"
 #include "crc32c.h"
+#include "byte_order.h"
 #include "sha256.h"
 
 // COLIKV_NO_SIMD builds the portable paths only (to test them on x86).
@@ -26,17 +27,10 @@
 #define COLIKV_SSE2_SHUFFLE 1
 #endif
 
-
 namespace colikv {
 namespace detail {
 
 namespace {
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-constexpr bool kLittleEndian = false;
-#else
-constexpr bool kLittleEndian = true;
-#endif
 
 // A thread's scratch buffers are released after use when they grew past this,
 // so one huge chunk does not pin memory in every worker thread forever.

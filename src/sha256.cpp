@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "byte_order.h"
+
 // COLIKV_NO_SIMD builds the portable path only (to test it on x86).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(COLIKV_NO_SIMD)
 #include <cpuid.h>
@@ -14,12 +16,6 @@ namespace colikv {
 namespace detail {
 
 namespace {
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-constexpr bool kLittleEndian = false;
-#else
-constexpr bool kLittleEndian = true;
-#endif
 
 constexpr uint32_t kSha256K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "file_kind.h"
 #include "store_impl.h"
 
 namespace colikv {
@@ -347,15 +348,6 @@ std::string store_file_at(const std::string& store_path, const std::string& out_
   return "";
 }
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 // The file export replaces: path itself, or the file its symbolic links lead
 // to. Refuses the store's own files, anything but a regular file, a dangling
 // link, and (without force) any existing file.
@@ -373,7 +365,7 @@ std::string export_target(const std::string& store_path, const std::string& path
   const std::string own = store_file_at(store_path, canonical_name(path), &st);
   if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": the store's own file " + own + "; not replaced");
   if (!S_ISREG(st.st_mode))
-    throw Error(ErrorCode::kInvalidArgument, path + ": " + file_kind(st.st_mode) +
+    throw Error(ErrorCode::kInvalidArgument, path + ": " + detail::file_kind(st.st_mode) +
                                                  "; export writes regular files only and never replaces anything else");
   if (!force) throw Error(ErrorCode::kConflict, path + ": the file exists (use force to overwrite it)");
   const std::string real = real_path(path);

@@ -12,6 +12,7 @@ using colikv::ErrorCode;
 using colikv::ModelSignature;
 using colikv::Store;
 using colikv_test::EngineBuffers;
+using colikv_test::error_code_of;
 using colikv_test::Run;
 using colikv_test::tool;
 using colikv_test::describe;
@@ -24,15 +25,6 @@ EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
   b.fill(0, n, seed);
   b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
   return b;
-}
-
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const colikv::Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kOk;
 }
 
 }  // namespace
@@ -63,7 +55,7 @@ TEST_CASE("write: keeps the positions before from and replaces the rest across c
   for (int64_t p = 6; p < 13; ++p) CHECK(out.tokens[p] == b.tokens[p]);
   CHECK(out.lc[2][12 * m.kv_lora] == b.lc[2][12 * m.kv_lora]);
   CHECK(s.verify().ok());
-  CHECK(code_of([&] { s.write("c", m, b.tokens.data(), 14, 20, b.source()); }) == ErrorCode::kInvalidArgument);
+  CHECK(error_code_of([&] { s.write("c", m, b.tokens.data(), 14, 20, b.source()); }) == ErrorCode::kInvalidArgument);
   CHECK(s.count("c") == 13);
 }
 
@@ -90,16 +82,16 @@ TEST_CASE("load_range: writes exactly the positions from..to, across chunks", "[
     }
   }
   EngineBuffers out(m, 30);
-  CHECK(code_of([&] { s.load_range("c", m, 10, 31, out.tokens.data(), out.target()); }) == ErrorCode::kInvalidArgument);
-  CHECK(code_of([&] { s.load_range("c", m, -1, 3, out.tokens.data(), out.target()); }) == ErrorCode::kInvalidArgument);
-  CHECK(code_of([&] { s.load_range("x", m, 0, 1, out.tokens.data(), out.target()); }) == ErrorCode::kNotFound);
+  CHECK(error_code_of([&] { s.load_range("c", m, 10, 31, out.tokens.data(), out.target()); }) == ErrorCode::kInvalidArgument);
+  CHECK(error_code_of([&] { s.load_range("c", m, -1, 3, out.tokens.data(), out.target()); }) == ErrorCode::kInvalidArgument);
+  CHECK(error_code_of([&] { s.load_range("x", m, 0, 1, out.tokens.data(), out.target()); }) == ErrorCode::kNotFound);
 }
 
 TEST_CASE("weights identity: config.json bytes and weights files' names and sizes", "[engine_calls]") {
   TempDir dir;
   const std::string model = dir.file("model");
   std::filesystem::create_directory(model);
-  CHECK(code_of([&] { colikv::weights_id_from_dir(model); }) == ErrorCode::kNotFound);
+  CHECK(error_code_of([&] { colikv::weights_id_from_dir(model); }) == ErrorCode::kNotFound);
   colikv_test::write_file(model + "/config.json", "{\"n\": 1}");
   colikv_test::write_file(model + "/a.safetensors", std::string(10, 'x'));
   colikv_test::write_file(model + "/tokenizer.json", "{}");

@@ -99,12 +99,7 @@ int64_t chunk_rows(Store& s) { return s.stats().total.chunks; }
 
 ErrorCode load_error(Store& s, const std::string& id, const ModelSignature& m, int64_t n) {
   EngineBuffers out(m, n);
-  try {
-    s.load(id, m, out.tokens.data(), n, out.target());
-  } catch (const colikv::Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kOk;
+  return colikv_test::error_code_of([&] { s.load(id, m, out.tokens.data(), n, out.target()); });
 }
 
 }  // namespace

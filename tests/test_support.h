@@ -4,6 +4,7 @@
 #define COLIKV_TESTS_TEST_SUPPORT_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,16 @@ std::string read_file(const std::string& path);
 // Size of a file in bytes; 0 if it does not exist.
 int64_t file_size(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
+
+// The code of the colikv::Error f throws; ErrorCode::kOk when it throws none.
+inline colikv::ErrorCode error_code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const colikv::Error& e) {
+    return e.code();
+  }
+  return colikv::ErrorCode::kOk;
+}
 
 }  // namespace colikv_test
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "colikv/error.h"
+#include "file_kind.h"
 #include "migrations.h"
 #include "sqlite_util.h"
 #include "store_limits.h"
@@ -25,15 +26,6 @@ namespace {
 int open_flags(const Options& o) {
   if (o.read_only) return SQLite::OPEN_READONLY;
   return SQLite::OPEN_READWRITE | (o.create_if_missing ? SQLite::OPEN_CREATE : 0);
-}
-
-std::string file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
 }
 
 std::string parent_dir(const std::string& path) {

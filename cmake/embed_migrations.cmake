@@ -1,8 +1,12 @@
 # Writes OUT: a C++ file holding every migration in FILES (sorted NNNN_name.sql)
-# as a string, so the library carries its schema.
+# as a string, so the library carries its schema. FUNCTION names the function
+# that returns them (default: embedded_migrations, SQLite's).
+if(NOT FUNCTION)
+  set(FUNCTION embedded_migrations)
+endif()
 set(body "// Generated from migrations/*.sql by cmake/embed_migrations.cmake. Do not edit.\n")
 string(APPEND body "#include \"migrations.h\"\n\nnamespace colikv {\nnamespace detail {\n\n")
-string(APPEND body "const std::vector<Migration>& embedded_migrations() {\n  static const std::vector<Migration> all = {\n")
+string(APPEND body "const std::vector<Migration>& ${FUNCTION}() {\n  static const std::vector<Migration> all = {\n")
 string(REPLACE "|" ";" FILES "${FILES}")
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME_WE)

@@ -2,6 +2,7 @@
 # The project's one entry point on a fresh Debian bookworm machine (as root):
 #   tools/dev.sh demo [STORE]  install what is needed, build, and run the main job
 #   tools/dev.sh test          install what is needed, build, and run the whole test suite
+#                              (against SQLite and a throwaway PostgreSQL server: tools/postgres.sh)
 #   tools/dev.sh build         install and build only
 #   tools/dev.sh sanitizers    ASan+UBSan suite, TSan on the threaded tests, a short fuzz run (clang)
 # BUILD_DIR (default: build), BUILD_TYPE (default: RelWithDebInfo) and CMAKE_ARGS
@@ -12,7 +13,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 read -r -a EXTRA_CMAKE_ARGS <<< "${CMAKE_ARGS:-}"
-PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3 python3)
+PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3 python3
+  libpq-dev postgresql)
 
 SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
 
@@ -35,6 +37,17 @@ build() {
   cmake --build "$BUILD_DIR" -j"$(nproc)"
 }
 
+# Runs a command with a throwaway PostgreSQL server (tools/postgres.sh) whose
+# URI is in COLIKV_TEST_PG_URI, so that the suite's PostgreSQL variants run;
+# the server is stopped and removed when the command ends, however it ends.
+with_postgres() {
+  PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/colikv-pg.XXXXXX")
+  trap 'tools/postgres.sh stop "$PG_DIR" || true' EXIT
+  COLIKV_TEST_PG_URI=$(tools/postgres.sh start "$PG_DIR")
+  export COLIKV_TEST_PG_URI COLIKV_TEST_PG_DIR=$PG_DIR
+  "$@"
+}
+
 cmd=${1:-}
 case "$cmd" in
   demo)
@@ -45,7 +58,7 @@ case "$cmd" in
   test)
     install_deps
     build
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+    with_postgres ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
     ;;
   build)
     install_deps
@@ -58,7 +71,7 @@ case "$cmd" in
     FUZZ_SECONDS=${FUZZ_SECONDS:-30} .ci/fuzz.sh build-fuzz
     ;;
   *)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

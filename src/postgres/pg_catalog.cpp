@@ -1,0 +1,377 @@
+// The Catalog over PostgreSQL (see pg_catalog.h and migrations/postgres/).
+#include "postgres/pg_catalog.h"
+
+#include "postgres/pg_migrations.h"
+
+namespace colikv {
+namespace detail {
+
+namespace {
+
+PgConnection::Settings settings_of(const Options& o) {
+  PgConnection::Settings s;
+  s.lock_timeout_ms = o.busy_timeout_ms;
+  s.synchronous_commit = o.synchronous == Synchronous::kFull;
+  s.read_only = o.read_only;
+  return s;
+}
+
+// BEGIN (a snapshot, or the store's write lock) ... COMMIT, rolled back when
+// destroyed uncommitted; inside an open transaction, a savepoint.
+class PgTransaction : public Catalog::Transaction {
+ public:
+  PgTransaction(PgConnection& conn, Catalog::Access access, const std::string& what)
+      : conn_(conn), what_(what), nested_(conn.in_transaction()) {
+    if (nested_) {
+      conn_.exec("SAVEPOINT colikv_nested", what_);
+      return;
+    }
+    conn_.ensure_connected(what_);
+    if (access == Catalog::Access::kRead) {
+      conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", what_);
+      return;
+    }
+    conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED", what_);
+    try {
+      PgParams key;
+      key.add(conn_.store_lock_key());
+      conn_.query("SELECT pg_advisory_xact_lock($1::bigint)", key, what_);
+    } catch (...) {
+      rollback();
+      throw;
+    }
+  }
+  ~PgTransaction() override {
+    if (!done_) rollback();
+  }
+
+  void commit() override {
+    conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_);
+    done_ = true;
+  }
+
+ private:
+  // Errors here are swallowed: the one that made the caller give up is the
+  // one worth reporting (and a lost connection has rolled back already).
+  void rollback() noexcept {
+    done_ = true;
+    try {
+      conn_.exec(nested_ ? "ROLLBACK TO SAVEPOINT colikv_nested; RELEASE SAVEPOINT colikv_nested" : "ROLLBACK", what_);
+    } catch (const Error&) {
+    }
+  }
+
+  PgConnection& conn_;
+  std::string what_;
+  bool nested_;
+  bool done_ = false;
+};
+
+const char* compression_of(const EncodedChunk& e) { return e.compressed ? "zstd" : "none"; }
+
+// A conversation's chunk list with its chunks' fields (all rows, without
+// payloads: those are read one chunk at a time, each into the caller's buffer,
+// so memory stays one chunk whatever the conversation's size).
+class PgChunkCursor : public ChunkCursor {
+ public:
+  PgChunkCursor(PgConnection& conn, PgRows rows) : conn_(conn), rows_(std::move(rows)) {}
+
+  bool next(ChunkListRow& r) override {
+    if (row_ >= rows_.size()) return false;
+    const int i = row_++;
+    r.seq = rows_.int64(i, 0);
+    r.chunk_id = rows_.int64(i, 1);
+    r.first_pos = rows_.int64(i, 2);
+    r.n_tokens = rows_.int64(i, 3);
+    r.tokens_json = rows_.text(i, 4);
+    r.compression = rows_.text(i, 5);
+    r.raw_size = rows_.int64(i, 6);
+    r.checksum = rows_.int64(i, 7);
+    r.payload_bytes = rows_.is_null(i, 8) ? std::nullopt : std::optional<int64_t>(rows_.int64(i, 8));
+    r.key = rows_.hash(i, 9);
+    r.precision = rows_.text(i, 10);
+    r.digest = rows_.optional_hash(i, 11);
+    return true;
+  }
+
+  void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
+    PgParams p;
+    p.add(chunk_id);
+    PgRows r = conn_.query("SELECT payload FROM chunks WHERE chunk_id = $1", p, what + ": reading its payload");
+    if (r.size() != 1 || r.is_null(0, 0) || r.length(0, 0) != bytes)
+      throw Error(ErrorCode::kCorrupt, what + ": reading its payload: " + conn_.server() +
+                                           ": the payload is missing or not the size recorded");
+    out.assign(r.bytes(0, 0), r.bytes(0, 0) + bytes);
+  }
+
+ private:
+  PgConnection& conn_;
+  PgRows rows_;
+  int row_ = 0;
+};
+
+}  // namespace
+
+PgCatalog::PgCatalog(const std::string& uri, const Options& options) : conn_(uri, settings_of(options)) {
+  open_postgres_schema(conn_, options.create_if_missing, options.read_only, conn_.server());
+}
+
+PgRows PgCatalog::run(const char* sql, const PgParams& params, const char* what) {
+  return conn_.query(sql, params, what);
+}
+
+std::unique_ptr<Catalog::Transaction> PgCatalog::begin(Access access, const std::string& what) {
+  return std::make_unique<PgTransaction>(conn_, access, what);
+}
+
+std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& name) {
+  PgParams p;
+  p.add(name);
+  PgRows r = run("SELECT conversation_id, model_id, token_count, generation, precision FROM conversations WHERE name = $1",
+                 p, "reading a conversation");
+  if (r.size() == 0) return std::nullopt;
+  ConversationRow c;
+  c.id = r.int64(0, 0);
+  c.name = name;
+  c.model_id = r.int64(0, 1);
+  c.count = r.int64(0, 2);
+  c.generation = r.int64(0, 3);
+  c.precision = r.text(0, 4);
+  return c;
+}
+
+int64_t PgCatalog::insert_conversation(const NewConversation& c) {
+  PgParams p;
+  p.add(c.name).add(c.model_id).add(c.precision).add(c.now_ms).add(c.title).add(c.metadata);
+  return run("INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, last_used_ms, title, "
+             "metadata) VALUES ($1, $2, $3, $4, $4, $4, $5, $6) RETURNING conversation_id",
+             p, "creating a conversation")
+      .int64(0, 0);
+}
+
+int64_t PgCatalog::insert_fork(const NewFork& f) {
+  PgParams p;
+  p.add(f.name).add(f.count).add(f.now_ms).add(f.parent_id);
+  return run("INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, parent_id, "
+             "forked_at, created_ms, updated_ms, last_used_ms) "
+             "SELECT $1::text, model_id, $2::bigint, precision, title, metadata, conversation_id, $2::bigint, "
+             "$3::bigint, $3::bigint, $3::bigint FROM conversations WHERE conversation_id = $4 "
+             "RETURNING conversation_id",
+             p, "creating a fork")
+      .int64(0, 0);
+}
+
+void PgCatalog::delete_conversation(int64_t conversation_id) {
+  PgParams p;
+  p.add(conversation_id);
+  run("DELETE FROM conversation_chunks WHERE conversation_id = $1", p, "deleting a chunk list");
+  run("DELETE FROM conversations WHERE conversation_id = $1", p, "deleting a conversation");
+}
+
+void PgCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) {
+  PgParams p;
+  p.add(count).add(now_ms).add(conversation_id);
+  if (used)
+    run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2, last_used_ms = $2 "
+        "WHERE conversation_id = $3",
+        p, "updating a conversation");
+  else
+    run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2 "
+        "WHERE conversation_id = $3",
+        p, "updating a conversation");
+}
+
+void PgCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
+  PgParams p;
+  p.add(now_ms).add(conversation_id);
+  run("UPDATE conversations SET last_used_ms = $1 WHERE conversation_id = $2", p, "updating a conversation");
+}
+
+std::optional<int64_t> PgCatalog::find_model_id(const std::string& signature) {
+  PgParams p;
+  p.add(signature);
+  PgRows r = run("SELECT model_id FROM models WHERE signature = $1", p, "reading a model");
+  if (r.size() == 0) return std::nullopt;
+  return r.int64(0, 0);
+}
+
+std::optional<StoredModel> PgCatalog::read_model(int64_t model_id) {
+  PgParams p;
+  p.add(model_id);
+  PgRows r = run("SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, chunk_tokens, signature "
+                 "FROM models WHERE model_id = $1",
+                 p, "reading a model");
+  if (r.size() == 0) return std::nullopt;
+  StoredModel m;
+  m.sig.n_layers = static_cast<int>(r.int64(0, 0));
+  m.sig.kv_lora = static_cast<int>(r.int64(0, 1));
+  m.sig.qk_rope = static_cast<int>(r.int64(0, 2));
+  m.sig.index_hd = static_cast<int>(r.int64(0, 3));
+  m.sig.n_indexed = static_cast<int>(r.int64(0, 4));
+  m.sig.vocab = static_cast<int>(r.int64(0, 5));
+  m.sig.weights_id = r.text(0, 6);
+  m.chunk_tokens = r.int64(0, 7);
+  m.signature = r.text(0, 8);
+  return m;
+}
+
+void PgCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) {
+  PgParams p;
+  p.add(sig.to_string()).add(sig.n_layers).add(sig.kv_lora).add(sig.qk_rope).add(sig.index_hd).add(sig.n_indexed);
+  p.add(sig.vocab).add(sig.weights_id).add(static_cast<int64_t>(sig.record_bytes())).add(chunk_tokens).add(now_ms);
+  run("INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
+      "record_bytes, chunk_tokens, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+      p, "recording a model");
+}
+
+std::vector<ChunkSummary> PgCatalog::chunk_list(int64_t conversation_id) {
+  PgParams p;
+  p.add(conversation_id);
+  PgRows r = run("SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, ch.payload IS NULL, cc.seq, "
+                 "ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                 "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = $1 ORDER BY cc.seq",
+                 p, "reading a chunk list");
+  std::vector<ChunkSummary> out;
+  out.reserve(static_cast<size_t>(r.size()));
+  for (int i = 0; i < r.size(); ++i)
+    out.push_back({r.int64(i, 0), r.hash(i, 1), r.hash(i, 2), r.optional_hash(i, 3), r.int64(i, 4), r.int64(i, 5) != 0,
+                   r.int64(i, 6), r.int64(i, 7)});
+  return out;
+}
+
+std::unique_ptr<ChunkCursor> PgCatalog::read_chunks(int64_t conversation_id, int64_t n_chunks) {
+  PgParams p;
+  p.add(conversation_id).add(n_chunks);
+  PgRows r = run("SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
+                 "ch.checksum, octet_length(ch.payload)::bigint, ch.hash, ch.precision, k.digest "
+                 "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                 "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+                 "WHERE cc.conversation_id = $1 AND cc.seq < $2 ORDER BY cc.seq",
+                 p, "reading a chunk list");
+  return std::make_unique<PgChunkCursor>(conn_, std::move(r));
+}
+
+std::optional<std::string> PgCatalog::chunk_tokens_json(int64_t chunk_id) {
+  PgParams p;
+  p.add(chunk_id);
+  PgRows r = run("SELECT tokens FROM chunks WHERE chunk_id = $1", p, "reading a chunk's tokens");
+  if (r.size() == 0) return std::nullopt;
+  return r.text(0, 0);
+}
+
+std::optional<ChunkContent> PgCatalog::read_chunk(int64_t chunk_id) {
+  PgParams p;
+  p.add(chunk_id);
+  PgRows r = run("SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
+                 "WHERE chunk_id = $1",
+                 p, "reading a chunk");
+  if (r.size() == 0) return std::nullopt;
+  ChunkContent c;
+  c.n_tokens = r.int64(0, 0);
+  c.tokens_json = r.text(0, 1);
+  c.compression = r.text(0, 2);
+  c.raw_size = r.int64(0, 3);
+  c.checksum = r.int64(0, 4);
+  if (!r.is_null(0, 5)) c.payload.emplace(r.bytes(0, 5), r.bytes(0, 5) + r.length(0, 5));
+  c.precision = r.text(0, 6);
+  return c;
+}
+
+std::vector<ChunkHash> PgCatalog::digests_at(int64_t model_id, const ChunkHash& chain) {
+  PgParams p;
+  p.add(model_id).add_hash(chain);
+  PgRows r = run("SELECT digest FROM chunk_meta WHERE model_id = $1 AND chain_hash = $2 AND payload_bytes > 0 "
+                 "AND digest IS NOT NULL",
+                 p, "reading chunk digests");
+  std::vector<ChunkHash> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back(r.hash(i, 0));
+  return out;
+}
+
+std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
+  PgParams p;
+  p.add(model_id).add_hash(key);
+  PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2", p, "finding a chunk");
+  if (r.size() == 0) return std::nullopt;
+  return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
+}
+
+void PgCatalog::record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes) {
+  PgParams p;
+  p.add(chunk_id).add(c.model_id).add(c.precision);
+  static const uint8_t kNoPrev = 0;
+  if (c.first_pos == 0)
+    p.add_bytes(&kNoPrev, 0);  // X'': the chunk at position 0 follows nothing
+  else
+    p.add_hash(c.prev);
+  p.add(c.tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest);
+  run("INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, digest) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chunk_id) DO UPDATE SET model_id = excluded.model_id, "
+      "precision = excluded.precision, prev_hash = excluded.prev_hash, tokens = excluded.tokens, "
+      "payload_bytes = excluded.payload_bytes, chain_hash = excluded.chain_hash, digest = excluded.digest",
+      p, "recording a chunk");
+}
+
+int64_t PgCatalog::insert_chunk(const ChunkRecord& c) {
+  const EncodedChunk& e = *c.encoded;
+  PgParams p;
+  p.add(c.model_id).add_hash(c.key).add(c.first_pos).add(c.n_tokens).add(c.tokens_json).add(c.precision);
+  p.add(compression_of(e)).add(static_cast<int64_t>(e.raw_size)).add(static_cast<int64_t>(e.checksum));
+  if (e.payload.empty())
+    p.add_null();  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
+  else
+    p.add_bytes(e.payload.data(), e.payload.size());
+  const int64_t id = run("INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
+                         "raw_size, checksum, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+                         "RETURNING chunk_id",
+                         p, "storing a chunk")
+                         .int64(0, 0);
+  record_chunk_meta(id, c, static_cast<int64_t>(e.payload.size()));
+  return id;
+}
+
+void PgCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
+  const EncodedChunk& e = *c.encoded;
+  PgParams p;
+  p.add(compression_of(e)).add(static_cast<int64_t>(e.raw_size)).add(static_cast<int64_t>(e.checksum));
+  p.add_bytes(e.payload.data(), e.payload.size()).add(chunk_id);
+  run("UPDATE chunks SET compression = $1, raw_size = $2, checksum = $3, payload = $4 WHERE chunk_id = $5", p,
+      "restoring a chunk's payload");
+  PgParams m;
+  m.add(static_cast<int64_t>(e.payload.size())).add(chunk_id);
+  if (run("UPDATE chunk_meta SET payload_bytes = $1 WHERE chunk_id = $2", m, "recording a chunk").affected() == 0)
+    record_chunk_meta(chunk_id, c, static_cast<int64_t>(e.payload.size()));
+}
+
+void PgCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+  PgParams p;
+  p.add(conversation_id).add(seq).add(chunk_id);
+  run("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES ($1, $2, $3) "
+      "ON CONFLICT (conversation_id, seq) DO UPDATE SET chunk_id = excluded.chunk_id",
+      p, "linking a chunk");
+}
+
+void PgCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+  PgParams p;
+  p.add(conversation_id).add(seq).add(chunk_id);
+  run("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES ($1, $2, $3)", p, "linking a chunk");
+}
+
+void PgCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
+  PgParams p;
+  p.add(conversation_id).add(first_seq);
+  run("DELETE FROM conversation_chunks WHERE conversation_id = $1 AND seq >= $2", p, "unlinking chunks");
+}
+
+void PgCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
+  for (int64_t id : chunk_ids) {
+    PgParams p;
+    p.add(id);
+    run("DELETE FROM chunks WHERE chunk_id = $1 AND NOT EXISTS "
+        "(SELECT 1 FROM conversation_chunks WHERE chunk_id = $1)",
+        p, "freeing a chunk");
+  }
+}
+
+}  // namespace detail
+}  // namespace colikv

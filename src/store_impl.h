@@ -113,9 +113,6 @@ class Store::Impl {
   std::unique_ptr<detail::Catalog> catalog;  // over db
   std::recursive_mutex mu;  // serializes calls on this Store
   detail::ThreadPool pool;
-  // Prepared statements of the prefix lookup (prefix_match.cpp), kept across
-  // calls; released before db closes.
-  std::shared_ptr<void> match_cache;
   // The background WAL checkpointer of a writable store (store.cpp); declared
   // last so that it stops before anything else is torn down.
   std::shared_ptr<detail::Checkpointer> checkpointer;

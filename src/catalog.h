@@ -4,7 +4,8 @@
 // implements the same interface.
 //
 // Errors: a method throws colikv::Error, or its backend's own exception, which
-// the caller turns into colikv::Error naming what it was doing (with_context).
+// the caller turns into colikv::Error naming what it was doing (with_context,
+// backend_error.h).
 #ifndef COLIKV_SRC_CATALOG_H
 #define COLIKV_SRC_CATALOG_H
 
@@ -18,6 +19,7 @@
 
 #include "chunk_codec.h"
 #include "colikv/model.h"
+#include "colikv/options.h"
 
 namespace colikv {
 namespace detail {
@@ -370,7 +372,15 @@ class Catalog {
   virtual int64_t file_bytes() = 0;
 
   virtual PrefixIndex& prefix_index() = 0;
+
+  // Waits for the backend's own background work that would slow the write
+  // about to begin (SQLite: a running WAL checkpoint).
+  virtual void wait_before_write() = 0;
 };
+
+// Opens (or creates) the store at `location` with its backend: a file path
+// is SQLite's, the embedded default. Throws as Store's constructor documents.
+std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options);
 
 }  // namespace detail
 }  // namespace colikv

@@ -14,7 +14,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
 
 namespace colikv {

@@ -25,7 +25,7 @@
 #include "catalog.h"
 #include "chunk_codec.h"
 #include "colikv/store.h"
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
 
 namespace colikv {

@@ -1,7 +1,5 @@
 #include "colikv/store.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -15,10 +13,7 @@
 #include "chunk_codec.h"
 #include "eviction.h"
 #include "migrations.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/open_store.h"
-#include "sqlite/sqlite_catalog.h"
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
 #include "store_limits.h"
 
@@ -32,6 +27,7 @@ using detail::ModelRow;
 using detail::PlaneList;
 using detail::PlaneRef;
 using detail::StoredChunk;
+using detail::read_rows;
 using detail::with_context;
 using detail::check_kv_pointers;
 
@@ -71,21 +67,6 @@ std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int6
     throw Error(ErrorCode::kCorrupt, where + ": token list is not a JSON array of " +
                                          std::to_string(expect_n) + " token ids");
   return out;
-}
-
-// Runs a read of stored rows. SQLITE_TOOBIG there means a value over the
-// connection's SQLITE_LIMIT_LENGTH: one no colikv writes, so the store is
-// damaged or hostile, not the caller's argument.
-template <class F>
-auto read_rows(const std::string& what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const SQLite::Exception& e) {
-    if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
-      throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
-                                           std::to_string(detail::kMaxStoredValueBytes) + " bytes)");
-    detail::rethrow_sqlite(e, what);
-  }
 }
 
 std::string range_text(int64_t a, int64_t b) {
@@ -175,14 +156,8 @@ PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n) {
 Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
-      db(detail::open_store(p, o)),
-      catalog(std::make_unique<detail::SqliteCatalog>(db, p, o)),
-      pool(o.threads) {
-  // Checkpoints run in the background; with a custom VFS (fault injection)
-  // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
-  if (!options.read_only && options.vfs_name.empty())
-    checkpointer = std::make_shared<detail::Checkpointer>(db.getHandle(), path);
-}
+      catalog(detail::open_catalog(p, o)),
+      pool(o.threads) {}
 
 std::string Store::Impl::where(const std::string& id) const {
   return id.empty() ? "store " + path : "store " + path + ": conversation '" + id + "'";
@@ -535,7 +510,7 @@ class Appender {
 
   // One write transaction: chunks, chunk list and count together.
   void write_transaction() {
-    if (s_.checkpointer) s_.checkpointer->wait_before_write();
+    s_.catalog->wait_before_write();
     const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
     with_context(here_, [&] {
       check_generation();

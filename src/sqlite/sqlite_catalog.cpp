@@ -414,8 +414,13 @@ void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
   }
 }
 
-SqliteCatalog::SqliteCatalog(SQLite::Database& db, const std::string& path, const Options& options)
-    : db_(db), path_(path), options_(options), statements_(db) {}
+SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options)
+    : path_(path), options_(options), db_(open_store(path, options)), statements_(db_) {
+  // Checkpoints run in the background; with a custom VFS (fault injection)
+  // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
+  if (!options.read_only && options.vfs_name.empty())
+    checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path);
+}
 
 SqliteCatalog::~SqliteCatalog() = default;
 
@@ -486,6 +491,10 @@ void SqliteCatalog::compact(const std::string& what) {
 }
 
 int64_t SqliteCatalog::file_bytes() { return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal"); }
+
+void SqliteCatalog::wait_before_write() {
+  if (checkpointer_) checkpointer_->wait_before_write();
+}
 
 PrefixIndex& SqliteCatalog::prefix_index() {
   if (!prefix_index_) prefix_index_ = std::make_unique<SqlitePrefixIndex>(statements_);

@@ -1,4 +1,6 @@
-// The Catalog (catalog.h) over a store's SQLite connection.
+// The Catalog (catalog.h) over a store's SQLite connection, which it owns
+// with the SQLite-only services: hardening and migrations (open_store), the
+// background WAL checkpointer.
 #ifndef COLIKV_SRC_SQLITE_SQLITE_CATALOG_H
 #define COLIKV_SRC_SQLITE_SQLITE_CATALOG_H
 
@@ -8,6 +10,7 @@
 
 #include "catalog.h"
 #include "colikv/options.h"
+#include "sqlite/checkpointer.h"
 #include "sqlite/statement_cache.h"
 
 namespace colikv {
@@ -15,9 +18,13 @@ namespace detail {
 
 class SqliteCatalog : public Catalog {
  public:
-  // db must outlive the catalog.
-  SqliteCatalog(SQLite::Database& db, const std::string& path, const Options& options);
+  // Opens (or creates) the store at path (open_store) with its background
+  // checkpointer when writable.
+  SqliteCatalog(const std::string& path, const Options& options);
   ~SqliteCatalog() override;
+
+  // The connection, for white-box tests.
+  SQLite::Database& database() { return db_; }
 
   std::unique_ptr<Transaction> begin(Access access, const std::string& what) override;
 
@@ -76,13 +83,16 @@ class SqliteCatalog : public Catalog {
   int64_t file_bytes() override;
 
   PrefixIndex& prefix_index() override;
+  void wait_before_write() override;
 
  private:
-  SQLite::Database& db_;
   std::string path_;
   Options options_;
+  SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_
+  // Declared last so that it stops before the connection closes.
+  std::unique_ptr<Checkpointer> checkpointer_;
 };
 
 }  // namespace detail

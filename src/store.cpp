@@ -16,6 +16,7 @@
 #include "backend_error.h"
 #include "store_impl.h"
 #include "store_limits.h"
+#include "store_location.h"
 
 namespace colikv {
 
@@ -160,7 +161,8 @@ Store::Impl::Impl(const std::string& p, const Options& o)
       pool(o.threads) {}
 
 std::string Store::Impl::where(const std::string& id) const {
-  return id.empty() ? "store " + path : "store " + path + ": conversation '" + id + "'";
+  const std::string store = "store " + detail::shown_location(path);
+  return id.empty() ? store : store + ": conversation '" + id + "'";
 }
 
 bool Store::Impl::is_json(const std::string& text) {
@@ -169,7 +171,7 @@ bool Store::Impl::is_json(const std::string& text) {
 
 void Store::Impl::require_writable(const std::string& op) const {
   if (options.read_only)
-    throw Error(ErrorCode::kReadOnly, "store " + path + ": " + op + ": the store is opened read-only");
+    throw Error(ErrorCode::kReadOnly, where() + ": " + op + ": the store is opened read-only");
 }
 
 std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {

@@ -154,9 +154,17 @@ struct VacuumReport {
   int64_t file_bytes_after = 0;
 };
 
+// A store's location is a file path (SQLite, the embedded default) or a
+// PostgreSQL connection URI (libpq's syntax: postgresql://USER:PASSWORD@HOST:PORT/DB,
+// or postgres://...), accepted wherever a store path is.
+COLIKV_API bool is_postgres_location(const std::string& location);
+// The location as messages show it: a URI without its password; a path unchanged.
+COLIKV_API std::string shown_store_location(const std::string& location);
+
 class COLIKV_API Store {
  public:
-  // Opens (or creates) the store at path and applies pending migrations.
+  // Opens (or creates) the store at path (a file, or a postgresql:// URI)
+  // and applies pending migrations.
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
   // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy.
   explicit Store(const std::string& path, const Options& options = Options());

@@ -57,7 +57,7 @@ class PgTransaction : public Catalog::Transaction {
     done_ = true;
     try {
       conn_.exec(nested_ ? "ROLLBACK TO SAVEPOINT colikv_nested; RELEASE SAVEPOINT colikv_nested" : "ROLLBACK", what_);
-    } catch (const Error&) {
+    } catch (const PgError&) {
     }
   }
 
@@ -99,8 +99,7 @@ class PgChunkCursor : public ChunkCursor {
     p.add(chunk_id);
     PgRows r = conn_.query("SELECT payload FROM chunks WHERE chunk_id = $1", p, what + ": reading its payload");
     if (r.size() != 1 || r.is_null(0, 0) || r.length(0, 0) != bytes)
-      throw Error(ErrorCode::kCorrupt, what + ": reading its payload: " + conn_.server() +
-                                           ": the payload is missing or not the size recorded");
+      throw Error(ErrorCode::kCorrupt, what + ": reading its payload: the payload is missing or not the size recorded");
     out.assign(r.bytes(0, 0), r.bytes(0, 0) + bytes);
   }
 

@@ -34,6 +34,16 @@ class PgCatalog : public Catalog {
   void delete_conversation(int64_t conversation_id) override;
   void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) override;
   void touch_used(int64_t conversation_id, int64_t now_ms) override;
+  void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
+  bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
+  std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
+  std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) override;
+  int64_t conversation_count() override;
+  void for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+                           const std::function<void(int64_t, int64_t, std::string_view)>& f) override;
+
+  int schema_version() override;
+  bool is_json(const std::string& text) override;
 
   std::optional<int64_t> find_model_id(const std::string& signature) override;
   std::optional<StoredModel> read_model(int64_t model_id) override;
@@ -52,11 +62,64 @@ class PgCatalog : public Catalog {
   void unlink_from(int64_t conversation_id, int64_t first_seq) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
 
+  IntegrityReport check_integrity() override;
+  std::vector<ConversationRow> conversations_to_verify(const std::string& only) override;
+  void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) override;
+  std::vector<LineageRow> lineage() override;
+  void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
+  std::vector<ChunkPlace> unused_chunks() override;
+  std::vector<ModelUsageRow> model_usage() override;
+
+  int64_t stored_payload_bytes() override;
+  void visit_least_recent(const PrefixIndex::ConversationVisitor& f) override;
+  std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
+  int64_t chunk_users(int64_t chunk_id) override;
+  void evict_payload(int64_t chunk_id) override;
+  void bump_generation(int64_t conversation_id) override;
+  std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) override;
+  int64_t evicted_chunk_count() override;
+  int64_t evicted_conversation_count() override;
+  void compact(const std::string& what) override;
+  int64_t file_bytes() override;
+
+  PrefixIndex& prefix_index() override;
+  void wait_before_write() override {}  // the server has no background work the client waits for
+
  private:
   PgRows run(const char* sql, const PgParams& params, const char* what);
   void record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes);
 
   PgConnection conn_;
+  std::unique_ptr<PrefixIndex> prefix_index_;
+};
+
+// The prefix lookup's queries (prefix_match.cpp) on a PgCatalog's connection.
+class PgPrefixIndex : public PrefixIndex {
+ public:
+  explicit PgPrefixIndex(PgConnection& conn) : conn_(conn) {}
+  std::optional<int64_t> find_model_id(const std::string& signature) override;
+  std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
+  bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
+  bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                         const std::string& from, const std::string& to) override;
+  bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                      const std::string& exact) override;
+  std::optional<int64_t> chunk_at(int64_t conversation_id, int64_t seq) override;
+  std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) override;
+  std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
+                                            const ChunkHash* prev) override;
+  std::optional<std::string> chunk_tokens(int64_t chunk_id) override;
+  std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) override;
+  std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override;
+  void visit_recent(int64_t limit, const ConversationVisitor& f) override;
+  void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
+                            const ConversationVisitor& f) override;
+  void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                             const std::string& from, const std::string& to, const std::string& exact, int64_t seq,
+                             const ConversationVisitor& f) override;
+
+ private:
+  PgConnection& conn_;
 };
 
 }  // namespace detail

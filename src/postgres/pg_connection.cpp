@@ -5,33 +5,6 @@
 namespace colikv {
 namespace detail {
 
-bool is_postgres_uri(const std::string& location) {
-  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
-}
-
-std::string redact_uri(const std::string& uri) {
-  std::string out = uri;
-  // scheme://user:password@host...: drop ":password" from the user info.
-  const size_t start = out.find("://");
-  if (start != std::string::npos) {
-    const size_t authority = start + 3;
-    const size_t end = out.find_first_of("/?", authority);
-    const size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
-    if (at != std::string::npos && at >= authority) {
-      const size_t colon = out.find(':', authority);
-      if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
-    }
-  }
-  // ...?password=secret&...
-  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
-    if (p == 0 || (out[p - 1] != '?' && out[p - 1] != '&')) continue;
-    const size_t value = p + 9;
-    const size_t end = out.find('&', value);
-    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
-  }
-  return out;
-}
-
 namespace {
 
 ErrorCode error_code_for_sqlstate(const std::string& state) {
@@ -125,7 +98,7 @@ int64_t PgRows::affected() const {
 }
 
 PgConnection::PgConnection(const std::string& uri, const Settings& settings)
-    : uri_(uri), settings_(settings), server_("postgresql server " + redact_uri(uri)) {
+    : uri_(uri), settings_(settings), server_("postgresql server " + shown_location(uri)) {
   connect("connecting");
 }
 
@@ -135,12 +108,12 @@ void PgConnection::connect(const std::string& what) {
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {"10", "colikv", uri_.c_str(), nullptr};
   conn_.reset(PQconnectdbParams(keys, values, 1));
-  if (!conn_) throw Error(ErrorCode::kInternal, server_ + ": " + what + ": out of memory");
+  if (!conn_) throw PgError(ErrorCode::kInternal, server_ + ": " + what + ": out of memory");
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
     const std::string msg = one_line(PQerrorMessage(conn_.get()));
     // No such database is the caller's to fix, like a missing store file.
     const bool missing_db = msg.find("does not exist") != std::string::npos && msg.find("database") != std::string::npos;
-    throw Error(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, server_ + ": " + what + ": " + msg);
+    throw PgError(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, server_ + ": " + what + ": " + msg);
   }
   server_ = "postgresql server " + std::string(PQhost(conn_.get())) + ":" + PQport(conn_.get()) + "/" + PQdb(conn_.get());
   configure_session(what);
@@ -175,7 +148,7 @@ void PgConnection::fail(const PGresult* r, const std::string& what) {
   if (msg.empty()) msg = one_line(PQerrorMessage(conn_.get()));
   if (lost) msg += " (the connection to the server was lost; the next call reconnects)";
   if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
-  throw Error(code, what + ": " + server_ + ": " + msg);
+  throw PgError(code, server_ + ": " + what + ": " + msg);
 }
 
 PgRows PgConnection::query(const std::string& sql, const PgParams& params, const std::string& what) {

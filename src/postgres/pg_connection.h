@@ -16,21 +16,27 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "chunk_codec.h"
 #include "colikv/error.h"
+#include "store_location.h"
 
 namespace colikv {
 namespace detail {
 
-// True when `location` is a PostgreSQL connection URI rather than a file path.
-bool is_postgres_uri(const std::string& location);
+// A server's error, or a lost connection: the factory (catalog_factory.cpp)
+// turns it into colikv::Error naming what the store was doing.
+class PgError : public std::runtime_error {
+ public:
+  PgError(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
 
-// The URI without its password (in the user info or a password= parameter),
-// for messages.
-std::string redact_uri(const std::string& uri);
+ private:
+  ErrorCode code_;
+};
 
 struct PgResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -87,14 +93,14 @@ class PgConnection {
     bool synchronous_commit = true;
     bool read_only = false;
   };
-  // Connects; throws Error(kIO) naming the server when it cannot.
+  // Connects; throws PgError(kIO) naming the server when it cannot.
   PgConnection(const std::string& uri, const Settings& settings);
 
   // "postgresql server HOST:PORT/DB" for messages.
   const std::string& server() const { return server_; }
 
   // Runs one statement (prepared once per connection and kept), results in
-  // binary. Throws Error naming `what` and the server.
+  // binary. Throws PgError naming `what` and the server.
   PgRows query(const std::string& sql, const PgParams& params, const std::string& what);
   PgRows query(const std::string& sql, const std::string& what) { return query(sql, PgParams(), what); }
   // Runs SQL text, possibly several statements, without parameters.
@@ -102,7 +108,7 @@ class PgConnection {
 
   bool in_transaction() const;
   // Outside a transaction: reconnects when the connection was lost (a server
-  // restart); throws Error(kIO) naming the server when that fails.
+  // restart); throws PgError(kIO) naming the server when that fails.
   void ensure_connected(const std::string& what);
 
   // The advisory-lock key of this store (its schema), taken by write

@@ -20,7 +20,7 @@ namespace {
 void check_not_newer(int current, const std::string& what) {
   const int latest = latest_postgres_schema_version();
   if (current > latest)
-    throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(current) +
+    throw PgError(ErrorCode::kVersion, what + ": schema version " + std::to_string(current) +
                                          " is newer than this library's " + std::to_string(latest) +
                                          "; upgrade colikv to open it");
 }
@@ -44,7 +44,7 @@ void apply_one(PgConnection& conn, const Migration& m, const std::string& what) 
   } catch (...) {
     try {
       conn.exec("ROLLBACK", what);
-    } catch (const Error&) {
+    } catch (const PgError&) {
     }
     throw;
   }
@@ -58,10 +58,10 @@ void open_postgres_schema(PgConnection& conn, bool create_if_missing, bool read_
   const int latest = latest_postgres_schema_version();
   if (current == latest) return;
   if (current == 0 && (!create_if_missing || read_only))
-    throw Error(ErrorCode::kNotFound, what + ": no colikv store there" +
+    throw PgError(ErrorCode::kNotFound, what + ": no colikv store there" +
                                           (read_only ? " (a read-only opening creates none)" : " (create_if_missing is off)"));
   if (read_only)
-    throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(current) + " needs migrating to " +
+    throw PgError(ErrorCode::kVersion, what + ": schema version " + std::to_string(current) + " needs migrating to " +
                                          std::to_string(latest) + ", which a read-only opening does not do");
   for (const Migration& m : embedded_postgres_migrations())
     if (m.version > current) apply_one(conn, m, what);

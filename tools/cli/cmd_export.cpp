@@ -50,7 +50,7 @@ int cmd_export(const Args& a) {
   int64_t tokens = record_bytes > 0 ? (bytes - colikv::kColiKvHeaderBytes) / record_bytes : 0;
   if (a.has("--json")) {
     Json j = Json::object();
-    j.set("store", Json::string(store_path));
+    j.set("store", Json::string(colikv::shown_store_location(store_path)));
     j.set("id", Json::string(id));
     j.set("file", Json::string(out_path));
     j.set("tokens", Json::integer(tokens));

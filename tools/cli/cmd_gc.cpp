@@ -14,7 +14,7 @@ namespace {
 
 Json gc_json(const std::string& store_path, int64_t max_bytes, const colikv::EvictionReport& r) {
   Json j = Json::object();
-  j.set("store", Json::string(store_path));
+  j.set("store", Json::string(colikv::shown_store_location(store_path)));
   j.set("max_bytes", Json::integer(max_bytes));
   j.set("stored_bytes_before", Json::integer(r.stored_bytes_before));
   j.set("stored_bytes_after", Json::integer(r.stored_bytes_after));

@@ -42,6 +42,8 @@ colikv::ImportResult import_into(const std::string& path, const colikv::Options&
 // deletes a store, not even one another process has just created.
 colikv::ImportResult import_file(const std::string& store_path, colikv::Options opts, const std::string& file,
                                  const colikv::ImportOptions& io, ProgressMode mode) {
+  // A server's store is created by its first transaction: no file to build aside.
+  if (colikv::is_postgres_location(store_path)) return import_into(store_path, opts, file, io, mode);
   const std::string target = store_file_of(store_path);
   if (!file_exists(target)) {
     NewStoreFile fresh(target);
@@ -60,7 +62,7 @@ colikv::ImportResult import_file(const std::string& store_path, colikv::Options 
 
 Json import_json(const std::string& store_path, const std::string& file, const colikv::ImportResult& r) {
   Json j = Json::object();
-  j.set("store", Json::string(store_path));
+  j.set("store", Json::string(colikv::shown_store_location(store_path)));
   j.set("file", Json::string(file));
   j.set("id", Json::string(r.id));
   j.set("model", model_json(r.model));

@@ -35,7 +35,7 @@ std::vector<colikv::ConversationInfo> list_conversations(colikv::Store& store, i
 
 Json ls_json(const std::string& store_path, const std::vector<colikv::ConversationInfo>& all) {
   Json j = Json::object();
-  j.set("store", Json::string(store_path));
+  j.set("store", Json::string(colikv::shown_store_location(store_path)));
   Json list = Json::array();
   for (const auto& c : all) list.push(conversation_json(c));
   j.set("conversations", std::move(list));
@@ -63,7 +63,7 @@ int cmd_ls(const Args& a) {
   else if (limit == 0)  // nothing listed, as asked; the store is not necessarily empty
     print("0 of " + plural(store.conversation_count(), "conversation", "conversations") + " listed (--limit 0)\n");
   else if (all.empty())
-    print("no conversations in " + shown(store_path) + "\n");
+    print("no conversations in " + shown(colikv::shown_store_location(store_path)) + "\n");
   else
     print(conversations_table(all));
   return kExitOk;

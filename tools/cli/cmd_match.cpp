@@ -70,7 +70,7 @@ Prompt read_prompt(TokenStream& tokens, int64_t keep) {
 Json match_json(const std::string& store_path, const colikv::ModelSignature& model, int64_t prompt_tokens,
                 const colikv::PrefixMatch& m) {
   Json j = Json::object();
-  j.set("store", Json::string(store_path));
+  j.set("store", Json::string(colikv::shown_store_location(store_path)));
   j.set("model", model_json(model));
   j.set("prompt_tokens", Json::integer(prompt_tokens));
   j.set("id", m.id.empty() ? Json::null() : Json::string(m.id));

@@ -45,7 +45,7 @@ void add_usage(KeyValues& kv, const colikv::UsageStats& u) {
 
 Json stats_json(const std::string& store_path, const colikv::StoreStats& s) {
   Json j = Json::object();
-  j.set("store", Json::string(store_path));
+  j.set("store", Json::string(colikv::shown_store_location(store_path)));
   j.set("file_bytes", Json::integer(s.file_bytes));
   Json models = Json::array();
   for (const auto& m : s.models) models.push(usage_json(m, true));

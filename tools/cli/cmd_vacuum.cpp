@@ -16,7 +16,7 @@ int cmd_vacuum(const Args& a) {
   colikv::VacuumReport r = store.vacuum();
   if (a.has("--json")) {
     Json j = Json::object();
-    j.set("store", Json::string(store_path));
+    j.set("store", Json::string(colikv::shown_store_location(store_path)));
     j.set("file_bytes_before", Json::integer(r.file_bytes_before));
     j.set("file_bytes_after", Json::integer(r.file_bytes_after));
     print(j.dump());

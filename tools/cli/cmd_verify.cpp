@@ -25,7 +25,7 @@ colikv::VerifyReport verify_store(const Args& a, const std::string& store_path, 
   struct stat st {};
   int64_t store_bytes = ::stat(store_path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
   colikv::Store store(store_path, read_options(a));
-  Progress progress("verify " + shown(id.empty() ? store_path : id), store_bytes, mode);
+  Progress progress("verify " + shown(id.empty() ? colikv::shown_store_location(store_path) : id), store_bytes, mode);
   return store.verify(id, progress.fn());
 }
 
@@ -53,7 +53,7 @@ Json uncompared_share_json(const colikv::UncomparedShare& u) {
 
 Json verify_json(const std::string& store_path, const std::string& id, const colikv::VerifyReport& rep) {
   Json j = Json::object();
-  j.set("store", Json::string(store_path));
+  j.set("store", Json::string(colikv::shown_store_location(store_path)));
   j.set("conversation", id.empty() ? Json::null() : Json::string(id));
   j.set("conversations", Json::integer(rep.conversations));
   j.set("chunks", Json::integer(rep.chunks));
@@ -108,7 +108,7 @@ Failure unsound(const std::string& store_path, const std::string& id, const coli
   std::string what = rep.problems.empty()
                          ? "integrity_check: " + rep.integrity
                          : plural(static_cast<int64_t>(rep.problems.size()), "problem", "problems") + " found";
-  return Failure{store_path + (id.empty() ? "" : " conversation '" + id + "'") + ": " + what};
+  return Failure{colikv::shown_store_location(store_path) + (id.empty() ? "" : " conversation '" + id + "'") + ": " + what};
 }
 
 int cmd_verify(const Args& a) {

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli_output.h"
+#include "colikv/store.h"
 #include "new_store.h"
 
 namespace colikv_cli {
@@ -29,6 +30,7 @@ int64_t size_of(const std::string& path) {
 }  // namespace
 
 std::string disk_full_advice(const std::string& store_path) {
+  if (colikv::is_postgres_location(store_path)) return "";  // the server's disk: its operator's to free
   std::string file;
   try {
     file = store_file_of(store_path);

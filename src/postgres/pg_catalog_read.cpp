@@ -1,0 +1,519 @@
+// The PgCatalog's reads for info, list, verify, stats and eviction, the
+// conversation updates outside appends, and the prefix index (see pg_catalog.h).
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+
+#include <mutex>
+
+#include "postgres/pg_catalog.h"
+#include "postgres/pg_migrations.h"
+
+namespace colikv {
+namespace detail {
+
+namespace {
+
+// Names sort bytewise (COLLATE "C"), as SQLite's BINARY collation does,
+// whatever the database's locale.
+const char* kInfoSelect =
+    "SELECT c.name, c.model_id, c.token_count, c.title, c.metadata, coalesce(p.name, ''), c.forked_at, "
+    "c.created_ms, c.updated_ms, c.last_used_ms, "
+    "(SELECT coalesce(sum(octet_length(ch.payload)), 0)::bigint FROM conversation_chunks cc JOIN chunks ch "
+    "   ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = c.conversation_id), "
+    "EXISTS (SELECT 1 FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+    "   WHERE cc.conversation_id = c.conversation_id AND ch.payload IS NULL), "
+    "c.precision "
+    "FROM conversations c LEFT JOIN conversations p ON p.conversation_id = c.parent_id ";
+
+ConversationInfoRow info_from_row(const PgRows& r, int i) {
+  ConversationInfoRow c;
+  c.name = r.text(i, 0);
+  c.model_id = r.int64(i, 1);
+  c.count = r.int64(i, 2);
+  c.title = r.text(i, 3);
+  c.metadata = r.text(i, 4);
+  c.parent = r.text(i, 5);
+  c.forked_at = r.int64(i, 6);
+  c.created_ms = r.int64(i, 7);
+  c.updated_ms = r.int64(i, 8);
+  c.last_used_ms = r.int64(i, 9);
+  c.stored_bytes = r.int64(i, 10);
+  c.evicted = r.int64(i, 11) != 0;
+  c.precision = r.text(i, 12);
+  return c;
+}
+
+const char* set_text_sql(ConversationText column) {
+  switch (column) {
+    case ConversationText::kName:
+      return "UPDATE conversations SET name = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3";
+    case ConversationText::kMetadata:
+      return "UPDATE conversations SET metadata = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3";
+    case ConversationText::kTitle:
+      break;
+  }
+  return "UPDATE conversations SET title = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3";
+}
+
+// prev_hash of a chunk at position 0 is the empty bytea, as in SQLite.
+PgParams& add_prev(PgParams& p, const ChunkHash* prev) {
+  static const uint8_t kNoPrev = 0;
+  return prev ? p.add_hash(*prev) : p.add_bytes(&kNoPrev, 0);
+}
+
+void visit_conversations(const PgRows& r, const PrefixIndex::ConversationVisitor& f) {
+  for (int i = 0; i < r.size(); ++i)
+    if (f(r.int64(i, 0), r.text(i, 1))) return;
+}
+
+std::optional<int64_t> optional_int(const PgRows& r) {
+  if (r.size() == 0) return std::nullopt;
+  return r.int64(0, 0);
+}
+
+std::optional<std::string> optional_text(const PgRows& r) {
+  if (r.size() == 0) return std::nullopt;
+  return r.text(0, 0);
+}
+
+}  // namespace
+
+void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
+  // Best effort, as with SQLite: never waits for a writer's row lock (SKIP
+  // LOCKED) and is not worth a WAL flush (synchronous_commit off for it).
+  if (conn_.in_transaction()) return;
+  try {
+    conn_.ensure_connected("recording a load");
+    conn_.exec("BEGIN; SET LOCAL synchronous_commit = off", "recording a load");
+    PgParams p;
+    p.add(now_ms).add(name);
+    conn_.query("UPDATE conversations SET last_used_ms = $1 WHERE conversation_id = "
+                "(SELECT conversation_id FROM conversations WHERE name = $2 FOR UPDATE SKIP LOCKED)",
+                p, "recording a load");
+    conn_.exec("COMMIT", "recording a load");
+  } catch (const PgError&) {
+    try {
+      if (conn_.in_transaction()) conn_.exec("ROLLBACK", "recording a load");
+    } catch (const PgError&) {
+    }
+  }
+}
+
+bool PgCatalog::set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) {
+  PgParams p;
+  p.add(value).add(now_ms).add(name);
+  return run(set_text_sql(column), p, "updating a conversation").affected() != 0;
+}
+
+std::optional<ConversationInfoRow> PgCatalog::conversation_info(const std::string& name) {
+  PgParams p;
+  p.add(name);
+  PgRows r = conn_.query(std::string(kInfoSelect) + "WHERE c.name = $1", p, "reading a conversation");
+  if (r.size() == 0) return std::nullopt;
+  return info_from_row(r, 0);
+}
+
+std::vector<ConversationInfoRow> PgCatalog::list_conversations(int64_t limit, int64_t offset) {
+  PgParams p;
+  if (limit < 0)
+    p.add_null();  // LIMIT NULL: all
+  else
+    p.add(limit);
+  p.add(offset);
+  PgRows r = conn_.query(std::string(kInfoSelect) +
+                             "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations "
+                             "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT $1 OFFSET $2) "
+                             "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
+                         p, "listing conversations");
+  std::vector<ConversationInfoRow> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back(info_from_row(r, i));
+  return out;
+}
+
+int64_t PgCatalog::conversation_count() {
+  return run("SELECT count(*) FROM conversations", PgParams(), "counting conversations").int64(0, 0);
+}
+
+void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+                                    const std::function<void(int64_t, int64_t, std::string_view)>& f) {
+  PgParams p;
+  p.add(conversation_id).add(n_chunks);
+  PgRows r = run("SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
+                 "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND cc.seq < $2 ORDER BY cc.seq",
+                 p, "reading token ids");
+  for (int i = 0; i < r.size(); ++i) {
+    const std::string tokens = r.text(i, 2);
+    f(r.int64(i, 0), r.int64(i, 1), tokens);
+  }
+}
+
+int PgCatalog::schema_version() { return postgres_schema_version(conn_, "reading the schema version"); }
+
+bool PgCatalog::is_json(const std::string& text) {
+  // SQLite's json_valid, so that both backends accept exactly the same
+  // metadata (PostgreSQL's json input differs at the edges, and a failed cast
+  // would abort the caller's transaction).
+  static std::mutex mu;
+  static SQLite::Database validator(":memory:", SQLite::OPEN_READWRITE);
+  std::lock_guard<std::mutex> lock(mu);
+  SQLite::Statement q(validator, "SELECT json_valid(?)");
+  q.bind(1, text);
+  q.executeStep();
+  return q.getColumn(0).getInt() == 1;
+}
+
+IntegrityReport PgCatalog::check_integrity() {
+  // The server checks its own pages; what it cannot know is colikv's side
+  // table: every chunk has its chunk_meta row, recording its payload's size.
+  PgRows r = run("SELECT count(*) FROM chunks ch LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+                 "WHERE k.chunk_id IS NULL OR k.payload_bytes <> coalesce(octet_length(ch.payload), 0)",
+                 PgParams(), "checking chunk_meta");
+  const int64_t bad = r.int64(0, 0);
+  return {"chunk_meta against chunks",
+          bad == 0 ? "ok" : std::to_string(bad) + " chunks whose chunk_meta row is missing or records another payload size"};
+}
+
+std::vector<ConversationRow> PgCatalog::conversations_to_verify(const std::string& only) {
+  PgParams p;
+  if (!only.empty()) p.add(only);
+  PgRows r = only.empty() ? run("SELECT conversation_id, name, model_id, token_count, precision FROM conversations "
+                                "ORDER BY name COLLATE \"C\"",
+                                p, "listing conversations")
+                          : run("SELECT conversation_id, name, model_id, token_count, precision FROM conversations "
+                                "WHERE name = $1",
+                                p, "reading a conversation");
+  std::vector<ConversationRow> out;
+  for (int i = 0; i < r.size(); ++i) {
+    ConversationRow c;
+    c.id = r.int64(i, 0);
+    c.name = r.text(i, 1);
+    c.model_id = r.int64(i, 2);
+    c.count = r.int64(i, 3);
+    c.precision = r.text(i, 4);
+    out.push_back(c);
+  }
+  return out;
+}
+
+void PgCatalog::for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) {
+  // The list without payloads, then each payload on its own: memory stays one chunk.
+  PgParams p;
+  p.add(conversation_id);
+  PgRows r = run("SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
+                 "ch.checksum, ch.payload IS NOT NULL, ch.hash, ch.model_id, ch.precision, k.digest "
+                 "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                 "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = $1 ORDER BY cc.seq",
+                 p, "reading a chunk list");
+  for (int i = 0; i < r.size(); ++i) {
+    VerifyChunkRow v;
+    v.seq = r.int64(i, 0);
+    std::string tokens;
+    std::optional<PgRows> payload;
+    if (!r.is_null(i, 1)) {
+      v.chunk_id = r.int64(i, 1);
+      v.first_pos = r.int64(i, 2);
+      v.n_tokens = r.int64(i, 3);
+      tokens = r.text(i, 4);
+      v.tokens_json = tokens;
+      v.compression = r.text(i, 5);
+      v.raw_size = r.int64(i, 6);
+      v.checksum = r.int64(i, 7);
+      v.has_payload = r.int64(i, 8) != 0;
+      v.key = r.hash(i, 9);
+      v.model_id = r.int64(i, 10);
+      v.precision = r.text(i, 11);
+      v.digest = r.optional_hash(i, 12);
+      if (v.has_payload) {
+        PgParams id;
+        id.add(*v.chunk_id);
+        payload.emplace(run("SELECT payload FROM chunks WHERE chunk_id = $1", id, "reading a payload"));
+        v.has_payload = payload->size() == 1 && !payload->is_null(0, 0);
+        if (v.has_payload) {
+          v.payload = payload->bytes(0, 0);
+          v.payload_bytes = static_cast<size_t>(payload->length(0, 0));
+        }
+      }
+    }
+    f(v);
+  }
+}
+
+std::vector<LineageRow> PgCatalog::lineage() {
+  PgRows r = run("SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations", PgParams(),
+                 "reading the fork tree");
+  std::vector<LineageRow> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1), r.int64(i, 2), r.int64(i, 3)});
+  return out;
+}
+
+void PgCatalog::for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) {
+  PgRows r = run("SELECT ch.chunk_id, ch.first_pos, ch.n_tokens, cc.conversation_id FROM chunks ch "
+                 "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                 "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+                 "WHERE k.digest IS NULL AND ch.payload IS NOT NULL "
+                 "AND ch.chunk_id IN (SELECT chunk_id FROM conversation_chunks GROUP BY chunk_id HAVING count(*) > 1) "
+                 "ORDER BY ch.chunk_id",
+                 PgParams(), "reading shared chunks");
+  for (int i = 0; i < r.size(); ++i) f({{r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)}, r.int64(i, 3)});
+}
+
+std::vector<ChunkPlace> PgCatalog::unused_chunks() {
+  PgRows r = run("SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
+                 "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)",
+                 PgParams(), "reading unused chunks");
+  std::vector<ChunkPlace> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)});
+  return out;
+}
+
+std::vector<ModelUsageRow> PgCatalog::model_usage() {
+  PgRows r = run("SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
+                 " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id), "
+                 " (SELECT coalesce(sum(token_count), 0)::bigint FROM conversations c WHERE c.model_id = m.model_id), "
+                 " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id), "
+                 " (SELECT coalesce(sum(n_tokens), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id), "
+                 " (SELECT coalesce(sum(octet_length(payload)), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id) "
+                 "FROM models m ORDER BY m.model_id",
+                 PgParams(), "reading model usage");
+  std::vector<ModelUsageRow> out;
+  for (int i = 0; i < r.size(); ++i) {
+    ModelUsageRow u;
+    u.model_id = r.int64(i, 0);
+    u.chunk_tokens = r.int64(i, 1);
+    u.record_bytes = r.int64(i, 2);
+    u.conversations = r.int64(i, 3);
+    u.tokens = r.int64(i, 4);
+    u.chunks = r.int64(i, 5);
+    u.chunk_tokens_sum = r.int64(i, 6);
+    u.stored_bytes = r.int64(i, 7);
+    out.push_back(u);
+  }
+  return out;
+}
+
+int64_t PgCatalog::stored_payload_bytes() {
+  return run("SELECT coalesce(sum(payload_bytes), 0)::bigint FROM chunk_meta", PgParams(), "summing payload bytes")
+      .int64(0, 0);
+}
+
+void PgCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) {
+  // In pages, after the last row seen: the visitor queries and updates chunks
+  // between rows, and a budget just exceeded costs a page, not every row.
+  const int64_t kPage = 64;
+  int64_t after_used = INT64_MIN, after_id = INT64_MIN;
+  for (;;) {
+    PgParams p;
+    p.add(after_used).add(after_id).add(kPage);
+    PgRows r = run("SELECT conversation_id, name, last_used_ms FROM conversations "
+                   "WHERE (last_used_ms, conversation_id) > ($1::bigint, $2::bigint) "
+                   "ORDER BY last_used_ms ASC, conversation_id ASC LIMIT $3",
+                   p, "choosing conversations to evict");
+    for (int i = 0; i < r.size(); ++i) {
+      if (f(r.int64(i, 0), r.text(i, 1))) return;
+      after_used = r.int64(i, 2);
+      after_id = r.int64(i, 0);
+    }
+    if (r.size() < kPage) return;
+  }
+}
+
+std::vector<PayloadChunk> PgCatalog::payload_chunks(int64_t conversation_id) {
+  PgParams p;
+  p.add(conversation_id);
+  PgRows r = run("SELECT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
+                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND k.payload_bytes > 0",
+                 p, "reading a conversation's chunks");
+  std::vector<PayloadChunk> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1)});
+  return out;
+}
+
+int64_t PgCatalog::chunk_users(int64_t chunk_id) {
+  PgParams p;
+  p.add(chunk_id);
+  return run("SELECT count(*) FROM conversation_chunks WHERE chunk_id = $1", p, "counting a chunk's users").int64(0, 0);
+}
+
+void PgCatalog::evict_payload(int64_t chunk_id) {
+  PgParams p;
+  p.add(chunk_id);
+  run("UPDATE chunks SET payload = NULL WHERE chunk_id = $1", p, "evicting a chunk");
+  run("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = $1", p, "evicting a chunk");
+}
+
+void PgCatalog::bump_generation(int64_t conversation_id) {
+  PgParams p;
+  p.add(conversation_id);
+  run("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = $1", p, "updating a conversation");
+}
+
+std::optional<int64_t> PgCatalog::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
+  return prefix_index().first_evicted_seq(conversation_id, n_chunks);
+}
+
+int64_t PgCatalog::evicted_chunk_count() {
+  return run("SELECT count(*) FROM chunks WHERE payload IS NULL", PgParams(), "counting evicted chunks").int64(0, 0);
+}
+
+int64_t PgCatalog::evicted_conversation_count() {
+  return run("SELECT count(DISTINCT cc.conversation_id) FROM chunks ch JOIN conversation_chunks cc "
+             "ON cc.chunk_id = ch.chunk_id WHERE ch.payload IS NULL",
+             PgParams(), "counting evicted conversations")
+      .int64(0, 0);
+}
+
+void PgCatalog::compact(const std::string& what) {
+  // VACUUM FULL rewrites each table without its dead rows and gives the space
+  // back to the file system (plain VACUUM only marks it reusable).
+  conn_.ensure_connected(what);
+  conn_.exec("VACUUM FULL models, conversations, chunks, chunk_meta, conversation_chunks", what);
+}
+
+int64_t PgCatalog::file_bytes() {
+  return run("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
+             "WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
+             PgParams(), "measuring the store")
+      .int64(0, 0);
+}
+
+PrefixIndex& PgCatalog::prefix_index() {
+  if (!prefix_index_) prefix_index_ = std::make_unique<PgPrefixIndex>(conn_);
+  return *prefix_index_;
+}
+
+std::optional<int64_t> PgPrefixIndex::find_model_id(const std::string& signature) {
+  PgParams p;
+  p.add(signature);
+  return optional_int(conn_.query("SELECT model_id FROM models WHERE signature = $1", p, "reading a model"));
+}
+
+std::optional<std::string> PgPrefixIndex::next_precision(int64_t model_id, const std::string& after) {
+  PgParams p;
+  p.add(model_id).add(after);
+  return optional_text(conn_.query("SELECT precision FROM chunk_meta WHERE model_id = $1 AND precision > $2 "
+                                   "COLLATE \"C\" ORDER BY precision COLLATE \"C\" LIMIT 1",
+                                   p, "reading precisions"));
+}
+
+bool PgPrefixIndex::chain_stored(int64_t model_id, const ChunkHash& chain) {
+  PgParams p;
+  p.add(model_id).add_hash(chain);
+  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND chain_hash = $2 LIMIT 1", p, "matching")
+             .size() > 0;
+}
+
+bool PgPrefixIndex::follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                      const std::string& from, const std::string& to) {
+  PgParams p;
+  p.add(model_id).add(precision);
+  add_prev(p, prev).add(from).add(to);
+  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 "
+                     "AND tokens >= $4 AND tokens < $5 LIMIT 1",
+                     p, "matching")
+             .size() > 0;
+}
+
+bool PgPrefixIndex::follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                   const std::string& exact) {
+  PgParams p;
+  p.add(model_id).add(precision);
+  add_prev(p, prev).add(exact);
+  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 "
+                     "AND tokens = $4 LIMIT 1",
+                     p, "matching")
+             .size() > 0;
+}
+
+std::optional<int64_t> PgPrefixIndex::chunk_at(int64_t conversation_id, int64_t seq) {
+  PgParams p;
+  p.add(conversation_id).add(seq);
+  return optional_int(
+      conn_.query("SELECT chunk_id FROM conversation_chunks WHERE conversation_id = $1 AND seq = $2", p, "matching"));
+}
+
+std::optional<ChunkHash> PgPrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
+  PgParams p;
+  p.add(conversation_id).add(seq);
+  PgRows r = conn_.query("SELECT k.chain_hash FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+                         "WHERE cc.conversation_id = $1 AND cc.seq = $2",
+                         p, "matching");
+  if (r.size() == 0) return std::nullopt;
+  return r.hash(0, 0);  // all zero, which no chain hash is, when not 32 bytes
+}
+
+std::optional<std::string> PgPrefixIndex::indexed_tokens(int64_t chunk_id, int64_t model_id,
+                                                         const std::string& precision, const ChunkHash* prev) {
+  PgParams p;
+  p.add(chunk_id).add(model_id).add(precision);
+  add_prev(p, prev);
+  return optional_text(conn_.query("SELECT tokens FROM chunk_meta WHERE chunk_id = $1 AND model_id = $2 "
+                                   "AND precision = $3 AND prev_hash = $4",
+                                   p, "matching"));
+}
+
+std::optional<std::string> PgPrefixIndex::chunk_tokens(int64_t chunk_id) {
+  PgParams p;
+  p.add(chunk_id);
+  return optional_text(conn_.query("SELECT tokens FROM chunks WHERE chunk_id = $1", p, "matching"));
+}
+
+std::optional<int64_t> PgPrefixIndex::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
+  PgParams p;
+  p.add(conversation_id).add(n_chunks);
+  return optional_int(conn_.query("SELECT cc.seq FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                                  "WHERE cc.conversation_id = $1 AND cc.seq < $2 AND ch.payload IS NULL "
+                                  "ORDER BY cc.seq LIMIT 1",
+                                  p, "reading evicted chunks"));
+}
+
+std::optional<std::pair<int64_t, int64_t>> PgPrefixIndex::last_used(const std::string& name) {
+  PgParams p;
+  p.add(name);
+  PgRows r = conn_.query("SELECT last_used_ms, conversation_id FROM conversations WHERE name = $1", p, "matching");
+  if (r.size() == 0) return std::nullopt;
+  return std::make_pair(r.int64(0, 0), r.int64(0, 1));
+}
+
+void PgPrefixIndex::visit_recent(int64_t limit, const ConversationVisitor& f) {
+  PgParams p;
+  p.add(limit);
+  visit_conversations(conn_.query("SELECT conversation_id, name FROM conversations "
+                                  "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT $1",
+                                  p, "matching"),
+                      f);
+}
+
+void PgPrefixIndex::visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
+                                         const ConversationVisitor& f) {
+  PgParams p;
+  p.add(model_id).add_hash(chain).add(seq);
+  visit_conversations(conn_.query("SELECT c.conversation_id, c.name FROM chunk_meta k "
+                                  "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = $3 "
+                                  "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                                  "WHERE k.model_id = $1 AND k.chain_hash = $2 "
+                                  "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
+                                  p, "matching"),
+                      f);
+}
+
+void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                          const std::string& from, const std::string& to, const std::string& exact,
+                                          int64_t seq, const ConversationVisitor& f) {
+  PgParams p;
+  p.add(model_id).add(precision);
+  add_prev(p, prev).add(from).add(to).add(seq).add(exact);
+  visit_conversations(conn_.query("SELECT c.conversation_id, c.name FROM ("
+                                  "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
+                                  "    AND prev_hash = $3 AND tokens >= $4 AND tokens < $5 "
+                                  "  UNION ALL "
+                                  "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
+                                  "    AND prev_hash = $3 AND tokens = $7) k "
+                                  "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = $6 "
+                                  "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                                  "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
+                                  p, "matching"),
+                      f);
+}
+
+}  // namespace detail
+}  // namespace colikv

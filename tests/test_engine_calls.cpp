@@ -6,6 +6,7 @@
 
 #include "cli_run.h"
 #include "colikv/store.h"
+#include "backend.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;
@@ -29,10 +30,10 @@ EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("write: keeps the positions before from and replaces the rest across chunks, atomically", "[engine_calls]") {
+TEST_CASE("write: keeps the positions before from and replaces the rest across chunks, atomically", "[backends][engine_calls]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_indexed_model();
-  Store s(dir.file("s.colikv"), colikv_test::chunked_options(m, 4));
+  Store s(colikv_test::store_at(dir, "s.colikv"), colikv_test::chunked_options(m, 4));
   EngineBuffers a = history(m, 30, 1), b = history(m, 30, 2);
   std::copy(a.tokens.begin(), a.tokens.begin() + 6, b.tokens.begin());  // b shares a's first 6 ids
   s.write("c", m, a.tokens.data(), 0, 23, a.source());
@@ -59,10 +60,10 @@ TEST_CASE("write: keeps the positions before from and replaces the rest across c
   CHECK(s.count("c") == 13);
 }
 
-TEST_CASE("load_range: writes exactly the positions from..to, across chunks", "[engine_calls]") {
+TEST_CASE("load_range: writes exactly the positions from..to, across chunks", "[backends][engine_calls]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_indexed_model();
-  Store s(dir.file("s.colikv"), colikv_test::chunked_options(m, 4));
+  Store s(colikv_test::store_at(dir, "s.colikv"), colikv_test::chunked_options(m, 4));
   EngineBuffers a = history(m, 30, 3);
   s.append("c", m, a.tokens.data(), 30, a.source());
   for (auto range : {std::pair<int64_t, int64_t>{5, 19}, {8, 12}, {0, 30}, {29, 30}, {7, 7}}) {

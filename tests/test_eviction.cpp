@@ -14,6 +14,7 @@
 #include "colikv/coli_kv.h"
 #include "colikv/colikv.h"
 #include "colikv/store.h"
+#include "backend.h"
 #include "test_support.h"
 
 using colikv::Error;
@@ -94,10 +95,10 @@ int64_t stored(Store& s) { return s.stats().total.stored_bytes; }
 
 }  // namespace
 
-TEST_CASE("gc: evicts least recently used conversations until the budget is met", "[eviction]") {
+TEST_CASE("gc: evicts least recently used conversations until the budget is met", "[backends][eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("e.db"), small(m));
+  Store s(colikv_test::store_at(dir, "e.db"), small(m));
   std::vector<std::vector<int32_t>> t;
   for (int i = 0; i < 6; ++i) {
     t.push_back(toks(100 * (i + 1), 10));
@@ -139,10 +140,10 @@ TEST_CASE("gc: evicts least recently used conversations until the budget is met"
                        }));
 }
 
-TEST_CASE("gc: chunks shared with a kept conversation stay", "[eviction]") {
+TEST_CASE("gc: chunks shared with a kept conversation stay", "[backends][eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("e.db"), small(m));
+  Store s(colikv_test::store_at(dir, "e.db"), small(m));
   const auto shared = toks(10, 8);  // two full chunks
   const auto a = cat(shared, toks(500, 6));
   const auto b = cat(shared, toks(600, 6));
@@ -172,10 +173,10 @@ TEST_CASE("gc: chunks shared with a kept conversation stay", "[eviction]") {
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("evicted conversations are re-saved by appending them again", "[eviction]") {
+TEST_CASE("evicted conversations are re-saved by appending them again", "[backends][eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("e.db"), small(m));
+  Store s(colikv_test::store_at(dir, "e.db"), small(m));
   const auto a = toks(10, 10);
   const auto b = toks(300, 9);
   put(s, "a", m, a);
@@ -201,10 +202,10 @@ TEST_CASE("evicted conversations are re-saved by appending them again", "[evicti
   check_evicted(s, "a", m, a, 8);
 }
 
-TEST_CASE("truncate and fork of an evicted conversation keep its token ids", "[eviction]") {
+TEST_CASE("truncate and fork of an evicted conversation keep its token ids", "[backends][eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("e.db"), small(m));
+  Store s(colikv_test::store_at(dir, "e.db"), small(m));
   const auto a = toks(10, 11);
   put(s, "a", m, a);
   s.gc(0);
@@ -222,18 +223,18 @@ TEST_CASE("truncate and fork of an evicted conversation keep its token ids", "[e
   CHECK(s.info("a").evicted);
 }
 
-TEST_CASE("max_store_bytes: appends keep the store within its budget", "[eviction]") {
+TEST_CASE("max_store_bytes: appends keep the store within its budget", "[backends][eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   int64_t per_conv = 0;
   {
-    Store probe(dir.file("probe.db"), small(m));
+    Store probe(colikv_test::store_at(dir, "probe.db"), small(m));
     put(probe, "x", m, toks(100, 12));
     per_conv = stored(probe);
   }
   Options o = small(m);
   o.max_store_bytes = per_conv * 3 + per_conv / 2;  // room for three and a half
-  Store s(dir.file("e.db"), o);
+  Store s(colikv_test::store_at(dir, "e.db"), o);
   std::vector<std::vector<int32_t>> t;
   for (int i = 0; i < 8; ++i) {
     t.push_back(toks(100 * (i + 1), 12));
@@ -256,19 +257,19 @@ TEST_CASE("max_store_bytes: appends keep the store within its budget", "[evictio
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("a reader loading meanwhile is not affected by eviction", "[eviction]") {
+TEST_CASE("a reader loading meanwhile is not affected by eviction", "[backends][eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   Options o = small(m);
   o.threads = 1;  // decode a window of two chunks at a time: most rows are read after the gc
   const auto t = toks(3, 160);
   {
-    Store w(dir.file("e.db"), o);
+    Store w(colikv_test::store_at(dir, "e.db"), o);
     put(w, "long", m, t);
     colikv::export_coli_kv(w, "long", dir.file("before.coli_kv"));
   }
-  Store reader(dir.file("e.db"), o);
-  Store other(dir.file("e.db"), o);  // another connection, as another process would have
+  Store reader(colikv_test::store_at(dir, "e.db"), o);
+  Store other(colikv_test::store_at(dir, "e.db"), o);  // another connection, as another process would have
   colikv::ExportOptions eo;
   int calls = 0;
   EvictionReport r;

@@ -14,6 +14,7 @@
 #include "colikv/colikv.h"
 #include "colikv/store.h"
 #include "migrations.h"
+#include "backend.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;
@@ -53,10 +54,10 @@ void pause_ms() { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }
 
 }  // namespace
 
-TEST_CASE("match: exact, longer and shorter prompts", "[match]") {
+TEST_CASE("match: exact, longer and shorter prompts", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("m.db"), four_token_chunks(m));
+  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
   const auto conv = seq(100, 10);  // two full chunks and a partial one
   put(s, "a", m, conv);
 
@@ -78,10 +79,10 @@ TEST_CASE("match: exact, longer and shorter prompts", "[match]") {
   CHECK(match(s, m, {}).tokens == 0);
 }
 
-TEST_CASE("match: a differing token at every position", "[match]") {
+TEST_CASE("match: a differing token at every position", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("m.db"), four_token_chunks(m));
+  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
   const auto conv = seq(100, 11);
   put(s, "a", m, conv);
   for (int p = 0; p < 11; ++p) {
@@ -101,10 +102,10 @@ TEST_CASE("match: a differing token at every position", "[match]") {
   CHECK(match(s, m, {7, 12}).tokens == 2);
 }
 
-TEST_CASE("match: branches sharing a prefix, the longest wins", "[match]") {
+TEST_CASE("match: branches sharing a prefix, the longest wins", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("m.db"), four_token_chunks(m));
+  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
   const auto system = seq(10, 6);  // ends inside the second chunk
   put(s, "x", m, cat(system, seq(200, 9)));
   put(s, "y", m, cat(system, seq(300, 3)));
@@ -124,10 +125,10 @@ TEST_CASE("match: branches sharing a prefix, the longest wins", "[match]") {
   CHECK((r.id == "x" || r.id == "y" || r.id == "z"));
 }
 
-TEST_CASE("match: ties go to the most recently used", "[match]") {
+TEST_CASE("match: ties go to the most recently used", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("m.db"), four_token_chunks(m));
+  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
   const auto conv = seq(40, 9);
   put(s, "old", m, conv);
   pause_ms();
@@ -154,12 +155,12 @@ TEST_CASE("match: ties go to the most recently used", "[match]") {
   CHECK(match(s, m, seq(40, 8)).id == "new");
 }
 
-TEST_CASE("match: never crosses models", "[match]") {
+TEST_CASE("match: never crosses models", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   ModelSignature other = m;
   other.weights_id = "other-weights";
-  Store s(dir.file("m.db"), four_token_chunks(m));
+  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
   const auto conv = seq(100, 10);
   put(s, "a", m, conv);
   CHECK(match(s, other, conv).tokens == 0);
@@ -257,15 +258,15 @@ TEST_CASE("match: stores written before schema 3 are indexed by the migration", 
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("match: the C API", "[match]") {
+TEST_CASE("match: the C API", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   {
-    Store s(dir.file("m.db"), four_token_chunks(m));
+    Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
     put(s, "conversation-1", m, seq(100, 10));
   }
   colikv_store* st = nullptr;
-  REQUIRE(colikv_open(dir.file("m.db").c_str(), 0, &st) == COLIKV_OK);
+  REQUIRE(colikv_open(colikv_test::store_at(dir, "m.db").c_str(), 0, &st) == COLIKV_OK);
   colikv_model cm{m.n_layers, m.kv_lora, m.qk_rope, m.index_hd, m.n_indexed, m.vocab, nullptr};
   auto prompt = seq(100, 7);
   prompt.push_back(1);
@@ -286,13 +287,13 @@ TEST_CASE("match: the C API", "[match]") {
   colikv_close(st);
 }
 
-TEST_CASE("match: conversations of a lossy precision are found too", "[match]") {
+TEST_CASE("match: conversations of a lossy precision are found too", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   Options bf16 = four_token_chunks(m);
   bf16.new_conversation_precision = colikv::Precision::kBf16;
-  Store lossy(dir.file("m.db"), bf16);
-  Store exact(dir.file("m.db"), four_token_chunks(m));
+  Store lossy(colikv_test::store_at(dir, "m.db"), bf16);
+  Store exact(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
   put(lossy, "half", m, seq(100, 10));
   pause_ms();
   put(exact, "full", m, seq(100, 7));

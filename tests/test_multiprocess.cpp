@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "colikv/store.h"
+#include "backend.h"
 #include "test_support.h"
 
 #ifndef COLIKV_TEST_CHILD_PATH
@@ -142,9 +143,9 @@ void run_two_appenders_and_a_reader(const TempDir& dir, const std::string& store
 
 }  // namespace
 
-TEST_CASE("multiprocess: two appenders and a reader on one store", "[multiprocess]") {
+TEST_CASE("multiprocess: two appenders and a reader on one store", "[backends][multiprocess]") {
   TempDir dir;
-  const std::string path = dir.file("shared.colikv");
+  const std::string path = colikv_test::store_at(dir, "shared.colikv");
   { colikv::Store s(path, child_options()); }  // the store exists before the children start
   run_two_appenders_and_a_reader(dir, path, true);
 }

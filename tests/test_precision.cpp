@@ -9,6 +9,7 @@
 #include "chunk_codec.h"
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
+#include "backend.h"
 #include "test_support.h"
 
 using colikv::Options;
@@ -186,7 +187,7 @@ TEST_CASE("bf16 conversations store half the bytes within the bound, f32 stays b
                          "(SELECT conversation_id FROM conversations WHERE name = 'b')") == "0");
 }
 
-TEST_CASE("bf16-origin values are stored exactly in bf16", "[precision]") {
+TEST_CASE("bf16-origin values are stored exactly in bf16", "[backends][precision]") {
   TempDir dir;
   const colikv::ModelSignature m = colikv_test::tiny_model();
   const int64_t n = 64;
@@ -197,18 +198,18 @@ TEST_CASE("bf16-origin values are stored exactly in bf16", "[precision]") {
       for (float& f : plane) f = detail::bf16_to_float(detail::float_to_bf16(f));
   Options o;
   o.new_conversation_precision = Precision::kBf16;
-  Store s(dir.file("o.db"), o);
+  Store s(colikv_test::store_at(dir, "o.db"), o);
   s.append("c", m, src.tokens.data(), n, src.source());
   back.poison();
   REQUIRE(s.load("c", m, back.tokens.data(), n, back.target()) == n);
   CHECK(src.compare(back, n).empty());
 }
 
-TEST_CASE("f32 import/export stays byte for byte, bf16 import is lossy only when asked", "[precision]") {
+TEST_CASE("f32 import/export stays byte for byte, bf16 import is lossy only when asked", "[backends][precision]") {
   TempDir dir;
   const std::string sample = std::string(COLIKV_SAMPLE_DIR) + "/glm_tiny_nodsa_51.coli_kv";
   {
-    Store s(dir.file("f.db"));
+    Store s(colikv_test::store_at(dir, "f.db"));
     colikv::import_coli_kv(s, sample);
     colikv::export_coli_kv(s, "glm_tiny_nodsa_51", dir.file("out.coli_kv"));
   }
@@ -226,7 +227,7 @@ TEST_CASE("f32 import/export stays byte for byte, bf16 import is lossy only when
   Options o;
   o.new_conversation_precision = Precision::kBf16;
   {
-    Store s(dir.file("b.db"), o);
+    Store s(colikv_test::store_at(dir, "b.db"), o);
     colikv::import_coli_kv(s, sample);
     CHECK(s.info("glm_tiny_nodsa_51").precision == "bf16");
     colikv::export_coli_kv(s, "glm_tiny_nodsa_51", dir.file("outb.coli_kv"));

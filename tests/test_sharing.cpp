@@ -18,6 +18,7 @@
 #include "colikv/model.h"
 #include "colikv/options.h"
 #include "colikv/store.h"
+#include "backend.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;
@@ -77,22 +78,13 @@ void append(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) 
   s.append(id, b.model, b.tokens.data(), n, b.source());
 }
 
-int64_t sql_int(const std::string& path, const std::string& sql) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  return db.execAndGet(sql).getInt64();
-}
+int64_t sql_int(const std::string& path, const std::string& sql) { return colikv_test::store_int(path, sql); }
 
 // Makes the conversations' last-used times increase in the order given.
 void set_last_used(const std::string& path, const std::vector<std::string>& oldest_first) {
-  SQLite::Database db(path, SQLite::OPEN_READWRITE);
-  db.setBusyTimeout(5000);
-  SQLite::Statement u(db, "UPDATE conversations SET last_used_ms = ? WHERE name = ?");
-  for (size_t i = 0; i < oldest_first.size(); ++i) {
-    u.bind(1, static_cast<int64_t>(i + 1));
-    u.bind(2, oldest_first[i]);
-    REQUIRE(u.exec() == 1);
-    u.reset();
-  }
+  for (size_t i = 0; i < oldest_first.size(); ++i)
+    colikv_test::store_exec(path, "UPDATE conversations SET last_used_ms = ? WHERE name = ?",
+                            {std::to_string(i + 1), oldest_first[i]});
 }
 
 int64_t chunk_rows(Store& s) { return s.stats().total.chunks; }
@@ -104,10 +96,10 @@ ErrorCode load_error(Store& s, const std::string& id, const ModelSignature& m, i
 
 }  // namespace
 
-TEST_CASE("sharing: equal token ids with other values are never shared", "[sharing]") {
+TEST_CASE("sharing: equal token ids with other values are never shared", "[backends][sharing]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_indexed_model();
-  Store s(dir.file("s.db"), small_chunks(m));
+  Store s(colikv_test::store_at(dir, "s.db"), small_chunks(m));
   const EngineBuffers a = history(m, 10, 1);
   append(s, "a", a, 10);
 
@@ -144,7 +136,7 @@ TEST_CASE("sharing: equal token ids with other values are never shared", "[shari
   SECTION("bf16 conversations share when the rounded values are equal") {
     Options o = small_chunks(m);
     o.new_conversation_precision = colikv::Precision::kBf16;
-    Store h(dir.file("bf16.db"), o);
+    Store h(colikv_test::store_at(dir, "bf16.db"), o);
     EngineBuffers x = copy_of(a), y = copy_of(a), z = copy_of(a);
     set_bits(x, 1, 0, 0x3f800000u);  // 1.0
     set_bits(y, 1, 0, 0x3f800001u);  // rounds to 1.0 too
@@ -192,10 +184,10 @@ TEST_CASE("sharing: forks and shared prompts with equal values are still stored 
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("sharing: truncate, fork, gc, re-save and match on twins", "[sharing]") {
+TEST_CASE("sharing: truncate, fork, gc, re-save and match on twins", "[backends][sharing]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  const std::string path = dir.file("s.db");
+  const std::string path = colikv_test::store_at(dir, "s.db");
   Store s(path, small_chunks(m));
   const EngineBuffers a = history(m, 10, 1);
   const EngineBuffers b = twin_of(a, 0, 2);
@@ -245,10 +237,10 @@ TEST_CASE("sharing: truncate, fork, gc, re-save and match on twins", "[sharing]"
   CHECK(v.uncompared_shares.empty());
 }
 
-TEST_CASE("sharing: a re-save with other values never fills a chunk that others share", "[sharing]") {
+TEST_CASE("sharing: a re-save with other values never fills a chunk that others share", "[backends][sharing]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  Store s(dir.file("s.db"), small_chunks(m));
+  Store s(colikv_test::store_at(dir, "s.db"), small_chunks(m));
   const EngineBuffers a = history(m, 8, 1);
   append(s, "a", a, 8);
   s.fork("a", "b", 8);  // b shares a's chunks
@@ -268,10 +260,10 @@ TEST_CASE("sharing: a re-save with other values never fills a chunk that others 
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("sharing: twins imported from .coli_kv files export byte for byte", "[sharing]") {
+TEST_CASE("sharing: twins imported from .coli_kv files export byte for byte", "[backends][sharing]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_indexed_model();
-  Store s(dir.file("s.db"), small_chunks(m));
+  Store s(colikv_test::store_at(dir, "s.db"), small_chunks(m));
   EngineBuffers a = history(m, 11, 1);
   set_bits(a, 2, 1, 0x7fc0beefu);
   set_bits(a, 3, 1, 0x80000000u);

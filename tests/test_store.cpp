@@ -21,6 +21,7 @@
 #include "colikv/model.h"
 #include "colikv/options.h"
 #include "colikv/store.h"
+#include "backend.h"
 #include "test_support.h"
 
 using colikv::Error;
@@ -122,16 +123,11 @@ Caught caught(F&& f) {
 
 std::string name(ErrorCode code) { return colikv::error_code_name(code); }
 
-// Plain SQL on the store file, through a separate read-only connection.
-int64_t sql_int(const std::string& path, const std::string& sql) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  db.setBusyTimeout(5000);
-  return db.execAndGet(sql).getInt64();
-}
+// Plain SQL on the store, through a separate read-only connection.
+int64_t sql_int(const std::string& path, const std::string& sql) { return colikv_test::store_int(path, sql); }
 std::string sql_text(const std::string& path, const std::string& sql) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  db.setBusyTimeout(5000);
-  return db.execAndGet(sql).getString();
+  const colikv_test::SqlRows rows = colikv_test::store_query(path, sql);
+  return rows.empty() ? "" : rows[0][0];
 }
 int64_t chunk_rows(const std::string& path) { return sql_int(path, "SELECT count(*) FROM chunks"); }
 int64_t payload_bytes(const std::string& path) {
@@ -142,43 +138,37 @@ int64_t orphan_chunks(const std::string& path) {
 }
 // chunk_id of each chunk of a conversation, in seq order.
 std::vector<int64_t> chunk_ids(const std::string& path, const std::string& id) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  db.setBusyTimeout(5000);
-  SQLite::Statement q(db,
-                      "SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c USING (conversation_id) "
-                      "WHERE c.name = ? ORDER BY cc.seq");
-  q.bind(1, id);
   std::vector<int64_t> ids;
-  while (q.executeStep()) ids.push_back(q.getColumn(0).getInt64());
+  for (const auto& row : colikv_test::store_query(path,
+                                                  "SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+                                                  "USING (conversation_id) WHERE c.name = ? ORDER BY cc.seq",
+                                                  {id}))
+    ids.push_back(std::stoll(row[0]));
   return ids;
 }
-// The token ids of a conversation as the sqlite3 shell sees them.
+// The token ids of a conversation as the sqlite3 shell (or psql) sees them.
 std::vector<int32_t> shell_tokens(const std::string& path, const std::string& id) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  db.setBusyTimeout(5000);
-  SQLite::Statement q(db, "SELECT position, token FROM conversation_tokens WHERE conversation = ? ORDER BY position");
-  q.bind(1, id);
   std::vector<int32_t> t;
-  while (q.executeStep()) {
-    if (q.getColumn(0).getInt64() != static_cast<int64_t>(t.size())) return {-1};  // a gap or a repeat
-    t.push_back(q.getColumn(1).getInt());
+  for (const auto& row : colikv_test::store_query(
+           path, "SELECT position, token FROM conversation_tokens WHERE conversation = ? ORDER BY position", {id})) {
+    if (std::stoll(row[0]) != static_cast<int64_t>(t.size())) return {-1};  // a gap or a repeat
+    t.push_back(static_cast<int32_t>(std::stol(row[1])));
   }
   return t;
 }
 // The chunk list of a conversation is well formed: seq-th chunk starts at
 // seq*chunk_tokens, all but the last are full, and they cover [0, count).
 std::string chunk_layout(const std::string& path, const std::string& id, int64_t chunk_tokens) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  db.setBusyTimeout(5000);
-  SQLite::Statement q(db,
-                      "SELECT cc.seq, ch.first_pos, ch.n_tokens, c.token_count FROM conversation_chunks cc "
-                      "JOIN conversations c USING (conversation_id) JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                      "WHERE c.name = ? ORDER BY cc.seq");
-  q.bind(1, id);
+  const colikv_test::SqlRows rows = colikv_test::store_query(
+      path,
+      "SELECT cc.seq, ch.first_pos, ch.n_tokens, c.token_count FROM conversation_chunks cc "
+      "JOIN conversations c USING (conversation_id) JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+      "WHERE c.name = ? ORDER BY cc.seq",
+      {id});
   int64_t expect_seq = 0, covered = 0, count = -1;
-  while (q.executeStep()) {
-    int64_t seq = q.getColumn(0).getInt64(), first = q.getColumn(1).getInt64(), n = q.getColumn(2).getInt64();
-    count = q.getColumn(3).getInt64();
+  for (const auto& row : rows) {
+    int64_t seq = std::stoll(row[0]), first = std::stoll(row[1]), n = std::stoll(row[2]);
+    count = std::stoll(row[3]);
     if (seq != expect_seq) return "seq " + std::to_string(seq) + " where " + std::to_string(expect_seq) + " expected";
     if (first != covered) return "chunk " + std::to_string(seq) + " starts at " + std::to_string(first);
     if (first != seq * chunk_tokens) return "chunk " + std::to_string(seq) + " is not aligned";
@@ -292,9 +282,9 @@ TEST_CASE("store: a missing file with create_if_missing=false is kNotFound", "[s
   CHECK(e2.thrown);
 }
 
-TEST_CASE("store: bit-exact round trip of special float values", "[store]") {
+TEST_CASE("store: bit-exact round trip of special float values", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   auto run = [&](const ModelSignature& m) {
     EngineBuffers h = history(m, 11, 5);
     inject_specials(h);
@@ -375,9 +365,9 @@ TEST_CASE("store: turn-by-turn growth across chunk boundaries", "[store]") {
   SECTION("with indexer") { run(colikv_test::tiny_indexed_model()); }
 }
 
-TEST_CASE("store: a whole conversation in one append loads bit-exact", "[store]") {
+TEST_CASE("store: a whole conversation in one append loads bit-exact", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   const int64_t n = 50;
   EngineBuffers h = history(m, n, 8);
@@ -390,9 +380,9 @@ TEST_CASE("store: a whole conversation in one append loads bit-exact", "[store]"
   CHECK(chunk_rows(path) == (n + kChunk - 1) / kChunk);
 }
 
-TEST_CASE("store: load limit, max_tokens and tokens()", "[store]") {
+TEST_CASE("store: load limit, max_tokens and tokens()", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   const int64_t n = 23;
   EngineBuffers h = history(m, n, 17);
@@ -431,9 +421,9 @@ TEST_CASE("store: load limit, max_tokens and tokens()", "[store]") {
   CHECK(caught([&] { s.tokens("absent"); }).name() == name(ErrorCode::kNotFound));
 }
 
-TEST_CASE("store: model mismatch on load and on append names both signatures", "[store]") {
+TEST_CASE("store: model mismatch on load and on append names both signatures", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   ModelSignature m = colikv_test::tiny_model();
   m.weights_id = "glm-a";
   EngineBuffers h = history(m, 10, 2);
@@ -474,9 +464,9 @@ TEST_CASE("store: model mismatch on load and on append names both signatures", "
   CHECK(s.info("d").model == other_weights);
 }
 
-TEST_CASE("store: diverged append reports the first differing position and changes nothing", "[store]") {
+TEST_CASE("store: diverged append reports the first differing position and changes nothing", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   const int64_t committed = 10;
   EngineBuffers h = history(m, committed, 3);
@@ -559,9 +549,9 @@ TEST_CASE("store: invalid appends are rejected and change nothing", "[store]") {
   CHECK(orphan_chunks(path) == 0);
 }
 
-TEST_CASE("store: an append of nothing new is a no-op", "[store]") {
+TEST_CASE("store: an append of nothing new is a no-op", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers h = history(m, 10, 6);
   Store s(path, small_chunks(m));
@@ -576,9 +566,9 @@ TEST_CASE("store: an append of nothing new is a no-op", "[store]") {
   CHECK(loads_as(s, "c", h, 10) == "");
 }
 
-TEST_CASE("store: create() makes an empty conversation", "[store]") {
+TEST_CASE("store: create() makes an empty conversation", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   Store s(path, small_chunks(m));
   s.create("e", m, "a title", R"({"k":1})");
@@ -609,9 +599,9 @@ TEST_CASE("store: create() makes an empty conversation", "[store]") {
   CHECK(s.info("e").title == "a title");
 }
 
-TEST_CASE("store: truncate then re-append different tokens", "[store]") {
+TEST_CASE("store: truncate then re-append different tokens", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   EngineBuffers h = history(m, 20, 7);
   Store s(path, small_chunks(m));
@@ -747,9 +737,9 @@ TEST_CASE("store: a fork shares the chunks of its source", "[store]") {
   CHECK(orphan_chunks(path) == 0);
 }
 
-TEST_CASE("store: fork mid-chunk, grow both independently, delete the source", "[store]") {
+TEST_CASE("store: fork mid-chunk, grow both independently, delete the source", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   EngineBuffers src = history(m, 40, 21);
   Store s(path, small_chunks(m));
@@ -793,9 +783,9 @@ TEST_CASE("store: fork mid-chunk, grow both independently, delete the source", "
   CHECK(chunk_rows(path) == 0);
 }
 
-TEST_CASE("store: fork errors", "[store]") {
+TEST_CASE("store: fork errors", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers h = history(m, 10, 1);
   Store s(path, small_chunks(m));
@@ -809,9 +799,9 @@ TEST_CASE("store: fork errors", "[store]") {
   CHECK(s.conversation_count() == 2);
 }
 
-TEST_CASE("store: rename, title, metadata and info", "[store]") {
+TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers h = history(m, 10, 1);
   Store s(path, small_chunks(m));
@@ -919,9 +909,9 @@ TEST_CASE("store: list is most recently used first, with pagination", "[store]")
   CHECK(s.list({1000, 120}).size() == 3);
 }
 
-TEST_CASE("store: a read-only store refuses every write", "[store]") {
+TEST_CASE("store: a read-only store refuses every write", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers h = history(m, 12, 1);
   {
@@ -1031,9 +1021,9 @@ TEST_CASE("store: a file that is not a colikv store is a clear error", "[store]"
   }
 }
 
-TEST_CASE("store: verify reports a healthy store as ok", "[store]") {
+TEST_CASE("store: verify reports a healthy store as ok", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   EngineBuffers a = history(m, 13, 1);
   EngineBuffers b = history(m, 6, 2);
@@ -1137,9 +1127,9 @@ TEST_CASE("store: a corrupt chunk fails load with kCorrupt and verify names it",
   CHECK(s.verify("beta").ok());
 }
 
-TEST_CASE("store: stats count logical, unique and stored bytes", "[store]") {
+TEST_CASE("store: stats count logical, unique and stored bytes", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   const ModelSignature mi = colikv_test::tiny_indexed_model();
   const int64_t n = 40;
@@ -1224,9 +1214,9 @@ TEST_CASE("store: chunk size in tokens is fixed per model", "[store]") {
   CHECK(sql_int(path, q + "'" + tiny.to_string() + "'") == 1024);
 }
 
-TEST_CASE("store: one Store shared by threads", "[store][concurrency]") {
+TEST_CASE("store: one Store shared by threads", "[backends][store][concurrency]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   const int64_t n = 48;
   Store s(path, small_chunks(m));
@@ -1259,9 +1249,9 @@ TEST_CASE("store: one Store shared by threads", "[store][concurrency]") {
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("store: two writers racing on one conversation keep one consistent history", "[store][concurrency]") {
+TEST_CASE("store: two writers racing on one conversation keep one consistent history", "[backends][store][concurrency]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   const Options o = small_chunks(m);
   { Store s(path, o); }  // the schema exists before the race
@@ -1422,11 +1412,11 @@ TEST_CASE("store: a diverged writer racing an active writer only ever gets kDive
   CHECK(orphan_chunks(path) == 0);
 }
 
-TEST_CASE("store: a reader racing an active writer always loads a committed prefix", "[store][concurrency]") {
+TEST_CASE("store: a reader racing an active writer always loads a committed prefix", "[backends][store][concurrency]") {
   // Every commit of the writer replaces the partial chunk the reader may be
   // about to read; each load must still be one committed state, bit-exact.
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   Options o;
   o.synchronous = colikv::Synchronous::kNormal;
@@ -1473,9 +1463,9 @@ TEST_CASE("store: a reader racing an active writer always loads a committed pref
   CHECK(loads > 0);
 }
 
-TEST_CASE("store: append and load check the caller's buffers", "[store]") {
+TEST_CASE("store: append and load check the caller's buffers", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   EngineBuffers h = history(m, 6, 1);
   Store s(path, small_chunks(m));

@@ -1,0 +1,116 @@
+#include "backend.h"
+
+#include "colikv/store.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <libpq-fe.h>
+
+#include <memory>
+
+#include "postgres/pg_connection.h"
+
+namespace colikv_test {
+
+bool testing_postgres() {
+  const char* b = std::getenv("COLIKV_TEST_BACKEND");
+  return b && std::string(b) == "postgres";
+}
+
+std::string test_pg_uri() {
+  const char* u = std::getenv("COLIKV_TEST_PG_URI");
+  return u ? u : "";
+}
+
+std::string fresh_pg_store() {
+  static std::atomic<int> counter{0};
+  const std::string uri = test_pg_uri();
+  if (uri.empty()) throw std::runtime_error("no PostgreSQL test server: COLIKV_TEST_PG_URI is not set");
+  const std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
+                             std::to_string(std::rand() % 100000);
+  colikv::detail::PgConnection conn(uri, colikv::detail::PgConnection::Settings());
+  conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema, "creating a test schema");
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+}
+
+std::string store_at(const TempDir& dir, const std::string& name) {
+  const std::string file = dir.file(name);
+  if (!testing_postgres()) return file;
+  static std::mutex mu;
+  static std::map<std::string, std::string> schemas;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = schemas.find(file);
+  if (it == schemas.end()) it = schemas.emplace(file, fresh_pg_store()).first;
+  return it->second;
+}
+
+namespace {
+
+SqlRows sqlite_query(const std::string& path, const std::string& sql, const std::vector<std::string>& params,
+                     bool write = false) {
+  SQLite::Database db(path, write ? SQLite::OPEN_READWRITE : SQLite::OPEN_READONLY);
+  db.setBusyTimeout(5000);
+  SQLite::Statement q(db, sql);
+  for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
+  SqlRows rows;
+  while (q.executeStep()) {
+    rows.emplace_back();
+    for (int c = 0; c < q.getColumnCount(); ++c) rows.back().push_back(q.getColumn(c).isNull() ? "" : q.getColumn(c).getString());
+  }
+  return rows;
+}
+
+SqlRows pg_query(const std::string& uri, std::string sql, const std::vector<std::string>& params) {
+  std::unique_ptr<PGconn, colikv::detail::PgConnDeleter> conn(PQconnectdb(uri.c_str()));
+  if (PQstatus(conn.get()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn.get()));
+  for (size_t i = 0, n = 1; (i = sql.find('?', i)) != std::string::npos; ++n) sql.replace(i, 1, "$" + std::to_string(n));
+  std::vector<const char*> values;
+  for (const std::string& p : params) values.push_back(p.c_str());
+  colikv::detail::PgResultPtr r(PQexecParams(conn.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                             values.data(), nullptr, nullptr, 0));
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK && PQresultStatus(r.get()) != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + PQresultErrorMessage(r.get()));
+  SqlRows rows(static_cast<size_t>(PQntuples(r.get())));
+  for (int i = 0; i < PQntuples(r.get()); ++i)
+    for (int c = 0; c < PQnfields(r.get()); ++c) rows[static_cast<size_t>(i)].push_back(PQgetvalue(r.get(), i, c));
+  return rows;
+}
+
+}  // namespace
+
+SqlRows store_query(const std::string& location, const std::string& sql, const std::vector<std::string>& params) {
+  return colikv::is_postgres_location(location) ? pg_query(location, sql, params) : sqlite_query(location, sql, params);
+}
+
+int64_t store_int(const std::string& location, const std::string& sql, const std::vector<std::string>& params) {
+  const SqlRows rows = store_query(location, sql, params);
+  if (rows.empty() || rows[0].empty() || rows[0][0].empty()) return 0;
+  return std::stoll(rows[0][0]);
+}
+
+void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params) {
+  if (colikv::is_postgres_location(location))
+    pg_query(location, sql, params);
+  else
+    sqlite_query(location, sql, params, true);
+}
+
+int check_backend_configured() {
+  if (!testing_postgres() || !test_pg_uri().empty()) return 0;
+  const char* require = std::getenv("COLIKV_REQUIRE_PG");
+  if (require && std::string(require) == "1") {
+    std::fprintf(stderr, "COLIKV_REQUIRE_PG=1 but COLIKV_TEST_PG_URI is not set: no PostgreSQL server to test on\n");
+    return 1;
+  }
+  std::fprintf(stderr, "skipped: no PostgreSQL server (set COLIKV_TEST_PG_URI, or run tools/dev.sh test)\n");
+  return 77;
+}
+
+}  // namespace colikv_test

@@ -1,0 +1,45 @@
+// The backend the store's test cases run on. Those tagged [backends] are
+// registered twice (tests/CMakeLists.txt): on SQLite files, and again, named
+// "postgres: ...", with COLIKV_TEST_BACKEND=postgres on the server whose URI
+// is in COLIKV_TEST_PG_URI (tools/dev.sh test starts one: tools/postgres.sh).
+// Without a server the postgres runs exit 77, which CTest reports as skipped
+// by name; with COLIKV_REQUIRE_PG=1 (CI) they fail instead.
+#ifndef COLIKV_TESTS_BACKEND_H
+#define COLIKV_TESTS_BACKEND_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace colikv_test {
+
+bool testing_postgres();
+
+// The test server's URI; "" when none is configured.
+std::string test_pg_uri();
+
+// The location of the store `name` of a test: dir/name, or on PostgreSQL a
+// fresh schema of the test server, the same one for the same dir and name.
+std::string store_at(const TempDir& dir, const std::string& name);
+
+// A new empty schema on the test server, as a store URI.
+std::string fresh_pg_store();
+
+// Plain SQL on a store through a connection of its own (SQLite read-only):
+// each row's columns as text, NULL as "". Parameters are `?` in the SQL and
+// bound as text; the SQL must mean the same on both backends.
+using SqlRows = std::vector<std::vector<std::string>>;
+SqlRows store_query(const std::string& location, const std::string& sql, const std::vector<std::string>& params = {});
+int64_t store_int(const std::string& location, const std::string& sql, const std::vector<std::string>& params = {});
+// A statement that writes (SQLite: read-write, a 5 s busy timeout).
+void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params = {});
+
+// Called by main before the tests run: 0 to run them, or the exit code
+// (77: skipped; 1: a server is required and missing), having said why.
+int check_backend_configured();
+
+}  // namespace colikv_test
+
+#endif  // COLIKV_TESTS_BACKEND_H

@@ -11,6 +11,14 @@
 //       last pass, in which every CONV must hold FINAL tokens, prints the
 //       number of loads and exits. READ_ONLY is 1 to open the store read-only.
 //
+//   colikv_test_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN
+//       One engine host of several on one store: each turn it appends a turn
+//       to its own conversation NAME and prints "ack N" once it is committed,
+//       extends the conversation "shared" (history 777) that every host
+//       extends, retrying on kConflict, loads what the other host has
+//       acknowledged of OTHER and checks it bit for bit, forks NAME into
+//       NAME/fork<T> and loads that back, and matches OTHER's history.
+//
 // Data: tiny_model(), chunks of 4 tokens; the history of SEED is
 // EngineBuffers::fill(0, n, SEED) and make_tokens(n, vocab, SEED): a function
 // of (SEED, position) only, so any prefix is regenerated from SEED alone.
@@ -18,12 +26,14 @@
 // Exit status: 0 success, 1 a check failed, 2 bad usage, 3 a colikv::Error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +65,8 @@ EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
 int usage() {
   std::fprintf(stderr,
                "usage: colikv_test_child append STORE CONV SEED TURNS TOKENS_PER_TURN\n"
-               "       colikv_test_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL ...\n");
+               "       colikv_test_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL ...\n"
+               "       colikv_test_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN\n");
   return 2;
 }
 
@@ -92,6 +103,81 @@ int run_append(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// Loads conv into out (sized for it) and checks it against `expect`; returns
+// the count loaded, or -1 after saying what differs.
+int64_t load_checked(colikv::Store& store, const std::string& conv, const EngineBuffers& expect, EngineBuffers& out,
+                     int64_t per_turn) {
+  out.poison();
+  int64_t n = 0;
+  try {
+    n = store.load(conv, expect.model, out.tokens.data(), out.capacity, out.target());
+  } catch (const colikv::Error& e) {
+    if (e.code() != colikv::ErrorCode::kNotFound) throw;
+    return 0;
+  }
+  std::string diff = n % per_turn != 0 ? "not a whole number of turns" : expect.compare(out, n);
+  if (diff.empty()) return n;
+  std::fprintf(stderr, "host: %s: load of %" PRId64 " tokens: %s\n", conv.c_str(), n, diff.c_str());
+  return -1;
+}
+
+// Extends "shared" by one turn past what it holds, as every host does:
+// a racing host's commit makes this one kConflict, and it retries.
+void extend_shared(colikv::Store& store, const EngineBuffers& shared, int64_t per_turn) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int64_t now = store.count("shared");
+    const int64_t next = std::min(now + per_turn, shared.capacity);
+    try {
+      store.append("shared", shared.model, shared.tokens.data(), next, shared.source());
+      return;
+    } catch (const colikv::Error& e) {
+      if (e.code() != colikv::ErrorCode::kConflict) throw;
+    }
+  }
+  throw std::runtime_error("shared: 1000 conflicts in a row");
+}
+
+int run_host(int argc, char** argv) {
+  if (argc != 9) return usage();
+  const std::string store_path = argv[2], name = argv[3], other = argv[5];
+  int64_t seed, other_seed, turns, per_turn;
+  if (!parse_i64(argv[4], seed) || !parse_i64(argv[6], other_seed) || !parse_i64(argv[7], turns) ||
+      !parse_i64(argv[8], per_turn) || turns < 1 || per_turn < 1)
+    return usage();
+  const ModelSignature m = child_model();
+  const int64_t n = turns * per_turn;
+  const EngineBuffers mine = history(m, n, static_cast<uint32_t>(seed));
+  const EngineBuffers theirs = history(m, n, static_cast<uint32_t>(other_seed));
+  const EngineBuffers shared = history(m, 2 * n, 777);
+  EngineBuffers out(m, 2 * n);
+  colikv::Store store(store_path, child_options(m));
+  int64_t seen = 0;
+  for (int64_t t = 1; t <= turns; ++t) {
+    store.append(name, m, mine.tokens.data(), t * per_turn, mine.source());
+    std::printf("ack %" PRId64 "\n", store.count(name));
+    std::fflush(stdout);
+    extend_shared(store, shared, per_turn);
+    const int64_t got = load_checked(store, other, theirs, out, per_turn);
+    if (got < 0) return 1;
+    if (got < seen) {
+      std::fprintf(stderr, "host: %s went back from %" PRId64 " to %" PRId64 " tokens\n", other.c_str(), seen, got);
+      return 1;
+    }
+    seen = got;
+    const colikv::PrefixMatch hit = store.match(m, theirs.tokens.data(), n);
+    if (hit.tokens < seen) {
+      std::fprintf(stderr, "host: match found %" PRId64 " tokens of %s, which holds %" PRId64 "\n", hit.tokens,
+                   other.c_str(), seen);
+      return 1;
+    }
+    const std::string fork = name + "/fork" + std::to_string(t);
+    store.fork(name, fork, t * per_turn / 2);
+    if (load_checked(store, fork, mine, out, 1) != t * per_turn / 2) return 1;
+    if (load_checked(store, "shared", shared, out, per_turn) < 0) return 1;
+  }
+  return load_checked(store, name, mine, out, per_turn) == n ? 0 : 1;
 }
 
 struct Watched {
@@ -170,6 +256,7 @@ int main(int argc, char** argv) {
   try {
     if (std::strcmp(argv[1], "append") == 0) return run_append(argc, argv);
     if (std::strcmp(argv[1], "read") == 0) return run_read(argc, argv);
+    if (std::strcmp(argv[1], "host") == 0) return run_host(argc, argv);
   } catch (const colikv::Error& e) {
     std::fprintf(stderr, "colikv_test_child %s: %s error: %s\n", argv[1], colikv::error_code_name(e.code()), e.what());
     return 3;

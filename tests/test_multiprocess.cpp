@@ -160,3 +160,37 @@ TEST_CASE("multiprocess: three processes open a missing store at once", "[multip
   colikv::Store s(path, child_options());
   CHECK(s.schema_version() == colikv::Store::library_schema_version());
 }
+
+TEST_CASE("multiprocess: two engine hosts append, load, fork and match overlapping conversations",
+          "[backends][multiprocess]") {
+  // On PostgreSQL these are two hosts of one deployment: every turn a host
+  // acknowledges must read back bit-exact from the other (colikv_test_child
+  // host checks each load), and the conversation both extend stays one
+  // consistent history.
+  TempDir dir;
+  const std::string path = colikv_test::store_at(dir, "hosts.colikv");
+  { colikv::Store s(path, child_options()); }
+  const int64_t turns = 12, per_turn = 3, n = turns * per_turn;
+  Children kids;
+  pid_t a = kids.spawn({"host", path, "a", "11", "b", "22", std::to_string(turns), std::to_string(per_turn)},
+                       dir.file("a.out"));
+  pid_t b = kids.spawn({"host", path, "b", "22", "a", "11", std::to_string(turns), std::to_string(per_turn)},
+                       dir.file("b.out"));
+  CHECK(kids.wait(a) == 0);
+  CHECK(kids.wait(b) == 0);
+  std::string acks;
+  for (int64_t t = 1; t <= turns; ++t) acks += "ack " + std::to_string(t * per_turn) + "\n";
+  CHECK(colikv_test::read_file(dir.file("a.out")) == acks);
+  CHECK(colikv_test::read_file(dir.file("b.out")) == acks);
+
+  colikv::Store s(path, child_options());
+  CHECK(loads_as(s, "a", history(n, 11), n) == "");
+  CHECK(loads_as(s, "b", history(n, 22), n) == "");
+  // Each host extended "shared" by one turn per turn of its own.
+  CHECK(loads_as(s, "shared", history(2 * n, 777), 2 * n) == "");
+  CHECK(loads_as(s, "a/fork" + std::to_string(turns), history(n, 11), n / 2) == "");
+  CHECK(s.conversation_count() == 3 + 2 * turns);
+  auto report = s.verify();
+  INFO((report.problems.empty() ? std::string() : report.problems[0].what));
+  CHECK(report.ok());
+}

@@ -16,12 +16,36 @@ PgConnection::Settings settings_of(const Options& o) {
   return s;
 }
 
+// Runs f, turning a PgError into the colikv::Error the store's callers
+// expect from begin() and commit(), which they call outside with_context.
+template <class F>
+void as_store_error(F&& f) {
+  try {
+    f();
+  } catch (const PgError& e) {
+    throw Error(e.code(), e.what());
+  }
+}
+
 // BEGIN (a snapshot, or the store's write lock) ... COMMIT, rolled back when
 // destroyed uncommitted; inside an open transaction, a savepoint.
 class PgTransaction : public Catalog::Transaction {
  public:
   PgTransaction(PgConnection& conn, Catalog::Access access, const std::string& what)
       : conn_(conn), what_(what), nested_(conn.in_transaction()) {
+    as_store_error([&] { start(access); });
+  }
+  ~PgTransaction() override {
+    if (!done_) rollback();
+  }
+
+  void commit() override {
+    as_store_error([&] { conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_); });
+    done_ = true;
+  }
+
+ private:
+  void start(Catalog::Access access) {
     if (nested_) {
       conn_.exec("SAVEPOINT colikv_nested", what_);
       return;
@@ -41,16 +65,7 @@ class PgTransaction : public Catalog::Transaction {
       throw;
     }
   }
-  ~PgTransaction() override {
-    if (!done_) rollback();
-  }
 
-  void commit() override {
-    conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_);
-    done_ = true;
-  }
-
- private:
   // Errors here are swallowed: the one that made the caller give up is the
   // one worth reporting (and a lost connection has rolled back already).
   void rollback() noexcept {

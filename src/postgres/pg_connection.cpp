@@ -108,13 +108,15 @@ void PgConnection::connect(const std::string& what) {
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {"10", "colikv", uri_.c_str(), nullptr};
   conn_.reset(PQconnectdbParams(keys, values, 1));
-  if (!conn_) throw PgError(ErrorCode::kInternal, server_ + ": " + what + ": out of memory");
+  if (!conn_) throw PgError(ErrorCode::kInternal, what + ": " + server_ + ": out of memory");
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
     const std::string msg = one_line(PQerrorMessage(conn_.get()));
     // No such database is the caller's to fix, like a missing store file.
     const bool missing_db = msg.find("does not exist") != std::string::npos && msg.find("database") != std::string::npos;
-    throw PgError(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, server_ + ": " + what + ": " + msg);
+    throw PgError(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, what + ": " + server_ + ": " + msg);
   }
+  // A library prints nothing: the server's notices (a shutdown's warning) are dropped.
+  PQsetNoticeProcessor(conn_.get(), [](void*, const char*) {}, nullptr);
   server_ = "postgresql server " + std::string(PQhost(conn_.get())) + ":" + PQport(conn_.get()) + "/" + PQdb(conn_.get());
   configure_session(what);
 }
@@ -148,7 +150,7 @@ void PgConnection::fail(const PGresult* r, const std::string& what) {
   if (msg.empty()) msg = one_line(PQerrorMessage(conn_.get()));
   if (lost) msg += " (the connection to the server was lost; the next call reconnects)";
   if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
-  throw PgError(code, server_ + ": " + what + ": " + msg);
+  throw PgError(code, what + ": " + server_ + ": " + msg);
 }
 
 PgRows PgConnection::query(const std::string& sql, const PgParams& params, const std::string& what) {

@@ -1,0 +1,186 @@
+// What only a server store has: connection errors, a client killed mid-turn,
+// a server stopped and restarted mid-turn. Run only as postgres:... tests
+// (tag [postgres], tests/backend.h), one at a time: the restart stops the server all of them use; the restart needs the test server's
+// directory (COLIKV_TEST_PG_DIR, set by tools/dev.sh test).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "backend.h"
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "proc_util.h"
+#include "test_support.h"
+
+using colikv::ErrorCode;
+using colikv::ModelSignature;
+using colikv_test::EngineBuffers;
+
+namespace {
+
+// What colikv_test_child uses: tiny_model(), 4-token chunks, histories by seed.
+colikv::Options child_options() {
+  colikv::Options o;
+  o.chunk_target_bytes = 4 * colikv_test::tiny_model().record_bytes();
+  return o;
+}
+EngineBuffers history(int64_t n, uint32_t seed) {
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
+  return b;
+}
+std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
+  EngineBuffers out(expect.model, n + 1);
+  out.poison();
+  const int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
+  if (got != n) return "load returned " + std::to_string(got) + ", expected " + std::to_string(n);
+  return expect.compare(out, n);
+}
+
+// The password of a postgresql://user:password@host URI.
+std::string password_of(const std::string& uri) {
+  const size_t at = uri.find('@');
+  const size_t colon = uri.find(':', uri.find("://") + 3);
+  return colon < at ? uri.substr(colon + 1, at - colon - 1) : "";
+}
+
+std::string with_database(const std::string& uri, const std::string& db) {
+  const size_t slash = uri.find('/', uri.find('@'));
+  const size_t query = uri.find('?', slash);
+  return uri.substr(0, slash + 1) + db + (query == std::string::npos ? "" : uri.substr(query));
+}
+
+struct Failure {
+  ErrorCode code = ErrorCode::kOk;
+  std::string message;
+};
+template <class F>
+Failure failure_of(F&& f) {
+  Failure r;
+  try {
+    f();
+  } catch (const colikv::Error& e) {
+    r = {e.code(), e.what()};
+  }
+  return r;
+}
+
+// tools/postgres.sh pg_ctl on the test server.
+void pg_ctl(const std::string& args) {
+  const char* dir = std::getenv("COLIKV_TEST_PG_DIR");
+  REQUIRE(dir != nullptr);  // tools/dev.sh test sets it; a server of one's own cannot be restarted here
+  const std::string cmd = std::string(COLIKV_SOURCE_DIR) + "/tools/postgres.sh pg_ctl " + dir + " " + args + " > /dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("postgres: connection errors name the server, never the password", "[postgres]") {
+  const std::string uri = colikv_test::test_pg_uri();
+  const std::string password = password_of(uri);
+  REQUIRE(password.size() >= 8);
+
+  Failure no_db = failure_of([&] { colikv::Store s(with_database(uri, "no_such_database"), child_options()); });
+  CHECK(no_db.code == ErrorCode::kNotFound);
+  CHECK(no_db.message.find("127.0.0.1") != std::string::npos);
+  CHECK(no_db.message.find("no_such_database") != std::string::npos);
+  CHECK(no_db.message.find(password) == std::string::npos);
+
+  std::string wrong = uri;
+  wrong.replace(wrong.find(password), password.size(), "not-the-password");
+  Failure auth = failure_of([&] { colikv::Store s(wrong, child_options()); });
+  CHECK(auth.code == ErrorCode::kIO);
+  CHECK(auth.message.find("not-the-password") == std::string::npos);
+  CHECK(auth.message.find("127.0.0.1") != std::string::npos);
+
+  // A store that does not exist yet, opened without create_if_missing.
+  colikv::Options o = child_options();
+  o.create_if_missing = false;
+  Failure missing = failure_of([&] { colikv::Store s(colikv_test::fresh_pg_store(), o); });
+  CHECK(missing.code == ErrorCode::kNotFound);
+  CHECK(missing.message.find(password) == std::string::npos);
+}
+
+TEST_CASE("postgres: a store's path and messages never show the password", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const std::string password = password_of(uri);
+  colikv::Store s(uri, child_options());
+  Failure f = failure_of([&] { s.truncate("nobody", 0); });
+  CHECK(f.code == ErrorCode::kNotFound);
+  CHECK(f.message.find(password) == std::string::npos);
+  CHECK(f.message.find("conversation 'nobody'") != std::string::npos);
+  CHECK(colikv::shown_store_location(uri).find(password) == std::string::npos);
+}
+
+TEST_CASE("postgres: a client SIGKILLed mid-append leaves whole turns and no lock", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  { colikv::Store s(uri, child_options()); }
+  const int64_t per_turn = 400, turns = 200;
+  colikv_test::ChildProcess child({COLIKV_TEST_CHILD_PATH, "append", uri, "victim", "5", std::to_string(turns),
+                                   std::to_string(per_turn)});
+  std::string line;
+  int64_t acknowledged = 0;
+  for (int i = 0; i < 3 && child.read_line(line); ++i) acknowledged = std::stoll(line);
+  REQUIRE(acknowledged > 0);
+  child.kill_now();
+  child.wait();
+
+  colikv::Store s(uri, child_options());
+  const int64_t count = s.count("victim");
+  CHECK(count >= acknowledged);
+  CHECK(count % per_turn == 0);
+  CHECK(loads_as(s, "victim", history(count, 5), count) == "");
+  CHECK(s.verify().ok());
+  // The killed client's write lock went with its connection.
+  const EngineBuffers more = history(count + per_turn, 5);
+  s.append("victim", more.model, more.tokens.data(), count + per_turn, more.source());
+  CHECK(s.count("victim") == count + per_turn);
+}
+
+TEST_CASE("postgres: a server stopped mid-append and restarted loses nothing acknowledged", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const std::string password = password_of(uri);
+  const int64_t per_turn = 64, turns = 60;
+  const EngineBuffers h = history(per_turn * turns, 9);
+  colikv::Store s(uri, child_options());
+  std::atomic<int64_t> acknowledged{0};
+  std::atomic<int> io_errors{0};
+  std::string first_error;
+  std::thread writer([&] {
+    // An engine host: a turn that failed is retried until it is committed.
+    for (int64_t t = 1; t <= turns; ++t) {
+      for (int attempt = 0;; ++attempt) {
+        try {
+          s.append("turns", h.model, h.tokens.data(), t * per_turn, h.source());
+          acknowledged = t * per_turn;
+          break;
+        } catch (const colikv::Error& e) {
+          if ((e.code() != ErrorCode::kIO && e.code() != ErrorCode::kBusy) || attempt > 400) throw;
+          if (io_errors++ == 0) first_error = e.what();
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+    }
+  });
+  while (acknowledged < 10 * per_turn) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  pg_ctl("stop -m immediate -w");
+  const int64_t before_restart = acknowledged;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pg_ctl("start -w -t 60");
+  writer.join();
+
+  CHECK(io_errors > 0);  // the writer saw the server go
+  INFO(first_error);
+  CHECK(first_error.find("127.0.0.1") != std::string::npos);
+  CHECK(first_error.find(password) == std::string::npos);
+  CHECK(acknowledged == per_turn * turns);
+  CHECK(before_restart >= 10 * per_turn);
+  CHECK(loads_as(s, "turns", h, per_turn * turns) == "");
+  CHECK(s.verify().ok());
+}

@@ -7,10 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <thread>
 
 #include "backend.h"
+#include "cli_run.h"
+#include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "proc_util.h"
@@ -152,20 +155,28 @@ TEST_CASE("postgres: a server stopped mid-append and restarted loses nothing ack
   std::atomic<int64_t> acknowledged{0};
   std::atomic<int> io_errors{0};
   std::string first_error;
+  std::exception_ptr failed;
   std::thread writer([&] {
-    // An engine host: a turn that failed is retried until it is committed.
-    for (int64_t t = 1; t <= turns; ++t) {
-      for (int attempt = 0;; ++attempt) {
-        try {
-          s.append("turns", h.model, h.tokens.data(), t * per_turn, h.source());
-          acknowledged = t * per_turn;
-          break;
-        } catch (const colikv::Error& e) {
-          if ((e.code() != ErrorCode::kIO && e.code() != ErrorCode::kBusy) || attempt > 400) throw;
-          if (io_errors++ == 0) first_error = e.what();
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // An engine host: a turn that failed is retried until it is committed
+    // (for at most two minutes: a loaded machine's recovery is slow).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    try {
+      for (int64_t t = 1; t <= turns; ++t) {
+        for (;;) {
+          try {
+            s.append("turns", h.model, h.tokens.data(), t * per_turn, h.source());
+            acknowledged = t * per_turn;
+            break;
+          } catch (const colikv::Error& e) {
+            if ((e.code() != ErrorCode::kIO && e.code() != ErrorCode::kBusy) || std::chrono::steady_clock::now() > give_up)
+              throw;
+            if (io_errors++ == 0) first_error = e.what();
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          }
         }
       }
+    } catch (...) {
+      failed = std::current_exception();
     }
   });
   while (acknowledged < 10 * per_turn) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -174,6 +185,7 @@ TEST_CASE("postgres: a server stopped mid-append and restarted loses nothing ack
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   pg_ctl("start -w -t 60");
   writer.join();
+  if (failed) std::rethrow_exception(failed);
 
   CHECK(io_errors > 0);  // the writer saw the server go
   INFO(first_error);
@@ -183,4 +195,46 @@ TEST_CASE("postgres: a server stopped mid-append and restarted loses nothing ack
   CHECK(before_restart >= 10 * per_turn);
   CHECK(loads_as(s, "turns", h, per_turn * turns) == "");
   CHECK(s.verify().ok());
+}
+
+TEST_CASE("postgres: colikv copy moves a store onto the server and back, byte for byte", "[postgres]") {
+  colikv_test::TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  const std::string file = dir.file("from.db"), back = dir.file("back.db");
+  const std::string server = colikv_test::fresh_pg_store();
+  const EngineBuffers a = history(40, 1), b = history(30, 2);
+  {
+    colikv::Options o = child_options();
+    colikv::Store s(file, o);
+    s.append("a", m, a.tokens.data(), 40, a.source());
+    s.fork("a", "a-half", 20);
+    s.append("b", m, b.tokens.data(), 30, b.source());
+    s.set_title("b", "the title");
+    o.new_conversation_precision = colikv::Precision::kBf16;
+    colikv::Store lossy(file, o);
+    lossy.append("c", m, b.tokens.data(), 12, b.source());
+  }
+  colikv_test::Run there = colikv_test::tool({"copy", file, server, "--json"});
+  INFO(there.err);
+  REQUIRE(there.code == 0);
+  CHECK(there.out.find(password_of(server)) == std::string::npos);
+  CHECK(there.out.find("\"tokens\": 102") != std::string::npos);
+  colikv_test::Run again = colikv_test::tool({"copy", file, server, "a"});
+  CHECK(again.code != 0);  // nothing is overwritten
+  CHECK(colikv_test::tool({"copy", server, back}).code == 0);
+
+  colikv::Store from(file), onto(server), home(back);
+  for (const std::string id : {"a", "a-half", "b", "c"}) {
+    const std::string x = dir.file(id + ".x.coli_kv"), y = dir.file(id + ".y.coli_kv");
+    colikv::export_coli_kv(from, id, x);
+    colikv::export_coli_kv(home, id, y);
+    INFO(id);
+    CHECK(colikv_test::read_file(x) == colikv_test::read_file(y));
+    CHECK(onto.info(id).precision == from.info(id).precision);
+  }
+  CHECK(onto.info("b").title == "the title");
+  // a-half shares a's chunks on the server too (stored once).
+  CHECK(onto.stats().total.stored_bytes == from.stats().total.stored_bytes);
+  CHECK(onto.verify().ok());
+  CHECK(home.verify().ok());
 }

@@ -6,7 +6,11 @@
 //
 //   colikv_bench [--quick] [--json FILE] [--dir DIR] [--tokens N] [--turn K]
 //                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
-//                [--only turns,bounds,sample,import,many,fork] [--keep]
+//                [--only turns,bounds,sample,import,many,fork] [--keep] [--pg URI]
+//
+// --pg URI (a PostgreSQL server, e.g. tools/postgres.sh's) runs the turns, load
+// and many workloads again on it, as "pg ..." rows beside SQLite's: each in
+// its own schema colikv_bench_NAME, dropped afterwards.
 //
 // Every figure is printed as colikv, baseline and their ratio, in a table on
 // stdout; --json FILE also writes them as JSON ("-" for stdout, then the table
@@ -42,6 +46,7 @@
 #include <future>
 
 #include "chunk_codec.h"  // the codec alone, for the "bounds" rows
+#include "postgres/pg_connection.h"  // fresh schemas on the --pg server
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
 #include "synthetic_engine.h"
@@ -338,6 +343,7 @@ struct Config {
   std::vector<std::string> shapes, kinds, syncs;  // empty: all
   bool keep = false;
   bool bf16 = true;
+  std::string pg;  // a PostgreSQL URI: the turns, load and many rows again on it
   std::string self;
   static bool in(const std::vector<std::string>& v, const std::string& x) {
     return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
@@ -362,6 +368,19 @@ colikv::Options store_options(colikv::Synchronous sync, const std::string& preci
 
 const char* sync_name(colikv::Synchronous s) { return s == colikv::Synchronous::kFull ? "FULL" : "NORMAL"; }
 
+// A fresh store named `name` on the --pg server: its own schema, emptied first.
+std::string pg_store(const Config& cfg, const std::string& name) {
+  colikv::detail::PgConnection conn(cfg.pg, colikv::detail::PgConnection::Settings());
+  const std::string schema = "colikv_bench_" + name;
+  conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema, "bench: " + schema);
+  return cfg.pg + (cfg.pg.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+}
+
+void drop_pg_store(const Config& cfg, const std::string& name) {
+  colikv::detail::PgConnection conn(cfg.pg, colikv::detail::PgConnection::Settings());
+  conn.exec("DROP SCHEMA IF EXISTS colikv_bench_" + name + " CASCADE", "bench: " + name);
+}
+
 // ---------------------------------------------------------------- turns + load + size
 
 void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::string& precision,
@@ -379,38 +398,49 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
     if (len == n_tokens) break;
   }
 
-  // colikv
-  std::vector<double> lat_c, lat_b;
-  double total_c = 0, total_b = 0;
-  int64_t stored = 0, dbfile = 0;
-  double load_c = 0, load_b = 0;
-  bool exact = false;
-  double max_err = 0;
-  {
+  // colikv, on a store at `location`: appends turn by turn, then loads.
+  struct Run {
+    std::vector<double> lat;
+    double total = 0, load = 0, max_err = 0;
+    int64_t stored = 0;
+    bool exact = false;
+  };
+  auto run_colikv = [&](const std::string& location) {
+    Run r;
     ::sync();
-    colikv::Store store(db, store_options(sync, precision));
+    colikv::Store store(location, store_options(sync, precision));
     int64_t prev = 0;
     for (int64_t len : lens) {
       auto t0 = Clock::now();
       store.append("conv", m, src.tokens.data(), len, src.source());
       double t = since(t0);
-      lat_c.push_back(t * 1e3 / static_cast<double>(len - prev) * static_cast<double>(turn));
-      total_c += t;
+      r.lat.push_back(t * 1e3 / static_cast<double>(len - prev) * static_cast<double>(turn));
+      r.total += t;
       prev = len;
     }
-    stored = store.stats().total.stored_bytes;
+    r.stored = store.stats().total.stored_bytes;
     std::vector<double> reps;
-    for (int r = 0; r < cfg.load_reps; ++r) {
+    for (int k = 0; k < cfg.load_reps; ++k) {
       dst.zero(n_tokens);
       auto t0 = Clock::now();
       int64_t got = store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
       reps.push_back(since(t0));
       if (got != n_tokens) std::fprintf(stderr, "colikv load returned %" PRId64 "\n", got);
     }
-    load_c = median(reps);
-    exact = src.same_as(dst, n_tokens);
-    max_err = src.max_rel_error(dst, n_tokens);
-  }
+    r.load = median(reps);
+    r.exact = src.same_as(dst, n_tokens);
+    r.max_err = src.max_rel_error(dst, n_tokens);
+    return r;
+  };
+  std::vector<double> lat_b;
+  double total_b = 0;
+  int64_t dbfile = 0;
+  double load_b = 0;
+  const Run sqlite = run_colikv(db);
+  const std::vector<double>& lat_c = sqlite.lat;
+  const double total_c = sqlite.total, load_c = sqlite.load, max_err = sqlite.max_err;
+  const int64_t stored = sqlite.stored;
+  const bool exact = sqlite.exact;
   dbfile = file_size(db) + file_size(db + "-wal");
   remove_store(db);
 
@@ -471,6 +501,17 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
   Row e{"load", shape.name, k, precision, sn, "max relative error", "", max_err, 0, false, precision == "f32" ? "==0" : "<=2^-8",
         precision == "f32" ? (max_err == 0 && exact) : (max_err <= 1.0 / 256), note};
   add(e);
+  if (!cfg.pg.empty() && precision == "f32") {
+    // The same turns on PostgreSQL over loopback; its baseline column is the
+    // raw file's too, so the ratios sit beside SQLite's rows above.
+    const Run pg = run_colikv(pg_store(cfg, "turns"));
+    drop_pg_store(cfg, "turns");
+    const std::string pg_note = "PostgreSQL, loopback; synchronous_commit " + std::string(full ? "on" : "off");
+    row("turns", "pg append throughput", "MB/s", mb / pg.total, thr_b, "", -1, pg_note);
+    row("turns", "pg append latency median", "ms/turn", median(pg.lat), median(lat_b), "", -1, "");
+    row("load", "pg load throughput", "MB/s", mb / pg.load, lt_b, "", -1,
+        std::string("bit-exact: ") + (pg.exact ? "yes" : "no"));
+  }
 }
 
 // ---------------------------------------------------------------- import / export in a child process
@@ -665,44 +706,65 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
   const int reps = 20;
   std::vector<double> list_c, list_deep_c, open_c, del_c, list_b, open_b, del_b, match_c, match_b;
   std::vector<std::vector<int32_t>> prompts;  // the lookups: each a stored conversation's tokens
-  {
-    colikv::Store store(db, store_options(colikv::Synchronous::kNormal));
-    for (int64_t i = 0; i < N; ++i) {
-      e.compute(0, per_conv, 5000 + static_cast<uint64_t>(i), Kind::kFull);
-      store.append("c" + std::to_string(i), m, e.tokens.data(), per_conv, e.source());
+  // colikv, on a store at `location`: fills it, then times list, open and
+  // match (the prompts, drawn once, are the same for every backend).
+  struct ManyRun {
+    std::vector<double> list, list_deep, open, del, match;
+  };
+  auto run_colikv = [&](const std::string& location) {
+    ManyRun r;
+    {
+      colikv::Store store(location, store_options(colikv::Synchronous::kNormal));
+      for (int64_t i = 0; i < N; ++i) {
+        e.compute(0, per_conv, 5000 + static_cast<uint64_t>(i), Kind::kFull);
+        store.append("c" + std::to_string(i), m, e.tokens.data(), per_conv, e.source());
+      }
     }
-  }
-  {
-    colikv::Store store(db, store_options(colikv::Synchronous::kFull));
+    colikv::Store store(location, store_options(colikv::Synchronous::kFull));
     uint64_t s = 42;
-    for (int r = 0; r < reps; ++r) {
+    for (int k = 0; k < reps; ++k) {
       auto t0 = Clock::now();
       auto page = store.list({100, 0});
-      list_c.push_back(since(t0) * 1e3);
+      r.list.push_back(since(t0) * 1e3);
       t0 = Clock::now();
       auto deep = store.list({100, N / 2});
-      list_deep_c.push_back(since(t0) * 1e3);
+      r.list_deep.push_back(since(t0) * 1e3);
       const std::string id = "c" + std::to_string(splitmix(s) % static_cast<uint64_t>(N));
       t0 = Clock::now();
       colikv::ConversationInfo info = store.info(id);
       store.load(id, m, d.tokens.data(), d.cap, d.target());
-      open_c.push_back(since(t0) * 1e3);
+      r.open.push_back(since(t0) * 1e3);
       (void)info;
     }
-    for (int r = 0; r < reps; ++r) {
-      e.compute(0, per_conv, 5000 + splitmix(s) % static_cast<uint64_t>(N), Kind::kFull);
-      prompts.emplace_back(e.tokens.begin(), e.tokens.begin() + per_conv);
+    const bool draw = prompts.empty();
+    for (int k = 0; k < reps; ++k) {
+      if (draw) {
+        e.compute(0, per_conv, 5000 + splitmix(s) % static_cast<uint64_t>(N), Kind::kFull);
+        prompts.emplace_back(e.tokens.begin(), e.tokens.begin() + per_conv);
+      }
       auto t0 = Clock::now();
-      colikv::PrefixMatch pm = store.match(m, prompts.back().data(), per_conv);
-      match_c.push_back(since(t0) * 1e3);
+      colikv::PrefixMatch pm = store.match(m, prompts[static_cast<size_t>(k)].data(), per_conv);
+      r.match.push_back(since(t0) * 1e3);
       if (pm.tokens != per_conv) std::fprintf(stderr, "lookup found %lld of %lld tokens\n",
                                               static_cast<long long>(pm.tokens), static_cast<long long>(per_conv));
     }
-    for (int r = 0; r < reps; ++r) {
+    for (int k = 0; k < reps; ++k) {
       auto t0 = Clock::now();
-      store.remove("c" + std::to_string(r));
-      del_c.push_back(since(t0) * 1e3);
+      store.remove("c" + std::to_string(k));
+      r.del.push_back(since(t0) * 1e3);
     }
+    return r;
+  };
+  const ManyRun sqlite = run_colikv(db);
+  list_c = sqlite.list;
+  list_deep_c = sqlite.list_deep;
+  open_c = sqlite.open;
+  del_c = sqlite.del;
+  match_c = sqlite.match;
+  ManyRun pg;
+  if (!cfg.pg.empty()) {
+    pg = run_colikv(pg_store(cfg, "many"));
+    drop_pg_store(cfg, "many");
   }
   remove_store(db);
 
@@ -783,6 +845,19 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
        "baseline: unlink"});
   add({"many", shape.name, "full", "f32", "FULL", "longest-prefix lookup", "ms", median(match_c), median(match_b), true,
        "", -1, "baseline: read the token ids of every file"});
+  if (!cfg.pg.empty()) {
+    const std::string pg_note = "PostgreSQL, loopback; " + note;
+    add({"many", shape.name, "full", "f32", "FULL", "pg list a page of 100", "ms", median(pg.list), median(list_b), true,
+         "", -1, pg_note});
+    add({"many", shape.name, "full", "f32", "FULL", "pg list page at offset N/2", "ms", median(pg.list_deep),
+         median(list_b), true, "", -1, ""});
+    add({"many", shape.name, "full", "f32", "FULL", "pg open one (info+load)", "ms", median(pg.open), median(open_b),
+         true, "", -1, ""});
+    add({"many", shape.name, "full", "f32", "FULL", "pg delete one", "ms", median(pg.del), median(del_b), true, "", -1,
+         ""});
+    add({"many", shape.name, "full", "f32", "FULL", "pg longest-prefix lookup", "ms", median(pg.match), median(match_b),
+         true, "", -1, ""});
+  }
 }
 
 // ---------------------------------------------------------------- fork
@@ -1034,7 +1109,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
-               "                    [--only turns,bounds,sample,import,many,fork]\n"
+               "                    [--only turns,bounds,sample,import,many,fork] [--pg URI]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL]\n"
                "--shape, --data and --sync narrow the turns workload to those cases.\n");
   return 2;
@@ -1078,6 +1153,7 @@ int main(int argc, char** argv) {
     else if (a == "--sample") cfg.sample = next();
     else if (a == "--no-bf16") cfg.bf16 = false;
     else if (a == "--keep") cfg.keep = true;
+    else if (a == "--pg") cfg.pg = next();
     else if (a == "--only") cfg.only = split_list(next());
     else if (a == "--shape") cfg.shapes = split_list(next());
     else if (a == "--data") cfg.kinds = split_list(next());

@@ -29,7 +29,7 @@ const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> all = {
       import_command(), export_command(), inspect_command(), ls_command(),       info_command(),
       rm_command(),     rename_command(), fork_command(),    truncate_command(), verify_command(),
-      stats_command(),  match_command(),  gc_command(),      vacuum_command(),
+      stats_command(),  match_command(),  gc_command(),      vacuum_command(),   copy_command(),
   };
   return all;
 }

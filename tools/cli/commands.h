@@ -60,6 +60,7 @@ CommandSpec stats_command();
 CommandSpec match_command();
 CommandSpec gc_command();
 CommandSpec vacuum_command();
+CommandSpec copy_command();
 
 }  // namespace colikv_cli
 

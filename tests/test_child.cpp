@@ -123,8 +123,9 @@ int64_t load_checked(colikv::Store& store, const std::string& conv, const Engine
   return -1;
 }
 
-// Extends "shared" by one turn past what it holds, as every host does:
-// a racing host's commit makes this one kConflict, and it retries.
+// Extends "shared" by one turn past what it holds, as every host does: a
+// racing host's commit makes this one kConflict, and it retries (or, when
+// the other extended it to the same length, this append is a no-op).
 void extend_shared(colikv::Store& store, const EngineBuffers& shared, int64_t per_turn) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int64_t now = store.count("shared");

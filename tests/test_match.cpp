@@ -79,6 +79,29 @@ TEST_CASE("match: exact, longer and shorter prompts", "[backends][match]") {
   CHECK(match(s, m, {}).tokens == 0);
 }
 
+TEST_CASE("match: chunks of 1024 long token ids", "[backends][match]") {
+  // A chunk's token list is then ~7 KB of JSON: longer than a PostgreSQL
+  // btree entry may be, which the prefix index must not need whole.
+  TempDir dir;
+  ModelSignature m = colikv_test::tiny_model();
+  m.vocab = 2000000;
+  Store s(colikv_test::store_at(dir, "m.db"), colikv_test::chunked_options(m, 1024));
+  const auto conv = seq(1000000, 2500);  // two full chunks and a partial one
+  put(s, "long", m, conv);
+  put(s, "other", m, cat(seq(1000000, 1500), seq(1500000, 700)));  // shares 1500 tokens of chunk 1
+  CHECK(match(s, m, conv).id == "long");
+  CHECK(match(s, m, conv).tokens == 2500);
+  for (int n : {1, 1023, 1024, 1025, 1500, 2047, 2048, 2100}) {
+    const PrefixMatch r = match(s, m, seq(1000000, n));
+    INFO(n);
+    CHECK(r.tokens == n);
+  }
+  const PrefixMatch r = match(s, m, cat(seq(1000000, 1500), seq(1500000, 10)));
+  CHECK(r.id == "other");
+  CHECK(r.tokens == 1510);
+  CHECK(s.verify().ok());
+}
+
 TEST_CASE("match: a differing token at every position", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();

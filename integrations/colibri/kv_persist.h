@@ -1,7 +1,7 @@
 /* kv_persist.h — colibri's KV persistence through colikv (drop-in for c/kv_persist.h).
  * The same functions, globals and [KV] messages as the .coli_kv version; each slot is
  * a conversation "<weights-id>/slot<N>" of one colikv store instead of a file.
- * Environment: COLIKV_STORE (default <model folder>/colikv.db), COLIKV_SYNC=full|normal
+ * Environment: COLIKV_STORE (a file or a postgresql:// URI; default <model folder>/colikv.db), COLIKV_SYNC=full|normal
  * (default full), COLIKV_MAX_BYTES (byte budget, LRU eviction; default unlimited),
  * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder).
  * A store error never stops the engine: it logs [KV] and runs without persistence.
@@ -41,7 +41,8 @@ static colikv_store *kv_colikv(KVState *k){
         else o.max_store_bytes=v; }
     colikv_store *s=NULL;
     if(colikv_open_ex(path,&o,&s)!=COLIKV_OK){
-        fprintf(stderr,"[KV] colikv: cannot open %s: %s: running without persistence\n",path,colikv_errmsg(s));
+        /* The message names the store (a postgresql:// URI without its password). */
+        fprintf(stderr,"[KV] colikv: cannot open the store: %s: running without persistence\n",colikv_errmsg(s));
         colikv_close(s); g_colikv_off=1; return NULL; }
     g_colikv=s; atexit(kv_colikv_close);
     return s;

@@ -72,7 +72,10 @@ CREATE INDEX conversation_chunks_by_chunk ON conversation_chunks(chunk_id);
 
 -- The narrow row of each chunk, for the prefix lookup and the byte budget.
 -- tokens is ordered bytewise (COLLATE "C"), as SQLite orders it, for the
--- lookup's prefix probes.
+-- lookup's prefix probes. A btree entry holds at most ~2.7 KB and a full
+-- chunk's token list is longer: the index holds its first 2000 characters,
+-- and the lookup's queries (src/postgres/pg_catalog_read.cpp) bound that
+-- prefix first, then compare the whole list.
 CREATE TABLE chunk_meta (
   chunk_id      bigint  PRIMARY KEY REFERENCES chunks(chunk_id) ON DELETE CASCADE,
   model_id      bigint  NOT NULL,
@@ -83,7 +86,7 @@ CREATE TABLE chunk_meta (
   chain_hash    bytea,
   digest        bytea
 );
-CREATE INDEX chunk_meta_by_prev ON chunk_meta(model_id, precision, prev_hash, tokens);
+CREATE INDEX chunk_meta_by_prev ON chunk_meta(model_id, precision, prev_hash, left(tokens, 2000));
 CREATE INDEX chunk_meta_by_size ON chunk_meta(payload_bytes);
 CREATE INDEX chunk_meta_by_chain ON chunk_meta(model_id, chain_hash);
 

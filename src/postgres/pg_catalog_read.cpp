@@ -402,13 +402,22 @@ bool PgPrefixIndex::chain_stored(int64_t model_id, const ChunkHash& chain) {
              .size() > 0;
 }
 
+// The index chunk_meta_by_prev holds left(tokens, 2000) (a btree entry is at
+// most ~2.7 KB): each probe bounds that prefix, which the index answers, then
+// compares the whole list. For any strings, tokens in [from, to) implies
+// left(tokens, L) in [left(from, L), left(to, L)], so the bound loses nothing.
+#define COLIKV_TOKENS_IN_RANGE(from, to)                                                                  \
+  "left(tokens, 2000) >= left(" from ", 2000) AND left(tokens, 2000) <= left(" to ", 2000) AND tokens >= " \
+  from " AND tokens < " to
+#define COLIKV_TOKENS_EQUAL(exact) "left(tokens, 2000) = left(" exact ", 2000) AND tokens = " exact
+
 bool PgPrefixIndex::follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                                       const std::string& from, const std::string& to) {
   PgParams p;
   p.add(model_id).add(precision);
   add_prev(p, prev).add(from).add(to);
-  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 "
-                     "AND tokens >= $4 AND tokens < $5 LIMIT 1",
+  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 AND "
+                     COLIKV_TOKENS_IN_RANGE("$4::text", "$5::text") " LIMIT 1",
                      p, "matching")
              .size() > 0;
 }
@@ -418,8 +427,8 @@ bool PgPrefixIndex::follower_equal(int64_t model_id, const std::string& precisio
   PgParams p;
   p.add(model_id).add(precision);
   add_prev(p, prev).add(exact);
-  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 "
-                     "AND tokens = $4 LIMIT 1",
+  return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 AND "
+                     COLIKV_TOKENS_EQUAL("$4::text") " LIMIT 1",
                      p, "matching")
              .size() > 0;
 }
@@ -504,10 +513,10 @@ void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& p
   add_prev(p, prev).add(from).add(to).add(seq).add(exact);
   visit_conversations(conn_.query("SELECT c.conversation_id, c.name FROM ("
                                   "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
-                                  "    AND prev_hash = $3 AND tokens >= $4 AND tokens < $5 "
+                                  "    AND prev_hash = $3 AND " COLIKV_TOKENS_IN_RANGE("$4::text", "$5::text")
                                   "  UNION ALL "
                                   "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
-                                  "    AND prev_hash = $3 AND tokens = $7) k "
+                                  "    AND prev_hash = $3 AND " COLIKV_TOKENS_EQUAL("$7::text") ") k "
                                   "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = $6 "
                                   "JOIN conversations c ON c.conversation_id = cc.conversation_id "
                                   "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",

@@ -3,7 +3,7 @@
 #include "backend_error.h"
 #include "catalog.h"
 #include "sqlite/sqlite_catalog.h"
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {

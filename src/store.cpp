@@ -10,12 +10,11 @@
 #include <mutex>
 #include <set>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "eviction.h"
-#include "migrations.h"
 #include "backend_error.h"
 #include "store_impl.h"
-#include "store_limits.h"
+#include "core/store_limits.h"
 
 namespace colikv {
 

@@ -155,6 +155,16 @@ struct ConversationInfoRow {
 // The text columns a caller may set on a conversation.
 enum class ConversationText { kName, kTitle, kMetadata };
 
+// "name", "title", "metadata": for messages, and the columns' names in the schemas.
+inline const char* text_column_name(ConversationText column) {
+  switch (column) {
+    case ConversationText::kName: return "name";
+    case ConversationText::kTitle: return "title";
+    case ConversationText::kMetadata: return "metadata";
+  }
+  return "title";
+}
+
 // A conversation's place in the fork tree, for verify.
 struct LineageRow {
   int64_t id = 0;

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/model.h"
 #include "colikv/options.h"
 
@@ -154,6 +154,16 @@ struct ConversationInfoRow {
 
 // The text columns a caller may set on a conversation.
 enum class ConversationText { kName, kTitle, kMetadata };
+
+// "name", "title", "metadata": for messages, and the columns' names in the schemas.
+inline const char* text_column_name(ConversationText column) {
+  switch (column) {
+    case ConversationText::kName: return "name";
+    case ConversationText::kTitle: return "title";
+    case ConversationText::kMetadata: return "metadata";
+  }
+  return "title";
+}
 
 // A conversation's place in the fork tree, for verify.
 struct LineageRow {
@@ -370,6 +380,9 @@ class Catalog {
   virtual void compact(const std::string& what) = 0;
   // Bytes the store takes on disk.
   virtual int64_t file_bytes() = 0;
+  // The local files the store keeps, as suffixes of its location ("" for the
+  // location itself); none for a store on a server.
+  virtual std::vector<std::string> file_suffixes() const = 0;
 
   virtual PrefixIndex& prefix_index() = 0;
 
@@ -381,6 +394,10 @@ class Catalog {
 // Opens (or creates) the store at `location` with its backend: a file path
 // is SQLite's, the embedded default. Throws as Store's constructor documents.
 std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options);
+
+// The schema version this library writes in the default backend's stores
+// (sqlite/migrations.cpp).
+int latest_schema_version();
 
 }  // namespace detail
 }  // namespace colikv

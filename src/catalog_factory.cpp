@@ -4,7 +4,7 @@
 #include "catalog.h"
 #include "postgres/pg_catalog.h"
 #include "sqlite/sqlite_catalog.h"
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {

@@ -8,8 +8,8 @@
 #include <mutex>
 
 #include "backend_error.h"
-#include "chunk_codec.h"
-#include "sha256.h"
+#include "core/chunk_codec.h"
+#include "core/sha256.h"
 #include "store_impl.h"
 
 namespace colikv {

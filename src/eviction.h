@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "store_impl.h"
 

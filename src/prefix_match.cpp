@@ -23,7 +23,7 @@
 #include <memory>
 
 #include "catalog.h"
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "backend_error.h"
 #include "store_impl.h"

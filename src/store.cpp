@@ -10,12 +10,11 @@
 #include <mutex>
 #include <set>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "eviction.h"
-#include "migrations.h"
 #include "backend_error.h"
 #include "store_impl.h"
-#include "store_limits.h"
+#include "core/store_limits.h"
 #include "store_location.h"
 
 namespace colikv {
@@ -1095,9 +1094,8 @@ namespace {
 
 void update_text_column(Store::Impl& s, const std::string& id, detail::ConversationText column,
                         const std::string& value) {
-  static const char* const kNames[] = {"name", "title", "metadata"};
   const std::string here = s.where(id);
-  s.require_writable(std::string("set ") + kNames[static_cast<int>(column)] + " of conversation '" + id + "'");
+  s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   with_context(here, [&] {
     if (!s.catalog->set_text(id, column, value, now_ms()))

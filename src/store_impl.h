@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "catalog.h"
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
-#include "thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace colikv {
 

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "eviction.h"
 #include "backend_error.h"

@@ -45,7 +45,7 @@
 
 #include <future>
 
-#include "chunk_codec.h"  // the codec alone, for the "bounds" rows
+#include "core/chunk_codec.h"  // the codec alone, for the "bounds" rows
 #include "postgres/pg_connection.h"  // fresh schemas on the --pg server
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"

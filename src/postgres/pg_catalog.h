@@ -83,6 +83,7 @@ class PgCatalog : public Catalog {
   int64_t file_bytes() override;
 
   PrefixIndex& prefix_index() override;
+  std::vector<std::string> file_suffixes() const override { return {}; }  // the server keeps the files
   void wait_before_write() override {}  // the server has no background work the client waits for
 
  private:

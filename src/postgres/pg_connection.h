@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/error.h"
 #include "store_location.h"
 

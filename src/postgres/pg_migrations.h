@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "migrations.h"
+#include "sqlite/migrations.h"
 #include "postgres/pg_connection.h"
 
 namespace colikv {

@@ -7,7 +7,7 @@
 
 #include "sqlite/open_store.h"
 #include "sqlite/sqlite_prefix_index.h"
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {

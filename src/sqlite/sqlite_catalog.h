@@ -81,6 +81,7 @@ class SqliteCatalog : public Catalog {
   int64_t evicted_conversation_count() override;
   void compact(const std::string& what) override;
   int64_t file_bytes() override;
+  std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
 
   PrefixIndex& prefix_index() override;
   void wait_before_write() override;

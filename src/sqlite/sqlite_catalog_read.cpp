@@ -3,7 +3,7 @@
 #include <sqlite3.h>
 
 #include "sqlite/sqlite_catalog.h"
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {
@@ -43,15 +43,6 @@ ConversationInfoRow info_from_row(SQLite::Statement& q) {
   return i;
 }
 
-const char* column_name(ConversationText column) {
-  switch (column) {
-    case ConversationText::kName: return "name";
-    case ConversationText::kTitle: return "title";
-    case ConversationText::kMetadata: return "metadata";
-  }
-  return "title";
-}
-
 }  // namespace
 
 void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
@@ -74,7 +65,7 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
 
 bool SqliteCatalog::set_text(const std::string& name, ConversationText column, const std::string& value,
                              int64_t now_ms) {
-  SQLite::Statement u(db_, std::string("UPDATE conversations SET ") + column_name(column) +
+  SQLite::Statement u(db_, std::string("UPDATE conversations SET ") + text_column_name(column) +
                                " = ?, generation = generation + 1, updated_ms = ? WHERE name = ?");
   u.bind(1, value);
   u.bind(2, now_ms);

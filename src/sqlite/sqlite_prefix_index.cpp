@@ -1,7 +1,7 @@
 // The prefix lookup's queries (see prefix_match.cpp for the algorithm).
 #include "sqlite/sqlite_prefix_index.h"
 
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {

@@ -1,7 +1,7 @@
 // SQLite plumbing shared by the library: SQLite errors become colikv::Error,
 // and a write-transaction guard that rolls back in its destructor.
-#ifndef COLIKV_SRC_SQLITE_UTIL_H
-#define COLIKV_SRC_SQLITE_UTIL_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_UTIL_H
+#define COLIKV_SRC_SQLITE_SQLITE_UTIL_H
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "backend_error.h"
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/error.h"
 
 namespace colikv {
@@ -64,4 +64,4 @@ class SqlTransaction {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_UTIL_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_UTIL_H

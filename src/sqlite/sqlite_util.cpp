@@ -1,10 +1,10 @@
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 #include <sqlite3.h>
 
 #include <cstring>
 
-#include "store_limits.h"
+#include "core/store_limits.h"
 
 namespace colikv {
 namespace detail {

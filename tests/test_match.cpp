@@ -218,12 +218,12 @@ TEST_CASE("match: follows truncate, delete and rename", "[match]") {
   CHECK(db.execAndGet("SELECT count(*) FROM chunk_meta").getInt() == 0);
 }
 
-TEST_CASE("match: thousands of conversations sharing a system prompt", "[match]") {
+TEST_CASE("match: thousands of conversations sharing a system prompt", "[backends][match]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   Options o = four_token_chunks(m);
   o.page_size = 4096;  // small pages: thousands of small appends write less
-  Store s(dir.file("m.db"), o);
+  Store s(colikv_test::store_at(dir, "m.db"), o);
   const auto system = seq(10, 5);
   const int n = 2000;
   for (int i = 0; i < n; ++i) {

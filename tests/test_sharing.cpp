@@ -155,9 +155,9 @@ TEST_CASE("sharing: equal token ids with other values are never shared", "[backe
   CHECK(s.verify().uncompared_shares.empty());
 }
 
-TEST_CASE("sharing: forks and shared prompts with equal values are still stored once", "[sharing]") {
+TEST_CASE("sharing: forks and shared prompts with equal values are still stored once", "[backends][sharing]") {
   TempDir dir;
-  const std::string path = dir.file("s.db");
+  const std::string path = colikv_test::store_at(dir, "s.db");
   const ModelSignature m = colikv_test::tiny_model();
   Store s(path, small_chunks(m));
   const EngineBuffers a = history(m, 16, 1);

@@ -310,10 +310,10 @@ TEST_CASE("store: bit-exact round trip of special float values", "[backends][sto
   }
 }
 
-TEST_CASE("store: data that compresses well round-trips too", "[store]") {
+TEST_CASE("store: data that compresses well round-trips too", "[backends][store]") {
   // bf16-like values (low mantissa bits zero) and constant planes take the zstd path.
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   EngineBuffers h = history(m, 13, 3);
   for (int l = 0; l < m.n_layers; ++l) {
@@ -330,9 +330,9 @@ TEST_CASE("store: data that compresses well round-trips too", "[store]") {
   CHECK(sql_int(path, "SELECT count(*) FROM chunks WHERE length(payload) > raw_size") == 0);
 }
 
-TEST_CASE("store: turn-by-turn growth across chunk boundaries", "[store]") {
+TEST_CASE("store: turn-by-turn growth across chunk boundaries", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   auto run = [&](const ModelSignature& m) {
     const int64_t n = 23;
     EngineBuffers h = history(m, n, 42);
@@ -500,9 +500,9 @@ TEST_CASE("store: diverged append reports the first differing position and chang
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("store: invalid appends are rejected and change nothing", "[store]") {
+TEST_CASE("store: invalid appends are rejected and change nothing", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers h = history(m, 16, 4);
   Store s(path, small_chunks(m));
@@ -643,9 +643,9 @@ TEST_CASE("store: truncate then re-append different tokens", "[backends][store]"
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("store: remove frees the chunks no other conversation uses", "[store]") {
+TEST_CASE("store: remove frees the chunks no other conversation uses", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers a = history(m, 14, 1);
   EngineBuffers b = history(m, 9, 2);
@@ -676,9 +676,9 @@ TEST_CASE("store: remove frees the chunks no other conversation uses", "[store]"
   CHECK(loads_as(s, "a", c, 3) == "");
 }
 
-TEST_CASE("store: a fork shares the chunks of its source", "[store]") {
+TEST_CASE("store: a fork shares the chunks of its source", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   const int64_t n = 64;
   EngineBuffers h = history(m, n, 11);
@@ -852,9 +852,9 @@ TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
   CHECK(loads_as(s, "id with 'quotes', \"double\", ; -- and ünïcode", h, 10) == "");
 }
 
-TEST_CASE("store: list is most recently used first, with pagination", "[store]") {
+TEST_CASE("store: list is most recently used first, with pagination", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
   EngineBuffers h = history(m, 8, 1);
   Store s(path, small_chunks(m));
@@ -1183,9 +1183,9 @@ TEST_CASE("store: stats count logical, unique and stored bytes", "[backends][sto
   CHECK(st.total.stored_bytes == payload_bytes(path));
 }
 
-TEST_CASE("store: chunk size in tokens is fixed per model", "[store]") {
+TEST_CASE("store: chunk size in tokens is fixed per model", "[backends][store]") {
   TempDir dir;
-  const std::string path = dir.file("s.colikv");
+  const std::string path = colikv_test::store_at(dir, "s.colikv");
   ModelSignature glm;
   glm.n_layers = 78; glm.kv_lora = 512; glm.qk_rope = 64; glm.vocab = 154880;
   const ModelSignature tiny = colikv_test::tiny_model();

@@ -134,11 +134,14 @@ VacuumReport Store::vacuum() {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   Impl& s = *impl_;
   s.require_writable("vacuum");
-  VacuumReport r;
-  r.file_bytes_before = s.catalog->file_bytes();
-  s.catalog->compact(s.where() + ": vacuum");
-  r.file_bytes_after = s.catalog->file_bytes();
-  return r;
+  // A server's queries throw its own errors: with_context names the store.
+  return with_context(s.where() + ": vacuum", [&] {
+    VacuumReport r;
+    r.file_bytes_before = s.catalog->file_bytes();
+    s.catalog->compact(s.where() + ": vacuum");
+    r.file_bytes_after = s.catalog->file_bytes();
+    return r;
+  });
 }
 
 }  // namespace colikv

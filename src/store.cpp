@@ -1439,7 +1439,7 @@ StoreStats Store::stats() {
     }
     detail::fill_eviction_stats(s, out);
   });
-  out.file_bytes = s.catalog->file_bytes();
+  out.file_bytes = with_context(s.where(), [&] { return s.catalog->file_bytes(); });  // a server's query can fail
   return out;
 }
 

@@ -238,3 +238,16 @@ TEST_CASE("postgres: colikv copy moves a store onto the server and back, byte fo
   CHECK(onto.verify().ok());
   CHECK(home.verify().ok());
 }
+
+TEST_CASE("postgres: gc and vacuum give a server store's space back", "[postgres]") {
+  colikv::Store s(colikv_test::fresh_pg_store(), child_options());
+  const EngineBuffers h = history(400, 3);
+  s.append("big", h.model, h.tokens.data(), 400, h.source());
+  const colikv::StoreStats before = s.stats();
+  CHECK(before.file_bytes > 0);
+  CHECK(s.gc(1).conversations == std::vector<std::string>{"big"});
+  const colikv::VacuumReport v = s.vacuum();
+  CHECK(v.file_bytes_after < v.file_bytes_before);
+  CHECK(s.stats().total.stored_bytes == 0);
+  CHECK(s.tokens("big") == std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + 400));
+}

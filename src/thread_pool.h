@@ -53,11 +53,17 @@ class ThreadPool {
 // previous result). An exception thrown by produce(i) is rethrown by the
 // next() that returns i. The destructor waits for the jobs in flight (they may
 // point into the caller's buffers).
+//
+// kInline runs each produce(i) in next() on the calling thread instead: for
+// work of a few kilobytes, handing it to a worker and waiting for it costs
+// more than doing it.
 template <class R>
 class OrderedJobs {
  public:
-  OrderedJobs(ThreadPool& pool, size_t n, size_t window, std::function<R(size_t)> produce)
-      : pool_(pool), n_(n), window_(window == 0 ? 1 : window), produce_(std::move(produce)) {
+  enum class Run { kOnPool, kInline };
+  OrderedJobs(ThreadPool& pool, size_t n, size_t window, std::function<R(size_t)> produce, Run run = Run::kOnPool)
+      : pool_(pool), n_(n), window_(window == 0 ? 1 : window), produce_(std::move(produce)),
+        inline_(run == Run::kInline) {
     refill();
   }
   ~OrderedJobs() {
@@ -70,6 +76,11 @@ class OrderedJobs {
   bool done() const { return taken_ == n_; }
   // Requires !done(). Waits for result i (i = 0, 1, ... on successive calls).
   size_t next(R& out) {
+    if (inline_) {
+      const size_t i = taken_++;
+      out = produce_(i);
+      return i;
+    }
     std::future<R> f = std::move(inflight_.front());
     inflight_.pop_front();
     const size_t i = taken_++;
@@ -85,7 +96,7 @@ class OrderedJobs {
 
  private:
   void refill() {
-    while (submitted_ < n_ && inflight_.size() < window_) {
+    while (!inline_ && submitted_ < n_ && inflight_.size() < window_) {
       const size_t i = submitted_++;
       inflight_.push_back(pool_.submit([this, i] { return produce_(i); }));
     }
@@ -94,6 +105,7 @@ class OrderedJobs {
   ThreadPool& pool_;
   const size_t n_, window_;
   const std::function<R(size_t)> produce_;
+  const bool inline_;
   std::deque<std::future<R>> inflight_;
   size_t submitted_ = 0, taken_ = 0;
 };

@@ -102,6 +102,12 @@ void harden(SQLite::Database& db, const Options& options, const std::string& wha
   exec(db, "PRAGMA cache_size=-2000", what);
 }
 
+// Statement journals in memory: on disk, SQLite opened and unlinked a
+// temporary file for every append (a statement journal of its transaction).
+void keep_temporaries_in_memory(SQLite::Database& db, const std::string& what) {
+  exec(db, "PRAGMA temp_store=MEMORY", what);
+}
+
 struct SchemaState {
   int64_t version = 0;  // PRAGMA user_version
   int64_t objects = 0;  // rows of sqlite_schema
@@ -205,6 +211,7 @@ SQLite::Database open_store(const std::string& path, const Options& options) {
   });
   if (options.read_only) exec(db, "PRAGMA query_only=1", what);
   harden(db, options, what);
+  keep_temporaries_in_memory(db, what);
   set_up_retrying(db, path, options, what);
   if (!options.read_only) limit_wal_size(db, what);
   return db;

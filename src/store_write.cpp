@@ -6,16 +6,15 @@
 #include <mutex>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "eviction.h"
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
 
 namespace colikv {
 
 using detail::PlaneList;
-using detail::SqlTransaction;
 
 namespace {
 
@@ -84,7 +83,7 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
                               here);
   // The truncate and the append below are savepoints of this one transaction:
   // a divergence or a model mismatch found by the append undoes the truncate.
-  SqlTransaction txn(s.db, here);
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   const int64_t committed = count(id);
   if (from > committed)
     throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +
@@ -120,7 +119,7 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
     out.encoded = detail::encode_chunk(n, out.tokens.data(), dst, level, out.precision, &out.stored_digests);
   };
   s.append(req);
-  txn.commit();
+  txn->commit();
 }
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include "colikv/store.h"
 #include "fault_vfs.h"
-#include "sqlite_util.h"
+#include "sqlite/sqlite_catalog.h"
 #include "store_impl.h"
 #include "test_support.h"
 
@@ -107,5 +107,7 @@ TEST_CASE("a small append is encoded on the calling thread with its statement jo
   // Large work still goes to the pool (2.4 MB here).
   CHECK(encoding_threads(s, "large", b, 8192).count(std::this_thread::get_id()) == 0);
   // On disk, SQLite opened and unlinked a temporary file for every append.
-  CHECK(colikv::detail::query_int(colikv::detail::StoreAccess::impl(s).db, "PRAGMA temp_store", "test") == 2);
+  SQLite::Database& db =
+      static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog).database();
+  CHECK(db.execAndGet("PRAGMA temp_store").getInt() == 2);
 }

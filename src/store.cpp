@@ -493,12 +493,15 @@ class Appender {
     const size_t ahead =
         std::max<size_t>(s_.window(), static_cast<size_t>(std::max<int64_t>(0, ahead_bytes / chunk_raw)));
     using Jobs = detail::OrderedJobs<detail::ProducedChunk>;
+    const bool on_caller = plan_.size() == 1 || planned_raw_bytes() <= kInlineEncodeBytes;
     encoded_.emplace(s_.pool, plan_.size(), ahead, [this](size_t i) { return produce(i); },
-                     planned_raw_bytes() <= kInlineEncodeBytes ? Jobs::Run::kInline : Jobs::Run::kOnPool);
+                     on_caller ? Jobs::Run::kInline : Jobs::Run::kOnPool);
   }
 
-  // Below this many raw bytes the chunks are encoded on the calling thread:
-  // a hand-off to the pool and back costs more than encoding a few kilobytes.
+  // One chunk, or chunks of fewer raw bytes than this, are encoded on the
+  // calling thread, before the write lock is taken as on the pool: a hand-off
+  // to the pool and back costs more than encoding a few kilobytes, and one
+  // chunk gains nothing from it.
   static constexpr int64_t kInlineEncodeBytes = 64 << 10;
 
   int64_t planned_raw_bytes() const {

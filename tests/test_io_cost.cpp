@@ -104,7 +104,9 @@ TEST_CASE("a small append is encoded on the calling thread with its statement jo
   Store s(dir.file("s.db"), o);
   // A hand-off to the pool and back cost more than encoding a few kilobytes.
   CHECK(encoding_threads(s, "small", b, 48) == std::set<std::thread::id>{std::this_thread::get_id()});
-  // Large work still goes to the pool (2.4 MB here).
+  // So does one chunk alone (1,024 tokens, 299 KB): the pool gains nothing for it.
+  CHECK(encoding_threads(s, "one chunk", b, 1024) == std::set<std::thread::id>{std::this_thread::get_id()});
+  // Several large chunks still go to the pool (2.4 MB here).
   CHECK(encoding_threads(s, "large", b, 8192).count(std::this_thread::get_id()) == 0);
   // On disk, SQLite opened and unlinked a temporary file for every append.
   SQLite::Database& db =

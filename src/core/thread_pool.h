@@ -54,9 +54,10 @@ class ThreadPool {
 // next() that returns i. The destructor waits for the jobs in flight (they may
 // point into the caller's buffers).
 //
-// kInline runs each produce(i) in next() on the calling thread instead: for
-// work of a few kilobytes, handing it to a worker and waiting for it costs
-// more than doing it.
+// kInline runs every produce(i) at construction on the calling thread
+// instead (an exception still comes out of the next() that returns i): for
+// work of a few kilobytes, or one job alone, handing it to a worker and
+// waiting for it costs more than doing it.
 template <class R>
 class OrderedJobs {
  public:
@@ -76,11 +77,6 @@ class OrderedJobs {
   bool done() const { return taken_ == n_; }
   // Requires !done(). Waits for result i (i = 0, 1, ... on successive calls).
   size_t next(R& out) {
-    if (inline_) {
-      const size_t i = taken_++;
-      out = produce_(i);
-      return i;
-    }
     std::future<R> f = std::move(inflight_.front());
     inflight_.pop_front();
     const size_t i = taken_++;
@@ -96,7 +92,17 @@ class OrderedJobs {
 
  private:
   void refill() {
-    while (!inline_ && submitted_ < n_ && inflight_.size() < window_) {
+    while (inline_ && submitted_ < n_) {
+      std::promise<R> done;
+      try {
+        done.set_value(produce_(submitted_));
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+      ++submitted_;
+      inflight_.push_back(done.get_future());
+    }
+    while (submitted_ < n_ && inflight_.size() < window_) {
       const size_t i = submitted_++;
       inflight_.push_back(pool_.submit([this, i] { return produce_(i); }));
     }

@@ -194,6 +194,8 @@ def context_overflow(env, model):
         export_matches(env, store, wid + "/slot0", os.path.join(snaps["file"], ".coli_kv"),
                        "%s overflow turn %d" % (model, i))
     check("ok" in env.colikv("verify", store).lower(), "%s overflow: the store verifies" % model)
+    check(re.search(r'"id": "%s/slot0/\d+"' % re.escape(wid), env.colikv("ls", store, "--json")),
+          "%s overflow: the conversation started over is kept as a fork" % model)
 
 
 def model_switch(env):

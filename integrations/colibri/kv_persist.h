@@ -5,9 +5,9 @@
  * (default full), COLIKV_MAX_BYTES (byte budget, LRU eviction; default unlimited),
  * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder).
  * A store error never stops the engine: it logs [KV] and runs without persistence.
- * A truncate that discards more than KV_KEEP_MIN tokens first keeps them as the fork
- * "<weights-id>/slot<N>/<n>", which kv_disk_adopt (called by store-adopt.patch) can
- * load back when that conversation returns on any slot.
+ * A truncate that discards more than KV_KEEP_MIN tokens, or a start-over, first keeps
+ * the conversation as the fork "<weights-id>/slot<N>/<n>", which kv_disk_adopt (called
+ * by store-adopt.patch) can load back when that conversation returns on any slot.
  * Include after Model/KVState/Cfg are defined; requires now_s() and g_draft. */
 #ifndef KV_PERSIST_H
 #define KV_PERSIST_H
@@ -144,6 +144,7 @@ static int kv_disk_load(Model *m, int *hist, int maxctx){
     if(nrec<1) return 0;
     if(nrec>=maxctx-8-g_draft){
         fprintf(stderr,"[KV] saved conversation (%d tokens) exceeds the context: starting over\n",nrec);
+        kv_colikv_keep(s,k,id,nrec);   /* the next save rewrites the slot from position 0 */
         return 0; }
     double t0=now_s();
     int64_t n=colikv_load(s,id,&cm,(int32_t*)hist,maxctx,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);

@@ -83,6 +83,9 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
                               here);
   // The truncate and the append below are savepoints of this one transaction:
   // a divergence or a model mismatch found by the append undoes the truncate.
+  // Like an append, it waits for a running checkpoint before it begins, or the
+  // WAL grows instead of starting over (and is checkpointed more often).
+  s.catalog->wait_before_write();
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   const int64_t committed = count(id);
   if (from > committed)

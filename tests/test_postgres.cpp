@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "cli_run.h"
 #include "colikv/coli_kv.h"
+#include "colikv/colikv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "proc_util.h"
@@ -250,4 +251,64 @@ TEST_CASE("postgres: gc and vacuum give a server store's space back", "[postgres
   CHECK(v.file_bytes_after < v.file_bytes_before);
   CHECK(s.stats().total.stored_bytes == 0);
   CHECK(s.tokens("big") == std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + 400));
+}
+
+TEST_CASE("postgres: the C API opens a server store by URI", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  colikv_store* s = nullptr;
+  REQUIRE(colikv_open(uri.c_str(), COLIKV_CREATE, &s) == COLIKV_OK);
+  {
+    colikv::Store writer(uri, child_options());
+    const EngineBuffers h = history(12, 4);
+    writer.append("c", h.model, h.tokens.data(), 12, h.source());
+  }
+  CHECK(colikv_count(s, "c") == 12);  // what another connection committed
+  CHECK(colikv_truncate(s, "c", 8) == COLIKV_OK);
+  CHECK(colikv_count(s, "c") == 8);
+  colikv_close(s);
+
+  std::string wrong = uri;
+  const std::string password = password_of(uri);
+  wrong.replace(wrong.find(password), password.size(), "wrong-password");
+  s = nullptr;
+  CHECK(colikv_open(wrong.c_str(), COLIKV_CREATE, &s) == COLIKV_ERR_IO);
+  const std::string msg = colikv_errmsg(s);
+  CHECK(msg.find("127.0.0.1") != std::string::npos);
+  CHECK(msg.find("wrong-password") == std::string::npos);
+  colikv_close(s);
+}
+
+TEST_CASE("postgres: every colikv command takes a server store", "[postgres]") {
+  colikv_test::TempDir dir;
+  const std::string uri = colikv_test::fresh_pg_store();
+  const std::string password = password_of(uri);
+  const std::string sample = std::string(COLIKV_SAMPLE_DIR) + "/glm_tiny_nodsa_51.coli_kv";
+  const std::string prompt = dir.file("prompt.txt");
+  colikv_test::write_file(prompt, "1 2 3\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"import", uri, sample, "--id", "s"},
+      {"ls", uri, "--json"},
+      {"info", uri, "s", "--json"},
+      {"export", uri, "s", dir.file("out.coli_kv")},
+      {"verify", uri, "--json"},
+      {"stats", uri, "--json"},
+      {"fork", uri, "s", "f", "--at", "20"},
+      {"truncate", uri, "f", "10"},
+      {"rename", uri, "f", "g"},
+      {"match", uri, "--model-of", "s", "--tokens", prompt, "--json"},
+      {"gc", uri, "--max-bytes", "1000000000"},
+      {"rm", uri, "g"},
+      {"vacuum", uri},
+  };
+  for (const auto& args : commands) {
+    const colikv_test::Run r = colikv_test::tool(args);
+    INFO(args[0] << ": " << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find(password) == std::string::npos);
+    CHECK(r.err.find(password) == std::string::npos);
+  }
+  CHECK(colikv_test::read_file(dir.file("out.coli_kv")) == colikv_test::read_file(sample));
+  const colikv_test::Run missing = colikv_test::tool({"info", uri, "nobody"});
+  CHECK(missing.code != 0);
+  CHECK(missing.err.find(password) == std::string::npos);
 }

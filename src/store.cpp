@@ -188,6 +188,7 @@ Store::Impl::Impl(const std::string& p, const Options& o)
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
   if (!options.read_only && options.vfs_name.empty())
     checkpointer = std::make_shared<detail::Checkpointer>(db.getHandle(), path);
+  if (!options.read_only) async = detail::make_async_writer(*this);
 }
 
 std::string Store::Impl::where(const std::string& id) const {
@@ -855,19 +856,19 @@ int Store::schema_version() const {
 int Store::library_schema_version() { return detail::latest_schema_version(); }
 
 int64_t Store::count(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   auto c = impl_->find_conversation(id);
   return c ? c->count : 0;
 }
 
 bool Store::exists(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   return impl_->find_conversation(id).has_value();
 }
 
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   detail::AppendRequest req;
   req.id = id;
@@ -882,7 +883,7 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
 
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   model.validate();
   if (len > 0)
@@ -903,7 +904,7 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
 
 int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
                     const KvTarget& kv, int64_t limit) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   model.validate();
@@ -962,7 +963,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
 }
 
 std::vector<int32_t> Store::tokens(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
@@ -1044,7 +1045,7 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
 }  // namespace
 
 void Store::truncate(const std::string& id, int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("truncate conversation '" + id + "'");
@@ -1082,7 +1083,7 @@ void Store::truncate(const std::string& id, int64_t len) {
 }
 
 void Store::remove(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("delete conversation '" + id + "'");
@@ -1098,7 +1099,7 @@ void Store::remove(const std::string& id) {
 }
 
 void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   const std::string here = s.where(src);
   s.require_writable("fork conversation '" + src + "'");
@@ -1163,7 +1164,7 @@ void update_text_column(Store::Impl& s, const std::string& id, const char* colum
 }  // namespace
 
 void Store::rename(const std::string& old_id, const std::string& new_id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   if (new_id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(old_id) + ": the new id is empty");
   if (old_id == new_id) {
@@ -1179,12 +1180,12 @@ void Store::rename(const std::string& old_id, const std::string& new_id) {
 }
 
 void Store::set_title(const std::string& id, const std::string& title) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   update_text_column(*impl_, id, "title", title);
 }
 
 void Store::set_metadata(const std::string& id, const std::string& metadata_json) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   if (!s.is_json(metadata_json)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
   update_text_column(s, id, "metadata", metadata_json);
@@ -1225,7 +1226,7 @@ ConversationInfo info_from_row(Store::Impl& s, SQLite::Statement& q) {
 }  // namespace
 
 ConversationInfo Store::info(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   return read_rows(s.where(id), [&] {
     SQLite::Statement q(s.db, std::string(kInfoSelect) + "WHERE c.name = ?");
@@ -1236,7 +1237,7 @@ ConversationInfo Store::info(const std::string& id) {
 }
 
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   return read_rows(s.where(), [&] {
     // The page is chosen on the (last_used_ms, conversation_id) index alone:
@@ -1254,7 +1255,7 @@ std::vector<ConversationInfo> Store::list(const ListOptions& options) {
 }
 
 int64_t Store::conversation_count() {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   return detail::query_int(impl_->db, "SELECT count(*) FROM conversations", impl_->where());
 }
 
@@ -1515,7 +1516,7 @@ class Verifier {
 }  // namespace
 
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
   Impl& s = *impl_;
   SqlTransaction snapshot(s.db, s.where(id), SqlTransaction::kRead);
   if (!id.empty()) s.get_conversation(id);
@@ -1523,7 +1524,7 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
 }
 
 StoreStats Store::stats() {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   StoreStats out;
   SqlTransaction snapshot(s.db, s.where(), SqlTransaction::kRead);

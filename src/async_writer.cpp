@@ -1,6 +1,9 @@
 #include "async_writer.h"
 
 #include <sys/mman.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +25,28 @@ namespace {
 thread_local int t_call_depth = 0;
 
 constexpr size_t kHugePage = size_t{2} << 20;
+
+// Copies n floats with stores that bypass the cache where the CPU has them:
+// a turn's rows are far larger than the cache, and a plain copy first reads
+// every destination line it then overwrites (measured about twice as slow).
+void stream_copy(float* dst, const float* src, size_t n) {
+#if defined(__SSE2__)
+  size_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
+  for (; i + 16 <= n; i += 16) {
+    const __m128 a = _mm_loadu_ps(src + i), b = _mm_loadu_ps(src + i + 4);
+    const __m128 c = _mm_loadu_ps(src + i + 8), d = _mm_loadu_ps(src + i + 12);
+    _mm_stream_ps(dst + i, a);
+    _mm_stream_ps(dst + i + 4, b);
+    _mm_stream_ps(dst + i + 8, c);
+    _mm_stream_ps(dst + i + 12, d);
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+  _mm_sfence();  // the streamed stores are visible before the copy is reported done
+#else
+  std::memcpy(dst, src, n * sizeof(float));
+#endif
+}
 
 }  // namespace
 
@@ -202,7 +227,7 @@ void AsyncWriter::copy_rows(const ModelSignature& m, const KvSource& kv, int64_t
     std::atomic<size_t> done{0};
     void copy_some() {
       for (size_t p = next++; p < src.size(); p = next++) {
-        std::memcpy(dst[p].base, src[p].base, rows * static_cast<size_t>(dst[p].width) * sizeof(float));
+        stream_copy(dst[p].base, src[p].base, rows * static_cast<size_t>(dst[p].width));
         ++done;
       }
     }

@@ -191,6 +191,8 @@ Store::Impl::Impl(const std::string& p, const Options& o)
   if (!options.read_only) async = detail::make_async_writer(*this);
 }
 
+Store::Impl::~Impl() { async.reset(); }
+
 std::string Store::Impl::where(const std::string& id) const {
   return id.empty() ? "store " + path : "store " + path + ": conversation '" + id + "'";
 }

@@ -102,6 +102,7 @@ std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);
 class Store::Impl {
  public:
   Impl(const std::string& path, const Options& options);
+  ~Impl();
 
   void append(const detail::AppendRequest& req);
 
@@ -131,8 +132,8 @@ class Store::Impl {
   // last so that it stops before anything else is torn down.
   std::shared_ptr<detail::Checkpointer> checkpointer;
   // The background writer of append_async (async_writer.h), on a writable
-  // store; declared after everything it uses, so that it commits what is
-  // still queued before any of it is torn down.
+  // store; ~Impl stops it first, so that it commits what is still queued
+  // before anything it uses is torn down.
   std::unique_ptr<detail::AsyncWriter> async;
 
   // Helpers used by Store's methods.

@@ -1,7 +1,7 @@
 # Writes OUT: a C++ file holding every migration in FILES (sorted NNNN_name.sql)
 # as a string, so the library carries its schema.
 set(body "// Generated from migrations/*.sql by cmake/embed_migrations.cmake. Do not edit.\n")
-string(APPEND body "#include \"migrations.h\"\n\nnamespace colikv {\nnamespace detail {\n\n")
+string(APPEND body "#include \"sqlite/migrations.h\"\n\nnamespace colikv {\nnamespace detail {\n\n")
 string(APPEND body "const std::vector<Migration>& embedded_migrations() {\n  static const std::vector<Migration> all = {\n")
 string(REPLACE "|" ";" FILES "${FILES}")
 foreach(f ${FILES})

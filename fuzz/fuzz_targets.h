@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"

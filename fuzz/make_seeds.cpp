@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
 
 namespace {

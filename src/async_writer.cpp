@@ -11,9 +11,9 @@
 #include <cstring>
 #include <new>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "store_impl.h"
-#include "store_limits.h"
+#include "core/store_limits.h"
 
 namespace colikv {
 namespace detail {

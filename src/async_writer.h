@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "colikv/store.h"
-#include "thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace colikv {
 namespace detail {

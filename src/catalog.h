@@ -4,18 +4,22 @@
 // implements the same interface.
 //
 // Errors: a method throws colikv::Error, or its backend's own exception, which
-// the caller turns into colikv::Error naming what it was doing (with_context).
+// the caller turns into colikv::Error naming what it was doing (with_context,
+// backend_error.h).
 #ifndef COLIKV_SRC_CATALOG_H
 #define COLIKV_SRC_CATALOG_H
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/model.h"
+#include "colikv/options.h"
 
 namespace colikv {
 namespace detail {
@@ -131,6 +135,142 @@ struct NewConversation {
   int64_t now_ms = 0;
 };
 
+// A conversation as info() and list() show it; model_id unchecked.
+struct ConversationInfoRow {
+  std::string name;
+  int64_t model_id = 0;
+  int64_t count = 0;
+  std::string title;
+  std::string metadata;
+  std::string parent;  // "" when none or deleted
+  int64_t forked_at = 0;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t last_used_ms = 0;
+  int64_t stored_bytes = 0;  // payload bytes of its chunks
+  bool evicted = false;      // one of its chunks has its payload evicted
+  std::string precision;
+};
+
+// The text columns a caller may set on a conversation.
+enum class ConversationText { kName, kTitle, kMetadata };
+
+// "name", "title", "metadata": for messages, and the columns' names in the schemas.
+inline const char* text_column_name(ConversationText column) {
+  switch (column) {
+    case ConversationText::kName: return "name";
+    case ConversationText::kTitle: return "title";
+    case ConversationText::kMetadata: return "metadata";
+  }
+  return "title";
+}
+
+// A conversation's place in the fork tree, for verify.
+struct LineageRow {
+  int64_t id = 0;
+  std::string name;
+  int64_t parent_id = 0;  // 0: none, or the parent was deleted
+  int64_t forked_at = 0;
+};
+
+// Where a chunk sits: its first position and its size.
+struct ChunkPlace {
+  int64_t chunk_id = 0;
+  int64_t first_pos = 0;
+  int64_t n_tokens = 0;
+};
+
+// A chunk used by a conversation (verify's scan of shared chunks).
+struct ChunkUse {
+  ChunkPlace chunk;
+  int64_t conversation_id = 0;
+};
+
+// One entry of a chunk list as verify reads it, unchecked; the views are
+// valid during the callback only.
+struct VerifyChunkRow {
+  int64_t seq = 0;
+  std::optional<int64_t> chunk_id;  // none: the list names a chunk that does not exist
+  int64_t first_pos = 0;
+  int64_t n_tokens = 0;
+  int64_t model_id = 0;
+  std::string_view tokens_json;
+  std::string compression;
+  int64_t raw_size = 0;
+  int64_t checksum = 0;
+  const uint8_t* payload = nullptr;  // with payload_bytes; null with has_payload false: evicted
+  size_t payload_bytes = 0;
+  bool has_payload = false;
+  ChunkHash key{};
+  std::string precision;
+  std::optional<ChunkHash> digest;  // none: written before schema 5
+};
+
+// A database's own consistency check.
+struct IntegrityReport {
+  std::string check;  // its name, for messages
+  std::string text;   // "ok" when sound
+};
+
+// What one model's conversations and chunks hold (stats).
+struct ModelUsageRow {
+  int64_t model_id = 0;
+  int64_t chunk_tokens = 0;
+  int64_t record_bytes = 0;
+  int64_t conversations = 0;
+  int64_t tokens = 0;         // of its conversations
+  int64_t chunks = 0;
+  int64_t chunk_tokens_sum = 0;  // tokens of its chunks, each counted once
+  int64_t stored_bytes = 0;   // payload bytes of its chunks
+};
+
+// A chunk that holds values and their stored size (eviction).
+struct PayloadChunk {
+  int64_t chunk_id = 0;
+  int64_t bytes = 0;
+};
+
+// The prefix index (Store::match): lookups by chain hash and by token-list
+// prefix, over queries the backend may keep prepared across calls. Valid in
+// the caller's read snapshot. `prev` is the chain hash before a chunk, null
+// for a chunk at position 0. A visitor returns true to stop.
+class PrefixIndex {
+ public:
+  using ConversationVisitor = std::function<bool(int64_t conversation_id, const std::string& name)>;
+  virtual ~PrefixIndex() = default;
+  virtual std::optional<int64_t> find_model_id(const std::string& signature) = 0;
+  // The least precision above `after` that chunks of the model are stored in.
+  virtual std::optional<std::string> next_precision(int64_t model_id, const std::string& after) = 0;
+  virtual bool chain_stored(int64_t model_id, const ChunkHash& chain) = 0;
+  // Is there a chunk after `prev` whose token list is in [from, to), or equals `exact`?
+  virtual bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                 const std::string& from, const std::string& to) = 0;
+  virtual bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                              const std::string& exact) = 0;
+  virtual std::optional<int64_t> chunk_at(int64_t conversation_id, int64_t seq) = 0;
+  virtual std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) = 0;
+  // The token list the index holds for a chunk that follows `prev`.
+  virtual std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
+                                                    const ChunkHash* prev) = 0;
+  // The chunk's own token list.
+  virtual std::optional<std::string> chunk_tokens(int64_t chunk_id) = 0;
+  // The first evicted entry of a chunk list among seq < n_chunks.
+  virtual std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) = 0;
+  // (last_used_ms, conversation_id) of a conversation.
+  virtual std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) = 0;
+  // The `limit` most recently used conversations, most recent first.
+  virtual void visit_recent(int64_t limit, const ConversationVisitor& f) = 0;
+  // The conversations whose entry seq is a chunk of the model at chain hash
+  // `chain`, most recently used first.
+  virtual void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
+                                    const ConversationVisitor& f) = 0;
+  // The conversations whose entry seq follows `prev` with a token list in
+  // [from, to) or equal to `exact`, most recently used first.
+  virtual void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                     const std::string& from, const std::string& to, const std::string& exact,
+                                     int64_t seq, const ConversationVisitor& f) = 0;
+};
+
 class Catalog {
  public:
   virtual ~Catalog() = default;
@@ -156,6 +296,27 @@ class Catalog {
   // (and the last-used time when `used`).
   virtual void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) = 0;
   virtual void touch_used(int64_t conversation_id, int64_t now_ms) = 0;
+  // Sets a conversation's last-used time, outside any transaction, unless
+  // that would wait for another writer or fail: recency is best effort.
+  virtual void touch_used_if_idle(const std::string& name, int64_t now_ms) = 0;
+  // Sets a text column, bumps the generation and sets the updated time;
+  // false when there is no such conversation.
+  virtual bool set_text(const std::string& name, ConversationText column, const std::string& value,
+                        int64_t now_ms) = 0;
+  virtual std::optional<ConversationInfoRow> conversation_info(const std::string& name) = 0;
+  // The page [offset, offset + limit) (limit < 0: all) of the conversations,
+  // most recently used first.
+  virtual std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) = 0;
+  virtual int64_t conversation_count() = 0;
+  // Each of the token lists (JSON text) of entries [0, n_chunks) of a chunk
+  // list, in seq order.
+  virtual void for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+                                   const std::function<void(int64_t chunk_id, int64_t n_tokens,
+                                                            std::string_view tokens_json)>& f) = 0;
+
+  // The store
+  virtual int schema_version() = 0;
+  virtual bool is_json(const std::string& text) = 0;
 
   // Models
   virtual std::optional<int64_t> find_model_id(const std::string& signature) = 0;
@@ -185,7 +346,58 @@ class Catalog {
   virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
   // Deletes those of the chunks no chunk list names.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
+
+  // Verify and stats
+  virtual IntegrityReport check_integrity() = 0;
+  // All conversations by name, or the one named `only`.
+  virtual std::vector<ConversationRow> conversations_to_verify(const std::string& only) = 0;
+  virtual void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) = 0;
+  virtual std::vector<LineageRow> lineage() = 0;
+  // The uses of chunks that still hold values, have no content digest, and
+  // are used more than once, by chunk id.
+  virtual void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) = 0;
+  // Chunks no chunk list names.
+  virtual std::vector<ChunkPlace> unused_chunks() = 0;
+  // By model id.
+  virtual std::vector<ModelUsageRow> model_usage() = 0;
+
+  // Eviction
+  virtual int64_t stored_payload_bytes() = 0;
+  // Conversations, least recently used first, stepped lazily; chunks (not
+  // conversations) may change while it runs.
+  virtual void visit_least_recent(const PrefixIndex::ConversationVisitor& f) = 0;
+  virtual std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) = 0;
+  // How many chunk-list entries name the chunk.
+  virtual int64_t chunk_users(int64_t chunk_id) = 0;
+  // Drops a chunk's payload; its row and token ids stay.
+  virtual void evict_payload(int64_t chunk_id) = 0;
+  virtual void bump_generation(int64_t conversation_id) = 0;
+  // The first evicted entry of a chunk list among seq < n_chunks.
+  virtual std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) = 0;
+  virtual int64_t evicted_chunk_count() = 0;
+  virtual int64_t evicted_conversation_count() = 0;
+  // Rewrites the store without its free space.
+  virtual void compact(const std::string& what) = 0;
+  // Bytes the store takes on disk.
+  virtual int64_t file_bytes() = 0;
+  // The local files the store keeps, as suffixes of its location ("" for the
+  // location itself); none for a store on a server.
+  virtual std::vector<std::string> file_suffixes() const = 0;
+
+  virtual PrefixIndex& prefix_index() = 0;
+
+  // Waits for the backend's own background work that would slow the write
+  // about to begin (SQLite: a running WAL checkpoint).
+  virtual void wait_before_write() = 0;
 };
+
+// Opens (or creates) the store at `location` with its backend: a file path
+// is SQLite's, the embedded default. Throws as Store's constructor documents.
+std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options);
+
+// The schema version this library writes in the default backend's stores
+// (sqlite/migrations.cpp).
+int latest_schema_version();
 
 }  // namespace detail
 }  // namespace colikv

@@ -9,96 +9,41 @@
 // conversation that uses it is being evicted.
 #include "eviction.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
 
-#include "sqlite/open_store.h"
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
 
 namespace colikv {
 
-using detail::SqlTransaction;
 using detail::with_context;
 
-namespace {
-
-// A zero-length blob marks "no predecessor" (a chunk at position 0); binding a
-// null pointer would bind NULL instead.
-const uint8_t kNoPrev = 0;
-
-void bind_prev(SQLite::Statement& q, int index, int64_t first_pos, const detail::ChunkHash& prev) {
-  if (first_pos == 0)
-    q.bind(index, &kNoPrev, 0);
-  else
-    q.bind(index, prev.data(), static_cast<int>(prev.size()));
-}
-
-}  // namespace
-
 namespace detail {
-
-void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
-  SQLite::Statement q(db,
-                      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
-                      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  q.bind(1, chunk_id);
-  q.bind(2, meta.model_id);
-  q.bind(3, meta.precision);
-  bind_prev(q, 4, meta.first_pos, meta.prev);
-  q.bind(5, meta.tokens_json);
-  q.bind(6, meta.payload_bytes);
-  q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
-  q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
-  q.exec();
-}
-
-void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
-  SQLite::Statement u(db, "UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
-  u.bind(1, meta.payload_bytes);
-  u.bind(2, chunk_id);
-  if (u.exec() == 0) record_chunk_meta(db, chunk_id, meta);
-}
 
 void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
   if (st.n <= 0) return;
   const std::string here = s.where(st.conv.name);
   const int64_t C = st.model.chunk_tokens;
   const int64_t n_chunks = (st.n + C - 1) / C;
-  int64_t first_gone = -1;
-  with_context(here, [&] {
-    SQLite::Statement q(s.db,
-                        "SELECT cc.seq FROM conversation_chunks cc JOIN chunks ch INDEXED BY chunks_evicted "
-                        "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq < ? AND ch.payload IS NULL "
-                        "ORDER BY cc.seq LIMIT 1");
-    q.bind(1, st.conv.id);
-    q.bind(2, n_chunks);
-    if (q.executeStep()) first_gone = q.getColumn(0).getInt64() * C;
-  });
-  if (first_gone < 0) return;
+  const std::optional<int64_t> gone_seq =
+      with_context(here, [&] { return s.catalog->first_evicted_seq(st.conv.id, n_chunks); });
+  if (!gone_seq) return;
+  const int64_t first_gone = *gone_seq * C;
   int64_t filled = 0;
   if (tokens) {
     with_context(here, [&] {
-      SQLite::Statement q(s.db,
-                          "SELECT ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
-                          "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq");
-      q.bind(1, st.conv.id);
-      q.bind(2, n_chunks);
       std::vector<int32_t> t;
-      while (q.executeStep() && filled < st.n) {
-        SQLite::Column col = q.getColumn(1);
-        const char* text = static_cast<const char*>(col.getBlob());
-        if (!parse_tokens_json(text ? text : "", static_cast<size_t>(col.getBytes()), t) ||
-            static_cast<int64_t>(t.size()) != q.getColumn(0).getInt64())
+      s.catalog->for_each_token_list(st.conv.id, n_chunks, [&](int64_t, int64_t n_tokens, std::string_view json) {
+        if (filled >= st.n) return;
+        if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
           throw Error(ErrorCode::kCorrupt, here + ": a chunk's token list is not a JSON array of its token ids");
         const int64_t take = std::min<int64_t>(static_cast<int64_t>(t.size()), st.n - filled);
         std::copy(t.begin(), t.begin() + take, tokens + filled);
         filled += take;
-      }
+      });
     });
     if (filled != st.n)
       throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(filled) + " of the " +
@@ -117,7 +62,8 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
   EvictionReport r;
   const std::string here = s.where();
   return with_context(here, [&] {
-    r.stored_bytes_before = query_int(s.db, "SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta", here);
+    Catalog& catalog = *s.catalog;
+    r.stored_bytes_before = catalog.stored_payload_bytes();
     int64_t total = r.stored_bytes_before;
     if (total > max_bytes) {
       // Least recently used first.
@@ -129,58 +75,31 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
       std::vector<Victim> victims;
       std::unordered_map<int64_t, int64_t> holders;  // chunk -> conversations not yet evicted that use it
       std::set<int64_t> freed;
-      SQLite::Statement lru(s.db,
-                            "SELECT conversation_id, name FROM conversations "
-                            "ORDER BY last_used_ms ASC, conversation_id ASC");
-      SQLite::Statement its(s.db,
-                            "SELECT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
-                            "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND k.payload_bytes > 0");
-      SQLite::Statement users(s.db, "SELECT count(*) FROM conversation_chunks WHERE chunk_id = ?");
-      SQLite::Statement drop(s.db, "UPDATE chunks SET payload = NULL WHERE chunk_id = ?");
-      SQLite::Statement drop_meta(s.db, "UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = ?");
       // Stepped lazily: a budget just exceeded costs a few rows, not a list
-      // of every conversation. Only chunks change while it is open.
-      while (total > max_bytes && lru.executeStep()) {
-        const int64_t conv_id = lru.getColumn(0).getInt64();
-        if (conv_id == protect_id) continue;
-        Victim v{conv_id, lru.getColumn(1).getString(), {}};
-        its.bind(1, conv_id);
-        std::vector<std::pair<int64_t, int64_t>> present;
-        while (its.executeStep()) present.emplace_back(its.getColumn(0).getInt64(), its.getColumn(1).getInt64());
-        its.reset();
-        for (auto& [chunk_id, bytes] : present) {
-          v.chunks.push_back(chunk_id);
-          auto h = holders.find(chunk_id);
-          if (h == holders.end()) {
-            users.bind(1, chunk_id);
-            users.executeStep();
-            h = holders.emplace(chunk_id, users.getColumn(0).getInt64()).first;
-            users.reset();
-          }
+      // of every conversation.
+      catalog.visit_least_recent([&](int64_t conv_id, const std::string& name) {
+        if (conv_id == protect_id) return false;
+        Victim v{conv_id, name, {}};
+        for (const PayloadChunk& c : catalog.payload_chunks(conv_id)) {
+          v.chunks.push_back(c.chunk_id);
+          auto h = holders.find(c.chunk_id);
+          if (h == holders.end()) h = holders.emplace(c.chunk_id, catalog.chunk_users(c.chunk_id)).first;
           if (--h->second > 0) continue;  // a conversation that is kept still uses it
-          drop.bind(1, chunk_id);
-          drop.exec();
-          drop.reset();
-          drop_meta.bind(1, chunk_id);
-          drop_meta.exec();
-          drop_meta.reset();
-          freed.insert(chunk_id);
-          total -= bytes;
+          catalog.evict_payload(c.chunk_id);
+          freed.insert(c.chunk_id);
+          total -= c.bytes;
           ++r.chunks;
         }
         victims.push_back(std::move(v));
-      }
-      lru.reset();
+        return total <= max_bytes;
+      });
       // A conversation that lost KV data is evicted; its generation changes
       // so that a writer that prepared an append before this sees a conflict.
-      SQLite::Statement bump(s.db, "UPDATE conversations SET generation = generation + 1 WHERE conversation_id = ?");
       for (auto& v : victims) {
         bool lost = std::any_of(v.chunks.begin(), v.chunks.end(), [&](int64_t c) { return freed.count(c) > 0; });
         if (!lost) continue;
         r.conversations.push_back(v.name);
-        bump.bind(1, v.id);
-        bump.exec();
-        bump.reset();
+        catalog.bump_generation(v.id);
       }
     }
     r.stored_bytes_after = total;
@@ -191,13 +110,10 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
 }
 
 void fill_eviction_stats(Store::Impl& s, StoreStats& out) {
-  const std::string here = s.where();
-  out.evicted_chunks =
-      query_int(s.db, "SELECT count(*) FROM chunks INDEXED BY chunks_evicted WHERE payload IS NULL", here);
-  out.evicted_conversations = query_int(s.db,
-                                        "SELECT count(DISTINCT cc.conversation_id) FROM chunks ch INDEXED BY chunks_evicted "
-                                        "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id WHERE ch.payload IS NULL",
-                                        here);
+  with_context(s.where(), [&] {
+    out.evicted_chunks = s.catalog->evicted_chunk_count();
+    out.evicted_conversations = s.catalog->evicted_conversation_count();
+  });
 }
 
 }  // namespace detail
@@ -208,9 +124,9 @@ EvictionReport Store::gc(int64_t max_bytes) {
   s.require_writable("gc");
   if (max_bytes < 0)
     throw Error(ErrorCode::kInvalidArgument, s.where() + ": gc: negative byte budget " + std::to_string(max_bytes));
-  SqlTransaction txn(s.db, s.where() + ": gc");
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
   EvictionReport r = detail::evict_to_fit(s, max_bytes, -1);
-  txn.commit();
+  txn->commit();
   return r;
 }
 
@@ -219,13 +135,9 @@ VacuumReport Store::vacuum() {
   Impl& s = *impl_;
   s.require_writable("vacuum");
   VacuumReport r;
-  r.file_bytes_before = detail::file_size_or_zero(s.path) + detail::file_size_or_zero(s.path + "-wal");
-  detail::exec(s.db, "VACUUM", s.where() + ": vacuum");
-  // The rewritten pages are in the WAL: copy them back and shrink both files.
-  // A reader that holds an old snapshot may keep the WAL from being reset;
-  // that is not an error (the space is given back at a later checkpoint).
-  sqlite3_wal_checkpoint_v2(s.db.getHandle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
-  r.file_bytes_after = detail::file_size_or_zero(s.path) + detail::file_size_or_zero(s.path + "-wal");
+  r.file_bytes_before = s.catalog->file_bytes();
+  s.catalog->compact(s.where() + ": vacuum");
+  r.file_bytes_after = s.catalog->file_bytes();
   return r;
 }
 

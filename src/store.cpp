@@ -1,25 +1,20 @@
 #include "colikv/store.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "eviction.h"
-#include "migrations.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/open_store.h"
-#include "sqlite/sqlite_catalog.h"
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
-#include "store_limits.h"
+#include "core/store_limits.h"
 
 namespace colikv {
 
@@ -30,12 +25,10 @@ using detail::EncodedChunk;
 using detail::ModelRow;
 using detail::PlaneList;
 using detail::PlaneRef;
-using detail::SqlTransaction;
 using detail::StoredChunk;
+using detail::read_rows;
 using detail::with_context;
 using detail::check_kv_pointers;
-using detail::blob_to_hash;
-using detail::digest_column;
 
 namespace {
 
@@ -73,25 +66,6 @@ std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int6
     throw Error(ErrorCode::kCorrupt, where + ": token list is not a JSON array of " +
                                          std::to_string(expect_n) + " token ids");
   return out;
-}
-
-std::vector<int32_t> parse_tokens_or_throw(const SQLite::Column& col, int64_t expect_n, const std::string& where) {
-  return parse_tokens_or_throw(static_cast<const char*>(col.getBlob()), col.getBytes(), expect_n, where);
-}
-
-// Runs a read of stored rows. SQLITE_TOOBIG there means a value over the
-// connection's SQLITE_LIMIT_LENGTH: one no colikv writes, so the store is
-// damaged or hostile, not the caller's argument.
-template <class F>
-auto read_rows(const std::string& what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const SQLite::Exception& e) {
-    if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
-      throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
-                                           std::to_string(detail::kMaxStoredValueBytes) + " bytes)");
-    detail::rethrow_sqlite(e, what);
-  }
 }
 
 std::string range_text(int64_t a, int64_t b) {
@@ -181,13 +155,8 @@ PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n) {
 Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
-      db(detail::open_store(p, o)),
-      catalog(std::make_unique<detail::SqliteCatalog>(db)),
+      catalog(detail::open_catalog(p, o)),
       pool(o.threads) {
-  // Checkpoints run in the background; with a custom VFS (fault injection)
-  // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
-  if (!options.read_only && options.vfs_name.empty())
-    checkpointer = std::make_shared<detail::Checkpointer>(db.getHandle(), path);
   if (!options.read_only) async = detail::make_async_writer(*this);
 }
 
@@ -198,12 +167,7 @@ std::string Store::Impl::where(const std::string& id) const {
 }
 
 bool Store::Impl::is_json(const std::string& text) {
-  return with_context(where(), [&] {
-    SQLite::Statement q(db, "SELECT json_valid(?)");
-    q.bind(1, text);
-    q.executeStep();
-    return q.getColumn(0).getInt() == 1;
-  });
+  return with_context(where(), [&] { return catalog->is_json(text); });
 }
 
 void Store::Impl::require_writable(const std::string& op) const {
@@ -549,7 +513,7 @@ class Appender {
 
   // One write transaction: chunks, chunk list and count together.
   void write_transaction() {
-    if (s_.checkpointer) s_.checkpointer->wait_before_write();
+    s_.catalog->wait_before_write();
     const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
     with_context(here_, [&] {
       check_generation();
@@ -832,7 +796,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
                        const std::function<void(StoredChunk&)>& decode,
                        const std::function<void(StoredChunk&)>& consume) {
   const std::string here = where(id);
-  SqlTransaction snapshot(db, here, SqlTransaction::kRead);
+  const auto snapshot = catalog->begin(detail::Catalog::Access::kRead, here);
   const detail::ScanStart start = scan_start(*this, id, expect, limit, here);
   on_start(start);
   if (start.n == 0) return;
@@ -852,7 +816,7 @@ const Options& Store::options() const { return impl_->options; }
 
 int Store::schema_version() const {
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
-  return static_cast<int>(detail::query_int(impl_->db, "PRAGMA user_version", impl_->where()));
+  return with_context(impl_->where(), [&] { return impl_->catalog->schema_version(); });
 }
 
 int Store::library_schema_version() { return detail::latest_schema_version(); }
@@ -945,21 +909,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
   if (!s.options.read_only) {
     // Recency for list() and eviction. It must neither fail the load nor wait
     // for another writer's lock: it is skipped when the database is busy.
-    // Nor is it worth a device flush: it commits with synchronous=NORMAL (a
-    // power loss may forget it, never corrupt anything; the next FULL commit
-    // syncs it too). Measured: an fsync made a small load ~5 ms instead of 0.3.
-    const bool full = s.options.synchronous == Synchronous::kFull;
-    if (full) sqlite3_exec(s.db.getHandle(), "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-    sqlite3_busy_timeout(s.db.getHandle(), 0);
-    try {
-      SQLite::Statement u(s.db, "UPDATE conversations SET last_used_ms = ? WHERE name = ?");
-      u.bind(1, static_cast<int64_t>(now_ms()));
-      u.bind(2, id);
-      u.exec();
-    } catch (const SQLite::Exception&) {
-    }
-    sqlite3_busy_timeout(s.db.getHandle(), s.options.busy_timeout_ms);
-    if (full) sqlite3_exec(s.db.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+    s.catalog->touch_used_if_idle(id, now_ms());
   }
   return n;
 }
@@ -968,21 +918,17 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
-  SqlTransaction snapshot(s.db, here, SqlTransaction::kRead);
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
   ConversationRow c = s.get_conversation(id);
   if (c.count < 0) throw_negative_count(c, here);
   // Grown by what the chunks hold, not reserved by what the count claims.
   std::vector<int32_t> out;
   read_rows(here, [&] {
-    SQLite::Statement q(s.db,
-                        "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
-                        "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
-    q.bind(1, c.id);
-    while (q.executeStep()) {
-      auto t = parse_tokens_or_throw(q.getColumn(2), q.getColumn(1).getInt64(),
-                                     here + ": chunk " + std::to_string(q.getColumn(0).getInt64()));
+    s.catalog->for_each_token_list(c.id, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+      auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
+                                     here + ": chunk " + std::to_string(chunk_id));
       out.insert(out.end(), t.begin(), t.end());
-    }
+    });
   });
   if (static_cast<int64_t>(out.size()) != c.count)
     throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(out.size()) + " tokens but its count is " +
@@ -1148,19 +1094,16 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
 
 namespace {
 
-void update_text_column(Store::Impl& s, const std::string& id, const char* column, const std::string& value) {
+void update_text_column(Store::Impl& s, const std::string& id, detail::ConversationText column,
+                        const std::string& value) {
   const std::string here = s.where(id);
-  s.require_writable(std::string("set ") + column + " of conversation '" + id + "'");
-  SqlTransaction txn(s.db, here);
+  s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   with_context(here, [&] {
-    SQLite::Statement u(s.db, std::string("UPDATE conversations SET ") + column +
-                                  " = ?, generation = generation + 1, updated_ms = ? WHERE name = ?");
-    u.bind(1, value);
-    u.bind(2, static_cast<int64_t>(now_ms()));
-    u.bind(3, id);
-    if (u.exec() == 0) throw Error(ErrorCode::kNotFound, here + ": no such conversation");
+    if (!s.catalog->set_text(id, column, value, now_ms()))
+      throw Error(ErrorCode::kNotFound, here + ": no such conversation");
   });
-  txn.commit();
+  txn->commit();
 }
 
 }  // namespace
@@ -1178,50 +1121,40 @@ void Store::rename(const std::string& old_id, const std::string& new_id) {
   // Checked here for a clear message; the UNIQUE constraint catches a race.
   if (s.find_conversation(new_id))
     throw Error(ErrorCode::kConflict, s.where(new_id) + ": cannot rename '" + old_id + "' to it: the id is taken");
-  update_text_column(s, old_id, "name", new_id);
+  update_text_column(s, old_id, detail::ConversationText::kName, new_id);
 }
 
 void Store::set_title(const std::string& id, const std::string& title) {
   detail::StoreCall call(*impl_, id);
-  update_text_column(*impl_, id, "title", title);
+  update_text_column(*impl_, id, detail::ConversationText::kTitle, title);
 }
 
 void Store::set_metadata(const std::string& id, const std::string& metadata_json) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   if (!s.is_json(metadata_json)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
-  update_text_column(s, id, "metadata", metadata_json);
+  update_text_column(s, id, detail::ConversationText::kMetadata, metadata_json);
 }
 
 namespace {
 
-const char* kInfoSelect =
-    "SELECT c.name, c.model_id, c.token_count, c.title, c.metadata, coalesce(p.name, ''), c.forked_at, "
-    "c.created_ms, c.updated_ms, c.last_used_ms, "
-    "(SELECT coalesce(sum(length(ch.payload)), 0) FROM conversation_chunks cc JOIN chunks ch "
-    "   ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = c.conversation_id), "
-    "EXISTS (SELECT 1 FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-    "   WHERE cc.conversation_id = c.conversation_id AND ch.payload IS NULL), "
-    "c.precision "
-    "FROM conversations c LEFT JOIN conversations p ON p.conversation_id = c.parent_id ";
-
-ConversationInfo info_from_row(Store::Impl& s, SQLite::Statement& q) {
+ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) {
   ConversationInfo i;
-  i.id = q.getColumn(0).getString();
-  ModelRow m = s.model_by_id(q.getColumn(1).getInt64());
+  i.id = std::move(r.name);
+  ModelRow m = s.model_by_id(r.model_id);
   i.model = m.sig;
-  i.tokens = q.getColumn(2).getInt64();
-  i.title = q.getColumn(3).getString();
-  i.metadata = q.getColumn(4).getString();
-  i.parent = q.getColumn(5).getString();
-  i.forked_at = q.getColumn(6).getInt64();
-  i.created_ms = q.getColumn(7).getInt64();
-  i.updated_ms = q.getColumn(8).getInt64();
-  i.last_used_ms = q.getColumn(9).getInt64();
-  i.stored_bytes = q.getColumn(10).getInt64();
+  i.tokens = r.count;
+  i.title = std::move(r.title);
+  i.metadata = std::move(r.metadata);
+  i.parent = std::move(r.parent);
+  i.forked_at = r.forked_at;
+  i.created_ms = r.created_ms;
+  i.updated_ms = r.updated_ms;
+  i.last_used_ms = r.last_used_ms;
+  i.stored_bytes = r.stored_bytes;
   i.raw_bytes = i.tokens * m.sig.record_bytes();
-  i.evicted = q.getColumn(11).getInt() != 0;
-  i.precision = q.getColumn(12).getString();
+  i.evicted = r.evicted;
+  i.precision = std::move(r.precision);
   return i;
 }
 
@@ -1231,10 +1164,9 @@ ConversationInfo Store::info(const std::string& id) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   return read_rows(s.where(id), [&] {
-    SQLite::Statement q(s.db, std::string(kInfoSelect) + "WHERE c.name = ?");
-    q.bind(1, id);
-    if (!q.executeStep()) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
-    return info_from_row(s, q);
+    std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
+    if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
+    return info_from_row(s, std::move(*row));
   });
 }
 
@@ -1242,23 +1174,16 @@ std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   return read_rows(s.where(), [&] {
-    // The page is chosen on the (last_used_ms, conversation_id) index alone:
-    // OFFSET over the full select would compute the skipped rows' sizes too.
-    SQLite::Statement q(s.db, std::string(kInfoSelect) +
-                                  "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations "
-                                  "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ? OFFSET ?) "
-                                  "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
-    q.bind(1, static_cast<int64_t>(options.limit < 0 ? -1 : options.limit));
-    q.bind(2, static_cast<int64_t>(std::max<int64_t>(0, options.offset)));
     std::vector<ConversationInfo> out;
-    while (q.executeStep()) out.push_back(info_from_row(s, q));
+    for (auto& row : s.catalog->list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
+      out.push_back(info_from_row(s, std::move(row)));
     return out;
   });
 }
 
 int64_t Store::conversation_count() {
   detail::StoreCall call(*impl_);
-  return detail::query_int(impl_->db, "SELECT count(*) FROM conversations", impl_->where());
+  return with_context(impl_->where(), [&] { return impl_->catalog->conversation_count(); });
 }
 
 // ---------------------------------------------------------------------------
@@ -1288,25 +1213,14 @@ int64_t origin_of(const std::map<int64_t, Lineage>& lineage, int64_t conv, int64
 // Chunks written before schema 5 (no content digest) that still hold values
 // and are used by conversations whose values come from different origins:
 // schema 4 shared them by token ids alone.
-std::vector<UncomparedShare> find_uncompared_shares(SQLite::Database& db, const std::string& only) {
+std::vector<UncomparedShare> find_uncompared_shares(detail::Catalog& catalog, const std::string& only) {
   std::map<int64_t, Lineage> lineage;
   std::map<int64_t, std::string> names;
-  {
-    SQLite::Statement q(db, "SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations");
-    while (q.executeStep()) {
-      const int64_t id = q.getColumn(0).getInt64();
-      names[id] = q.getColumn(1).getString();
-      lineage[id] = {q.getColumn(2).getInt64(), q.getColumn(3).getInt64()};
-    }
+  for (detail::LineageRow& r : catalog.lineage()) {
+    names[r.id] = std::move(r.name);
+    lineage[r.id] = {r.parent_id, r.forked_at};
   }
   std::vector<UncomparedShare> out;
-  SQLite::Statement q(db,
-                      "SELECT ch.chunk_id, ch.first_pos, ch.n_tokens, cc.conversation_id FROM chunks ch "
-                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
-                      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
-                      "WHERE k.digest IS NULL AND length(ch.payload) IS NOT NULL "
-                      "AND ch.chunk_id IN (SELECT chunk_id FROM conversation_chunks GROUP BY chunk_id HAVING count(*) > 1) "
-                      "ORDER BY ch.chunk_id");
   UncomparedShare cur;
   std::set<int64_t> origins;
   auto flush = [&] {
@@ -1319,18 +1233,17 @@ std::vector<UncomparedShare> find_uncompared_shares(SQLite::Database& db, const 
     cur = UncomparedShare();
     origins.clear();
   };
-  while (q.executeStep()) {
-    const int64_t chunk_id = q.getColumn(0).getInt64();
-    if (chunk_id != cur.chunk_id) {
+  catalog.for_each_undigested_share([&](const detail::ChunkUse& use) {
+    if (use.chunk.chunk_id != cur.chunk_id) {
       if (cur.chunk_id >= 0) flush();
-      cur.chunk_id = chunk_id;
-      cur.first_pos = q.getColumn(1).getInt64();
-      cur.end_pos = cur.first_pos + q.getColumn(2).getInt64();
+      cur.chunk_id = use.chunk.chunk_id;
+      cur.first_pos = use.chunk.first_pos;
+      cur.end_pos = cur.first_pos + use.chunk.n_tokens;
     }
-    const int64_t conv = q.getColumn(3).getInt64();
+    const int64_t conv = use.conversation_id;
     cur.conversations.push_back(names.count(conv) ? names[conv] : "#" + std::to_string(conv));
     origins.insert(origin_of(lineage, conv, cur.first_pos));
-  }
+  });
   if (cur.chunk_id >= 0) flush();
   return out;
 }
@@ -1354,18 +1267,13 @@ class Verifier {
       done_tokens += c.count;
       if (progress_) progress_(done_tokens, total_tokens);
     }
-    report_.uncompared_shares = find_uncompared_shares(s_.db, only_);
+    report_.uncompared_shares = find_uncompared_shares(*s_.catalog, only_);
     if (only_.empty()) find_unused_chunks();
     return std::move(report_);
   }
 
  private:
-  struct Conv {
-    int64_t id;
-    std::string name;
-    int64_t model_id, count;
-    std::string precision;
-  };
+  using Conv = ConversationRow;
 
   // Where one conversation's walk along its chunk list is.
   struct Walk {
@@ -1381,20 +1289,14 @@ class Verifier {
   }
 
   void check_integrity() {
-    SQLite::Statement q(s_.db, "PRAGMA integrity_check");
-    std::string all;
-    while (q.executeStep()) all += (all.empty() ? "" : "; ") + q.getColumn(0).getString();
-    report_.integrity = all;
-    if (all != "ok") report_.problems.push_back({"", -1, -1, -1, -1, "PRAGMA integrity_check: " + all});
+    const detail::IntegrityReport integrity = s_.catalog->check_integrity();
+    report_.integrity = integrity.text;
+    if (integrity.text != "ok")
+      report_.problems.push_back({"", -1, -1, -1, -1, integrity.check + ": " + integrity.text});
   }
 
   void list_conversations() {
-    SQLite::Statement q(s_.db, only_.empty() ? "SELECT conversation_id, name, model_id, token_count, precision FROM conversations ORDER BY name"
-                                             : "SELECT conversation_id, name, model_id, token_count, precision FROM conversations WHERE name = ?");
-    if (!only_.empty()) q.bind(1, only_);
-    while (q.executeStep())
-      convs_.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString(), q.getColumn(2).getInt64(),
-                        q.getColumn(3).getInt64(), q.getColumn(4).getString()});
+    convs_ = s_.catalog->conversations_to_verify(only_);
   }
 
   void verify_conversation(const Conv& c) {
@@ -1406,34 +1308,28 @@ class Verifier {
       return;
     }
     Walk walk{c, m, detail::chain_seed(m.text, c.precision)};
-    SQLite::Statement q(s_.db,
-                        "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
-                        "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest "
-                        "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                        "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
-    q.bind(1, c.id);
-    while (q.executeStep()) verify_chunk_row(walk, q);
+    s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
     if (walk.covered != c.count)
       problem(c, -1, -1, std::min(walk.covered, c.count), std::max(walk.covered, c.count),
               "chunks cover " + std::to_string(walk.covered) + " positions but the count is " + std::to_string(c.count));
   }
 
-  void verify_chunk_row(Walk& walk, SQLite::Statement& q) {
+  void verify_chunk_row(Walk& walk, const detail::VerifyChunkRow& row) {
     const Conv& c = walk.conv;
     const int64_t C = walk.model.chunk_tokens;
-    const int64_t seq = q.getColumn(0).getInt64();
+    const int64_t seq = row.seq;
     const int64_t first = seq * C;
-    if (q.getColumn(1).isNull()) {
+    if (!row.chunk_id) {
       problem(c, seq, -1, first, first + C, "the chunk list names a chunk that does not exist");
       walk.chain_ok = false;
       return;
     }
-    const int64_t chunk_id = q.getColumn(1).getInt64();
-    const int64_t n = q.getColumn(3).getInt64();
+    const int64_t chunk_id = *row.chunk_id;
+    const int64_t n = row.n_tokens;
     if (seq != walk.expected_seq)
       problem(c, seq, chunk_id, walk.expected_seq * C, first, "chunk list has a gap before this chunk");
     walk.expected_seq = seq + 1;
-    if (q.getColumn(2).getInt64() != first || n < 1 || n > C || q.getColumn(10).getInt64() != c.model_id) {
+    if (row.first_pos != first || n < 1 || n > C || row.model_id != c.model_id) {
       problem(c, seq, chunk_id, first, first + std::max<int64_t>(n, 0), "chunk position, size or model does not fit its place in the list");
       walk.chain_ok = false;
       return;
@@ -1441,9 +1337,9 @@ class Verifier {
     if (first + n < c.count && n != C) problem(c, seq, chunk_id, first, first + n, "a partial chunk before the last one");
     walk.covered = first + n;
     std::vector<int32_t> toks;
-    SQLite::Column tcol = q.getColumn(4);
-    const char* text = tcol.getBytes() <= detail::max_tokens_json_bytes(n) ? static_cast<const char*>(tcol.getBlob()) : nullptr;
-    if (!text || !detail::parse_tokens_json(text, static_cast<size_t>(tcol.getBytes()), toks) ||
+    const std::string_view tokens_json = row.tokens_json;
+    const char* text = static_cast<int64_t>(tokens_json.size()) <= detail::max_tokens_json_bytes(n) ? tokens_json.data() : nullptr;
+    if (!text || !detail::parse_tokens_json(text, tokens_json.size(), toks) ||
         static_cast<int64_t>(toks.size()) != n) {
       problem(c, seq, chunk_id, first, first + n, "token list is not a JSON array of " + std::to_string(n) + " ids");
       walk.chain_ok = false;
@@ -1454,40 +1350,37 @@ class Verifier {
         problem(c, seq, chunk_id, first + i, first + i + 1, "token id " + std::to_string(toks[i]) + " is outside the vocabulary");
         break;
       }
-    const std::optional<ChunkHash> digest = digest_column(q.getColumn(12));
+    const std::optional<ChunkHash>& digest = row.digest;
     if (walk.chain_ok) {
       ChunkHash h = detail::chain_next(walk.chain, toks.data(), n);
-      if (!key_matches(blob_to_hash(q.getColumn(9)), digest, h)) {
+      if (!key_matches(row.key, digest, h)) {
         problem(c, seq, chunk_id, first, first + n, "chunk hash does not match the token ids before and in it");
         walk.chain_ok = false;
       }
       walk.chain = h;
     }
     auto seen = chunk_result_.find(chunk_id);
-    if (seen == chunk_result_.end()) seen = chunk_result_.emplace(chunk_id, check_payload(walk, q, toks, digest)).first;
+    if (seen == chunk_result_.end()) seen = chunk_result_.emplace(chunk_id, check_payload(walk, row, toks)).first;
     if (!seen->second.empty()) problem(c, seq, chunk_id, first, first + n, seen->second);
   }
 
   // A chunk's payload decoded and checked: "" when sound (or evicted: only
   // its token ids are kept, by design), else what is wrong.
-  std::string check_payload(const Walk& walk, SQLite::Statement& q, const std::vector<int32_t>& toks,
-                            const std::optional<ChunkHash>& digest) {
-    SQLite::Column payload = q.getColumn(8);
-    if (payload.isNull()) return "";
+  std::string check_payload(const Walk& walk, const detail::VerifyChunkRow& row, const std::vector<int32_t>& toks) {
+    if (!row.has_payload) return "";
     const int64_t n = static_cast<int64_t>(toks.size());
-    const std::string comp = q.getColumn(5).getString();
+    const std::string& comp = row.compression;
     try {
       if (comp != "zstd" && comp != "none") throw Error(ErrorCode::kCorrupt, "unknown compression '" + comp + "'");
       detail::ChunkPrecision precision;
-      if (!detail::parse_precision(q.getColumn(11).getString(), precision))
-        throw Error(ErrorCode::kCorrupt, "unknown precision '" + q.getColumn(11).getString() + "'");
+      if (!detail::parse_precision(row.precision, precision))
+        throw Error(ErrorCode::kCorrupt, "unknown precision '" + row.precision + "'");
       std::vector<float> buf(static_cast<size_t>(n * walk.model.sig.floats_per_token()));
       ChunkHash decoded_digest;
-      detail::decode_chunk(static_cast<const uint8_t*>(payload.getBlob()), static_cast<size_t>(payload.getBytes()),
-                           comp == "zstd", q.getColumn(6).getInt64(), static_cast<uint32_t>(q.getColumn(7).getInt64()),
+      detail::decode_chunk(row.payload, row.payload_bytes, comp == "zstd", row.raw_size, static_cast<uint32_t>(row.checksum),
                            n, toks.data(), detail::packed_planes(walk.model.sig, buf.data(), n), precision,
                            &decoded_digest);
-      if (digest && decoded_digest != *digest)
+      if (row.digest && decoded_digest != *row.digest)
         throw Error(ErrorCode::kCorrupt, "content digest does not match its decoded values");
       ++report_.chunks;
       report_.bytes += static_cast<int64_t>(buf.size()) * 4;
@@ -1498,12 +1391,8 @@ class Verifier {
   }
 
   void find_unused_chunks() {
-    SQLite::Statement q(s_.db,
-                        "SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
-                        "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)");
-    while (q.executeStep())
-      report_.problems.push_back({"", -1, q.getColumn(0).getInt64(), q.getColumn(1).getInt64(),
-                                  q.getColumn(1).getInt64() + q.getColumn(2).getInt64(),
+    for (const detail::ChunkPlace& c : s_.catalog->unused_chunks())
+      report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, c.first_pos + c.n_tokens,
                                   "chunk is not used by any conversation"});
   }
 
@@ -1520,7 +1409,7 @@ class Verifier {
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
   Impl& s = *impl_;
-  SqlTransaction snapshot(s.db, s.where(id), SqlTransaction::kRead);
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
   if (!id.empty()) s.get_conversation(id);
   return read_rows(s.where(id), [&] { return Verifier(s, id, progress).run(); });
 }
@@ -1529,27 +1418,19 @@ StoreStats Store::stats() {
   detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   StoreStats out;
-  SqlTransaction snapshot(s.db, s.where(), SqlTransaction::kRead);
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   with_context(s.where(), [&] {
-    SQLite::Statement q(s.db,
-                        "SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
-                        " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id), "
-                        " (SELECT coalesce(sum(token_count), 0) FROM conversations c WHERE c.model_id = m.model_id), "
-                        " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id), "
-                        " (SELECT coalesce(sum(n_tokens), 0) FROM chunks ch WHERE ch.model_id = m.model_id), "
-                        " (SELECT coalesce(sum(length(payload)), 0) FROM chunks ch WHERE ch.model_id = m.model_id) "
-                        "FROM models m ORDER BY m.model_id");
-    while (q.executeStep()) {
+    for (const detail::ModelUsageRow& row : s.catalog->model_usage()) {
       UsageStats u;
-      u.model = s.model_by_id(q.getColumn(0).getInt64()).sig;
-      u.chunk_tokens = q.getColumn(1).getInt64();
-      const int64_t rb = q.getColumn(2).getInt64();
-      u.conversations = q.getColumn(3).getInt64();
-      u.tokens = q.getColumn(4).getInt64();
-      u.chunks = q.getColumn(5).getInt64();
+      u.model = s.model_by_id(row.model_id).sig;
+      u.chunk_tokens = row.chunk_tokens;
+      const int64_t rb = row.record_bytes;
+      u.conversations = row.conversations;
+      u.tokens = row.tokens;
+      u.chunks = row.chunks;
       u.logical_bytes = u.tokens * rb;
-      u.unique_bytes = q.getColumn(6).getInt64() * rb;
-      u.stored_bytes = q.getColumn(7).getInt64();
+      u.unique_bytes = row.chunk_tokens_sum * rb;
+      u.stored_bytes = row.stored_bytes;
       out.total.conversations += u.conversations;
       out.total.tokens += u.tokens;
       out.total.chunks += u.chunks;
@@ -1560,7 +1441,7 @@ StoreStats Store::stats() {
     }
     detail::fill_eviction_stats(s, out);
   });
-  out.file_bytes = detail::file_size_or_zero(s.path) + detail::file_size_or_zero(s.path + "-wal");
+  out.file_bytes = s.catalog->file_bytes();
   return out;
 }
 

@@ -3,8 +3,6 @@
 #ifndef COLIKV_SRC_STORE_IMPL_H
 #define COLIKV_SRC_STORE_IMPL_H
 
-#include <SQLiteCpp/Database.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,15 +14,13 @@
 
 #include "async_writer.h"
 #include "catalog.h"
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
-#include "thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace colikv {
 
 namespace detail {
-
-class Checkpointer;  // store.cpp: copies the WAL back on its own thread
 
 // The planes of positions [first_pos, first_pos + n) in the engine's buffers.
 // Throws kInvalidArgument naming `where` unless Lc and Rc hold a buffer for
@@ -121,16 +117,9 @@ class Store::Impl {
 
   std::string path;
   Options options;
-  SQLite::Database db;
-  std::unique_ptr<detail::Catalog> catalog;  // over db
+  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default
   std::recursive_mutex mu;  // serializes calls on this Store
   detail::ThreadPool pool;
-  // Prepared statements of the prefix lookup (prefix_match.cpp), kept across
-  // calls; released before db closes.
-  std::shared_ptr<void> match_cache;
-  // The background WAL checkpointer of a writable store (store.cpp); declared
-  // last so that it stops before anything else is torn down.
-  std::shared_ptr<detail::Checkpointer> checkpointer;
   // The background writer of append_async (async_writer.h), on a writable
   // store; ~Impl stops it first, so that it commits what is still queued
   // before anything it uses is torn down.

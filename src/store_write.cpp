@@ -6,10 +6,10 @@
 #include <mutex>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "eviction.h"
-#include "sqlite_util.h"
+#include "backend_error.h"
 #include "store_impl.h"
 
 namespace colikv {
@@ -19,7 +19,6 @@ using detail::ConversationRow;
 using detail::ExpectedState;
 using detail::PlaneList;
 using detail::QueuedAppend;
-using detail::SqlTransaction;
 
 namespace {
 
@@ -88,14 +87,14 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
                               here);
   // The truncate and the append below are savepoints of this one transaction:
   // a divergence or a model mismatch found by the append undoes the truncate.
-  SqlTransaction txn(s.db, here);
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   const int64_t committed = count(id);
   if (from > committed)
     throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +
                                                  " but only " + std::to_string(committed) + " tokens are committed");
   if (from < committed) truncate(id, from);
   detail::append_rows(s, id, model, tokens, from, len, kv, 0);
-  txn.commit();
+  txn->commit();
 }
 
 namespace detail {
@@ -141,7 +140,7 @@ namespace {
 void commit_queued(Store::Impl& s, const QueuedAppend& job) {
   StoreCall call(s, StoreCall::NoWait{});
   const std::string here = s.where(job.id);
-  SqlTransaction txn(s.db, here);
+  const auto txn = s.catalog->begin(Catalog::Access::kWrite, here);
   const std::optional<ConversationRow> conv = s.find_conversation(job.id);
   const int64_t committed = conv ? conv->count : 0;
   if (committed != job.from)
@@ -151,7 +150,7 @@ void commit_queued(Store::Impl& s, const QueuedAppend& job) {
                                           " (another writer changed it); reload and retry");
   const QueuedAppend::Source rows = job.source();
   append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.from);
-  txn.commit();
+  txn->commit();
 }
 
 // What is stored of a conversation, from one read snapshot: what append_async validates against.

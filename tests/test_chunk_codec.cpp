@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/error.h"
-#include "crc32c.h"
-#include "sha256.h"
+#include "core/crc32c.h"
+#include "core/sha256.h"
 #include "test_support.h"
 
 using colikv::Error;

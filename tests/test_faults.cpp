@@ -26,6 +26,7 @@
 #include "colikv/store.h"
 #include "crash_workload.h"
 #include "fault_vfs.h"
+#include "sqlite/sqlite_catalog.h"
 #include "store_impl.h"
 #include "test_support.h"
 
@@ -318,7 +319,8 @@ TEST_CASE("faults: a nearly full store refuses an append cleanly and works once 
   append_to(s, "c0", 40);
   append_to(s, "c1", 20);
   const State before{{"c0", 40}, {"c1", 20}};
-  SQLite::Database& db = colikv::detail::StoreAccess::impl(s).db;
+  SQLite::Database& db =
+      static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog).database();
   const int64_t pages = db.execAndGet("PRAGMA page_count").getInt64();
   db.exec("PRAGMA max_page_count = " + std::to_string(pages + 2));
   try {

@@ -13,7 +13,7 @@
 
 #include "colikv/colikv.h"
 #include "colikv/store.h"
-#include "migrations.h"
+#include "sqlite/migrations.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;

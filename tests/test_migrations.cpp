@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/error.h"
 #include "colikv/model.h"
 #include "colikv/store.h"
-#include "migrations.h"
+#include "sqlite/migrations.h"
 #include "test_support.h"
 
 #ifndef COLIKV_SOURCE_DIR

@@ -6,7 +6,7 @@
 #include <limits>
 #include <sqlite3.h>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
 #include "test_support.h"

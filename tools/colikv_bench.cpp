@@ -41,7 +41,7 @@
 
 #include <future>
 
-#include "chunk_codec.h"  // the codec alone, for the "bounds" rows
+#include "core/chunk_codec.h"  // the codec alone, for the "bounds" rows
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
 #include "store_impl.h"  // the async writer's queue depth, for the "async" rows

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "colikv/error.h"
-#include "file_kind.h"
-#include "migrations.h"
-#include "sqlite_util.h"
-#include "store_limits.h"
+#include "core/file_kind.h"
+#include "sqlite/migrations.h"
+#include "sqlite/sqlite_util.h"
+#include "core/store_limits.h"
 
 namespace colikv {
 namespace detail {

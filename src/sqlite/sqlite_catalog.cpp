@@ -5,8 +5,9 @@
 
 #include <cstring>
 
-#include "eviction.h"
-#include "sqlite_util.h"
+#include "sqlite/open_store.h"
+#include "sqlite/sqlite_prefix_index.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {
@@ -23,6 +24,44 @@ class SqliteTransaction : public Catalog::Transaction {
   SqlTransaction txn_;
 };
 
+
+// What chunk_meta records of a chunk.
+struct ChunkMeta {
+  int64_t model_id = 0;
+  std::string precision;
+  int64_t first_pos = 0;
+  ChunkHash prev{};    // the chain hash before it (ignored when first_pos == 0)
+  ChunkHash chain{};   // its own chain hash
+  ChunkHash digest{};  // its content digest (kNoValuesDigest for a token-only chunk)
+  std::string tokens_json;
+  int64_t payload_bytes = 0;  // 0: evicted
+};
+
+// Writes the chunk_meta row of a chunk just inserted (replacing any row of a
+// reused chunk_id). Inside the write transaction that inserted the chunk.
+void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
+  SQLite::Statement q(db,
+                      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
+                      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  q.bind(1, chunk_id);
+  q.bind(2, meta.model_id);
+  q.bind(3, meta.precision);
+  bind_prev(q, 4, meta.first_pos == 0 ? nullptr : &meta.prev);
+  q.bind(5, meta.tokens_json);
+  q.bind(6, meta.payload_bytes);
+  q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
+  q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
+  q.exec();
+}
+
+// The payload of an existing chunk was (re)written: updates its payload bytes
+// (writing its whole chunk_meta row if it has none).
+void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
+  SQLite::Statement u(db, "UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
+  u.bind(1, meta.payload_bytes);
+  u.bind(2, chunk_id);
+  if (u.exec() == 0) record_chunk_meta(db, chunk_id, meta);
+}
 
 void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
   q.bind(index, h.data(), static_cast<int>(h.size()));
@@ -373,6 +412,93 @@ void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
     del.exec();
     del.reset();
   }
+}
+
+SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options)
+    : path_(path), options_(options), db_(open_store(path, options)), statements_(db_) {
+  // Checkpoints run in the background; with a custom VFS (fault injection)
+  // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
+  if (!options.read_only && options.vfs_name.empty())
+    checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path);
+}
+
+SqliteCatalog::~SqliteCatalog() = default;
+
+int64_t SqliteCatalog::stored_payload_bytes() {
+  return db_.execAndGet("SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta").getInt64();
+}
+
+void SqliteCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) {
+  SQLite::Statement q(db_, "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms ASC, conversation_id ASC");
+  while (q.executeStep())
+    if (f(q.getColumn(0).getInt64(), q.getColumn(1).getString())) return;
+}
+
+std::vector<PayloadChunk> SqliteCatalog::payload_chunks(int64_t conversation_id) {
+  auto q = statements_.use(
+      "SELECT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
+      "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND k.payload_bytes > 0");
+  q->bind(1, conversation_id);
+  std::vector<PayloadChunk> out;
+  while (q->executeStep()) out.push_back({q->getColumn(0).getInt64(), q->getColumn(1).getInt64()});
+  return out;
+}
+
+int64_t SqliteCatalog::chunk_users(int64_t chunk_id) {
+  auto q = statements_.use("SELECT count(*) FROM conversation_chunks WHERE chunk_id = ?");
+  q->bind(1, chunk_id);
+  q->executeStep();
+  return q->getColumn(0).getInt64();
+}
+
+void SqliteCatalog::evict_payload(int64_t chunk_id) {
+  auto drop = statements_.use("UPDATE chunks SET payload = NULL WHERE chunk_id = ?");
+  drop->bind(1, chunk_id);
+  drop->exec();
+  auto drop_meta = statements_.use("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = ?");
+  drop_meta->bind(1, chunk_id);
+  drop_meta->exec();
+}
+
+void SqliteCatalog::bump_generation(int64_t conversation_id) {
+  auto q = statements_.use("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = ?");
+  q->bind(1, conversation_id);
+  q->exec();
+}
+
+std::optional<int64_t> SqliteCatalog::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
+  return prefix_index().first_evicted_seq(conversation_id, n_chunks);
+}
+
+int64_t SqliteCatalog::evicted_chunk_count() {
+  return db_.execAndGet("SELECT count(*) FROM chunks INDEXED BY chunks_evicted WHERE payload IS NULL").getInt64();
+}
+
+int64_t SqliteCatalog::evicted_conversation_count() {
+  return db_
+      .execAndGet(
+          "SELECT count(DISTINCT cc.conversation_id) FROM chunks ch INDEXED BY chunks_evicted "
+          "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id WHERE ch.payload IS NULL")
+      .getInt64();
+}
+
+void SqliteCatalog::compact(const std::string& what) {
+  exec(db_, "VACUUM", what);
+  // The rewritten pages are in the WAL: copy them back and shrink both files.
+  // A reader that holds an old snapshot may keep the WAL from being reset;
+  // that is not an error (the space is given back at a later checkpoint).
+  sqlite3_wal_checkpoint_v2(db_.getHandle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+}
+
+int64_t SqliteCatalog::file_bytes() { return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal"); }
+
+void SqliteCatalog::wait_before_write() {
+  if (checkpointer_) checkpointer_->wait_before_write();
+}
+
+PrefixIndex& SqliteCatalog::prefix_index() {
+  if (!prefix_index_) prefix_index_ = std::make_unique<SqlitePrefixIndex>(statements_);
+  return *prefix_index_;
 }
 
 }  // namespace detail

@@ -1,4 +1,6 @@
-// The Catalog (catalog.h) over a store's SQLite connection.
+// The Catalog (catalog.h) over a store's SQLite connection, which it owns
+// with the SQLite-only services: hardening and migrations (open_store), the
+// background WAL checkpointer.
 #ifndef COLIKV_SRC_SQLITE_SQLITE_CATALOG_H
 #define COLIKV_SRC_SQLITE_SQLITE_CATALOG_H
 
@@ -7,14 +9,22 @@
 #include <memory>
 
 #include "catalog.h"
+#include "colikv/options.h"
+#include "sqlite/checkpointer.h"
+#include "sqlite/statement_cache.h"
 
 namespace colikv {
 namespace detail {
 
 class SqliteCatalog : public Catalog {
  public:
-  // db must outlive the catalog.
-  explicit SqliteCatalog(SQLite::Database& db) : db_(db) {}
+  // Opens (or creates) the store at path (open_store) with its background
+  // checkpointer when writable.
+  SqliteCatalog(const std::string& path, const Options& options);
+  ~SqliteCatalog() override;
+
+  // The connection, for white-box tests.
+  SQLite::Database& database() { return db_; }
 
   std::unique_ptr<Transaction> begin(Access access, const std::string& what) override;
 
@@ -24,6 +34,16 @@ class SqliteCatalog : public Catalog {
   void delete_conversation(int64_t conversation_id) override;
   void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) override;
   void touch_used(int64_t conversation_id, int64_t now_ms) override;
+  void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
+  bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
+  std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
+  std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) override;
+  int64_t conversation_count() override;
+  void for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+                           const std::function<void(int64_t, int64_t, std::string_view)>& f) override;
+
+  int schema_version() override;
+  bool is_json(const std::string& text) override;
 
   std::optional<int64_t> find_model_id(const std::string& signature) override;
   std::optional<StoredModel> read_model(int64_t model_id) override;
@@ -42,8 +62,38 @@ class SqliteCatalog : public Catalog {
   void unlink_from(int64_t conversation_id, int64_t first_seq) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
 
+  IntegrityReport check_integrity() override;
+  std::vector<ConversationRow> conversations_to_verify(const std::string& only) override;
+  void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) override;
+  std::vector<LineageRow> lineage() override;
+  void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
+  std::vector<ChunkPlace> unused_chunks() override;
+  std::vector<ModelUsageRow> model_usage() override;
+
+  int64_t stored_payload_bytes() override;
+  void visit_least_recent(const PrefixIndex::ConversationVisitor& f) override;
+  std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
+  int64_t chunk_users(int64_t chunk_id) override;
+  void evict_payload(int64_t chunk_id) override;
+  void bump_generation(int64_t conversation_id) override;
+  std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) override;
+  int64_t evicted_chunk_count() override;
+  int64_t evicted_conversation_count() override;
+  void compact(const std::string& what) override;
+  int64_t file_bytes() override;
+  std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
+
+  PrefixIndex& prefix_index() override;
+  void wait_before_write() override;
+
  private:
-  SQLite::Database& db_;
+  std::string path_;
+  Options options_;
+  SQLite::Database db_;
+  StatementCache statements_;  // kept across calls: the prefix lookup, eviction
+  std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_
+  // Declared last so that it stops before the connection closes.
+  std::unique_ptr<Checkpointer> checkpointer_;
 };
 
 }  // namespace detail

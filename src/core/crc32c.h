@@ -1,6 +1,6 @@
 // CRC-32C (Castagnoli): the checksum of chunk payloads (docs/format.md).
-#ifndef COLIKV_SRC_CRC32C_H
-#define COLIKV_SRC_CRC32C_H
+#ifndef COLIKV_SRC_CORE_CRC32C_H
+#define COLIKV_SRC_CORE_CRC32C_H
 
 #include <cstddef>
 #include <cstdint>
@@ -21,4 +21,4 @@ bool crc32c_hardware_available();
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_CRC32C_H
+#endif  // COLIKV_SRC_CORE_CRC32C_H

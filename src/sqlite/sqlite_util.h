@@ -1,7 +1,7 @@
 // SQLite plumbing shared by the library: SQLite errors become colikv::Error,
 // and a write-transaction guard that rolls back in its destructor.
-#ifndef COLIKV_SRC_SQLITE_UTIL_H
-#define COLIKV_SRC_SQLITE_UTIL_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_UTIL_H
+#define COLIKV_SRC_SQLITE_SQLITE_UTIL_H
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -11,7 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "chunk_codec.h"
+#include "backend_error.h"
+#include "core/chunk_codec.h"
 #include "colikv/error.h"
 
 namespace colikv {
@@ -24,15 +25,10 @@ ErrorCode error_code_for_sqlite(int extended_code);
 // (which names the store and the operation).
 [[noreturn]] void rethrow_sqlite(const SQLite::Exception& e, const std::string& what);
 
-// Runs f(), turning SQLite exceptions into colikv::Error with context.
-template <class F>
-auto with_context(const std::string& what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const SQLite::Exception& e) {
-    rethrow_sqlite(e, what);
-  }
-}
+// rethrow_sqlite for a read of stored rows: SQLITE_TOOBIG there means a
+// value over the connection's SQLITE_LIMIT_LENGTH, one no colikv writes, so
+// the store is damaged or hostile (kCorrupt), not the caller's argument.
+[[noreturn]] void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& what);
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what);
 int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what);
@@ -68,4 +64,4 @@ class SqlTransaction {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_UTIL_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_UTIL_H

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "file_kind.h"
+#include "core/file_kind.h"
 #include "store_impl.h"
 
 namespace colikv {
@@ -327,11 +327,13 @@ std::string canonical_name(const std::string& path) {
   return dir.empty() ? path : dir + "/" + path.substr(path.find_last_of('/') + 1);
 }
 
-// The files SQLite keeps for the store: the database and its companions,
-// named after the database file symbolic links lead to.
-std::vector<std::string> store_files(const std::string& store_path) {
-  const std::string db = canonical_name(store_path);
-  return {db, db + "-wal", db + "-shm", db + "-journal"};
+// The local files the store keeps (its backend's file_suffixes), named after
+// the file symbolic links lead to.
+std::vector<std::string> store_files(const Store::Impl& s) {
+  const std::string base = canonical_name(s.path);
+  std::vector<std::string> out;
+  for (const std::string& suffix : s.catalog->file_suffixes()) out.push_back(base + suffix);
+  return out;
 }
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
@@ -339,8 +341,8 @@ bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == 
 // Which of the store's files `out` (stat'ed as out_st, when it exists) is, by
 // device and inode (a hard link has another name) or by name (a companion
 // that does not exist yet); "" if none.
-std::string store_file_at(const std::string& store_path, const std::string& out_name, const struct stat* out_st) {
-  for (const auto& f : store_files(store_path)) {
+std::string store_file_at(const Store::Impl& s, const std::string& out_name, const struct stat* out_st) {
+  for (const auto& f : store_files(s)) {
     struct stat st;
     if (out_st && ::stat(f.c_str(), &st) == 0 && same_file(st, *out_st)) return f;
     if (!out_name.empty() && out_name == f) return f;
@@ -351,10 +353,10 @@ std::string store_file_at(const std::string& store_path, const std::string& out_
 // The file export replaces: path itself, or the file its symbolic links lead
 // to. Refuses the store's own files, anything but a regular file, a dangling
 // link, and (without force) any existing file.
-std::string export_target(const std::string& store_path, const std::string& path, bool force) {
+std::string export_target(const Store::Impl& s, const std::string& path, bool force) {
   struct stat lst, st;
   if (::lstat(path.c_str(), &lst) != 0) {
-    const std::string companion = store_file_at(store_path, canonical_name(path), nullptr);
+    const std::string companion = store_file_at(s, canonical_name(path), nullptr);
     if (!companion.empty())
       throw Error(ErrorCode::kInvalidArgument, path + ": the name of the store's own file " + companion + "; not written");
     return path;
@@ -362,7 +364,7 @@ std::string export_target(const std::string& store_path, const std::string& path
   if (::stat(path.c_str(), &st) != 0)
     throw Error(ErrorCode::kConflict, path + ": a symbolic link to a missing file; not written (remove the link or "
                                              "export to its target)");
-  const std::string own = store_file_at(store_path, canonical_name(path), &st);
+  const std::string own = store_file_at(s, canonical_name(path), &st);
   if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": the store's own file " + own + "; not replaced");
   if (!S_ISREG(st.st_mode))
     throw Error(ErrorCode::kInvalidArgument, path + ": " + detail::file_kind(st.st_mode) +
@@ -435,7 +437,7 @@ void move_into_place(const std::string& tmp, const std::string& target, bool rep
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s, id);
-  const std::string target = export_target(s.path, path, options.force);
+  const std::string target = export_target(s, path, options.force);
   const std::string dir = directory_of(target);
   remove_stale_export_temps(dir);
   std::string tmp_name;
@@ -464,7 +466,7 @@ int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd, const 
   detail::StoreCall call(s, id);
   struct stat st;
   if (::fstat(fd, &st) != 0) throw_errno("export output", errno);
-  const std::string own = store_file_at(s.path, "", &st);
+  const std::string own = store_file_at(s, "", &st);
   if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, "the output is the store's own file " + own + "; not written");
   return write_coli_kv(s, id, fd, "the output", options.progress);
 }

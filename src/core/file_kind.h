@@ -1,6 +1,6 @@
 // What a path that is not a regular file is, for messages that refuse it.
-#ifndef COLIKV_SRC_FILE_KIND_H
-#define COLIKV_SRC_FILE_KIND_H
+#ifndef COLIKV_SRC_CORE_FILE_KIND_H
+#define COLIKV_SRC_CORE_FILE_KIND_H
 
 #include <sys/stat.h>
 
@@ -19,4 +19,4 @@ inline const char* file_kind(mode_t mode) {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_FILE_KIND_H
+#endif  // COLIKV_SRC_CORE_FILE_KIND_H

@@ -1,7 +1,7 @@
 // SHA-256 (FIPS 180-4): chunk chain hashes, content digests and chunk keys
 // (docs/format.md).
-#ifndef COLIKV_SRC_SHA256_H
-#define COLIKV_SRC_SHA256_H
+#ifndef COLIKV_SRC_CORE_SHA256_H
+#define COLIKV_SRC_CORE_SHA256_H
 
 #include <array>
 #include <cstddef>
@@ -46,4 +46,4 @@ bool sha256_hardware_available();
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SHA256_H
+#endif  // COLIKV_SRC_CORE_SHA256_H

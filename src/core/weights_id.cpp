@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 #include "colikv/error.h"
 #include "colikv/model.h"
 

@@ -2,8 +2,8 @@
 // Every size read back from a store is checked against these before anything
 // is allocated for it, so a store's claims cannot make a process allocate
 // more than one chunk's worth per thread.
-#ifndef COLIKV_SRC_STORE_LIMITS_H
-#define COLIKV_SRC_STORE_LIMITS_H
+#ifndef COLIKV_SRC_CORE_STORE_LIMITS_H
+#define COLIKV_SRC_CORE_STORE_LIMITS_H
 
 #include <cstdint>
 
@@ -47,4 +47,4 @@ inline bool chunk_tokens_allowed(const ModelSignature& m, int64_t chunk_tokens) 
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_STORE_LIMITS_H
+#endif  // COLIKV_SRC_CORE_STORE_LIMITS_H

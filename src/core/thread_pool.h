@@ -1,8 +1,8 @@
 // A fixed set of worker threads for chunk encoding and decoding, and an
 // ordered window over it: results are consumed in submission order while at
 // most `window` jobs are in flight, which bounds memory whatever the length.
-#ifndef COLIKV_SRC_THREAD_POOL_H
-#define COLIKV_SRC_THREAD_POOL_H
+#ifndef COLIKV_SRC_CORE_THREAD_POOL_H
+#define COLIKV_SRC_CORE_THREAD_POOL_H
 
 #include <condition_variable>
 #include <cstddef>
@@ -101,4 +101,4 @@ class OrderedJobs {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_THREAD_POOL_H
+#endif  // COLIKV_SRC_CORE_THREAD_POOL_H

@@ -1,5 +1,5 @@
 // CRC-32C: slicing-by-8 tables, or the SSE4.2 instruction when present.
-#include "crc32c.h"
+#include "core/crc32c.h"
 
 #include <cstring>
 

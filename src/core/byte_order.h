@@ -1,7 +1,7 @@
 // The host's byte order, for the formats colikv stores little-endian (token
 // ids, hash input): on a little-endian host they are copied as they are.
-#ifndef COLIKV_SRC_BYTE_ORDER_H
-#define COLIKV_SRC_BYTE_ORDER_H
+#ifndef COLIKV_SRC_CORE_BYTE_ORDER_H
+#define COLIKV_SRC_CORE_BYTE_ORDER_H
 
 namespace colikv {
 namespace detail {
@@ -15,4 +15,4 @@ constexpr bool kLittleEndian = true;
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_BYTE_ORDER_H
+#endif  // COLIKV_SRC_CORE_BYTE_ORDER_H

@@ -1,5 +1,5 @@
 // Chunk payload codec: byte shuffle, zstd, checksum, SHA-256 chain and digests, token JSON.
-#include "chunk_codec.h"
+#include "core/chunk_codec.h"
 
 // For ZSTD_c_literalCompressionMode (the level-1 plane parameters); the
 // library is still called only through its stable entry points.
@@ -17,9 +17,9 @@
 #include <string>
 
 #include "colikv/error.h"
-#include "crc32c.h"
-#include "byte_order.h"
-#include "sha256.h"
+#include "core/crc32c.h"
+#include "core/byte_order.h"
+#include "core/sha256.h"
 
 // COLIKV_NO_SIMD builds the portable paths only (to test them on x86).
 #if defined(__SSE2__) && !defined(COLIKV_NO_SIMD)

@@ -2,8 +2,8 @@
 // plane (or the whole chunk stored as is when not smaller), with a CRC-32C
 // over the token ids and the decoded payload.
 // The byte layout is written down in docs/format.md.
-#ifndef COLIKV_SRC_CHUNK_CODEC_H
-#define COLIKV_SRC_CHUNK_CODEC_H
+#ifndef COLIKV_SRC_CORE_CHUNK_CODEC_H
+#define COLIKV_SRC_CORE_CHUNK_CODEC_H
 
 #include <array>
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "sha256.h"
+#include "core/sha256.h"
 
 namespace colikv {
 namespace detail {
@@ -125,4 +125,4 @@ bool parse_tokens_json(const char* text, size_t len, std::vector<int32_t>& out);
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_CHUNK_CODEC_H
+#endif  // COLIKV_SRC_CORE_CHUNK_CODEC_H

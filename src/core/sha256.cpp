@@ -1,9 +1,9 @@
 // SHA-256: portable compression function, or the x86 SHA extensions when present.
-#include "sha256.h"
+#include "core/sha256.h"
 
 #include <cstring>
 
-#include "byte_order.h"
+#include "core/byte_order.h"
 
 // COLIKV_NO_SIMD builds the portable path only (to test it on x86).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(COLIKV_NO_SIMD)

@@ -1,11 +1,11 @@
-#include "migrations.h"
+#include "sqlite/migrations.h"
 
 #include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "colikv/error.h"
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {

@@ -1,8 +1,10 @@
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 #include <sqlite3.h>
 
 #include <cstring>
+
+#include "core/store_limits.h"
 
 namespace colikv {
 namespace detail {
@@ -39,6 +41,13 @@ void rethrow_sqlite(const SQLite::Exception& e, const std::string& what) {
            "copied into it, no write succeeds, not even a delete, until about that file's size is free)";
   if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
   throw Error(code, msg);
+}
+
+void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& what) {
+  if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
+    throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
+                                         std::to_string(kMaxStoredValueBytes) + " bytes)");
+  rethrow_sqlite(e, what);
 }
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what) {

@@ -1,4 +1,4 @@
-#include "thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace colikv {
 namespace detail {

@@ -1,0 +1,182 @@
+// The prefix lookup's queries (see prefix_match.cpp for the algorithm).
+#include "sqlite/sqlite_prefix_index.h"
+
+#include "sqlite/sqlite_util.h"
+
+namespace colikv {
+namespace detail {
+
+const char* const kFirstEvictedSql =
+    "SELECT cc.seq FROM conversation_chunks cc JOIN chunks ch INDEXED BY chunks_evicted "
+    "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq < ? AND ch.payload IS NULL "
+    "ORDER BY cc.seq LIMIT 1";
+
+namespace {
+
+const uint8_t kNoPrev = 0;  // zero-length blob: the predecessor of a chunk at position 0
+
+void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
+  q.bind(index, h.data(), static_cast<int>(h.size()));
+}
+
+// Steps q, offering each (conversation_id, name) row to f until it says stop.
+void visit_conversations(SQLite::Statement& q, const PrefixIndex::ConversationVisitor& f) {
+  while (q.executeStep())
+    if (f(q.getColumn(0).getInt64(), q.getColumn(1).getString())) return;
+}
+
+}  // namespace
+
+void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev) {
+  if (prev)
+    bind_hash(q, index, *prev);
+  else
+    q.bind(index, &kNoPrev, 0);
+}
+
+std::optional<int64_t> SqlitePrefixIndex::find_model_id(const std::string& signature) {
+  auto q = cache_.use("SELECT model_id FROM models WHERE signature = ?");
+  q->bind(1, signature);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getInt64();
+}
+
+std::optional<std::string> SqlitePrefixIndex::next_precision(int64_t model_id, const std::string& after) {
+  auto q = cache_.use("SELECT precision FROM chunk_meta WHERE model_id = ? AND precision > ? ORDER BY precision LIMIT 1");
+  q->bind(1, model_id);
+  q->bind(2, after);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getString();
+}
+
+bool SqlitePrefixIndex::chain_stored(int64_t model_id, const ChunkHash& chain) {
+  auto q = cache_.use("SELECT 1 FROM chunk_meta WHERE model_id = ? AND chain_hash = ? LIMIT 1");
+  q->bind(1, model_id);
+  bind_hash(*q, 2, chain);
+  return q->executeStep();
+}
+
+bool SqlitePrefixIndex::follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                          const std::string& from, const std::string& to) {
+  auto q = cache_.use(
+      "SELECT 1 FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
+      "AND tokens >= ?4 AND tokens < ?5 LIMIT 1");
+  q->bind(1, model_id);
+  q->bind(2, precision);
+  bind_prev(*q, 3, prev);
+  q->bind(4, from);
+  q->bind(5, to);
+  return q->executeStep();
+}
+
+bool SqlitePrefixIndex::follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                       const std::string& exact) {
+  auto q = cache_.use(
+      "SELECT 1 FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
+      "AND tokens = ?4 LIMIT 1");
+  q->bind(1, model_id);
+  q->bind(2, precision);
+  bind_prev(*q, 3, prev);
+  q->bind(4, exact);
+  return q->executeStep();
+}
+
+std::optional<int64_t> SqlitePrefixIndex::chunk_at(int64_t conversation_id, int64_t seq) {
+  auto q = cache_.use("SELECT chunk_id FROM conversation_chunks WHERE conversation_id = ? AND seq = ?");
+  q->bind(1, conversation_id);
+  q->bind(2, seq);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getInt64();
+}
+
+std::optional<ChunkHash> SqlitePrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
+  auto q = cache_.use(
+      "SELECT k.chain_hash FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+      "WHERE cc.conversation_id = ? AND cc.seq = ?");
+  q->bind(1, conversation_id);
+  q->bind(2, seq);
+  if (!q->executeStep()) return std::nullopt;
+  return blob_to_hash(q->getColumn(0));  // all zero, which no chain hash is, when not 32 bytes
+}
+
+std::optional<std::string> SqlitePrefixIndex::indexed_tokens(int64_t chunk_id, int64_t model_id,
+                                                             const std::string& precision, const ChunkHash* prev) {
+  auto q = cache_.use(
+      "SELECT tokens FROM chunk_meta WHERE chunk_id = ?1 AND model_id = ?2 AND precision = ?3 "
+      "AND prev_hash = ?4");
+  q->bind(1, chunk_id);
+  q->bind(2, model_id);
+  q->bind(3, precision);
+  bind_prev(*q, 4, prev);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getString();
+}
+
+std::optional<std::string> SqlitePrefixIndex::chunk_tokens(int64_t chunk_id) {
+  auto q = cache_.use("SELECT tokens FROM chunks WHERE chunk_id = ?");
+  q->bind(1, chunk_id);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getString();
+}
+
+std::optional<int64_t> SqlitePrefixIndex::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
+  auto q = cache_.use(kFirstEvictedSql);
+  q->bind(1, conversation_id);
+  q->bind(2, n_chunks);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getInt64();
+}
+
+std::optional<std::pair<int64_t, int64_t>> SqlitePrefixIndex::last_used(const std::string& name) {
+  auto q = cache_.use("SELECT last_used_ms, conversation_id FROM conversations WHERE name = ?");
+  q->bind(1, name);
+  if (!q->executeStep()) return std::nullopt;
+  return std::make_pair(q->getColumn(0).getInt64(), q->getColumn(1).getInt64());
+}
+
+void SqlitePrefixIndex::visit_recent(int64_t limit, const ConversationVisitor& f) {
+  auto q = cache_.use(
+      "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ?");
+  q->bind(1, limit);
+  visit_conversations(*q, f);
+}
+
+void SqlitePrefixIndex::visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
+                                             const ConversationVisitor& f) {
+  auto q = cache_.use(
+      "SELECT c.conversation_id, c.name FROM chunk_meta k "
+      "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = ?3 "
+      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+      "WHERE k.model_id = ?1 AND k.chain_hash = ?2 "
+      "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
+  q->bind(1, model_id);
+  bind_hash(*q, 2, chain);
+  q->bind(3, seq);
+  visit_conversations(*q, f);
+}
+
+void SqlitePrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                              const std::string& from, const std::string& to,
+                                              const std::string& exact, int64_t seq, const ConversationVisitor& f) {
+  auto q = cache_.use(
+      "SELECT c.conversation_id, c.name FROM ("
+      "  SELECT chunk_id FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
+      "    AND tokens >= ?4 AND tokens < ?5 "
+      "  UNION ALL "
+      "  SELECT chunk_id FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
+      "    AND tokens = ?7) k "
+      "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = ?6 "
+      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+      "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
+  q->bind(1, model_id);
+  q->bind(2, precision);
+  bind_prev(*q, 3, prev);
+  q->bind(4, from);
+  q->bind(5, to);
+  q->bind(6, seq);
+  q->bind(7, exact);
+  visit_conversations(*q, f);
+}
+
+}  // namespace detail
+}  // namespace colikv

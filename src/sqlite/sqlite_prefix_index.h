@@ -1,0 +1,51 @@
+// The PrefixIndex (catalog.h) over chunk_meta's indexes, with its statements
+// prepared once per store.
+#ifndef COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
+#define COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
+
+#include "catalog.h"
+#include "sqlite/statement_cache.h"
+
+namespace colikv {
+namespace detail {
+
+// The first evicted entry of a chunk list (shared with the catalog's own).
+extern const char* const kFirstEvictedSql;
+
+// Binds the chain hash before a chunk: a zero-length blob for none (position
+// 0), as chunk_meta.prev_hash stores it.
+void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev);
+
+class SqlitePrefixIndex : public PrefixIndex {
+ public:
+  explicit SqlitePrefixIndex(StatementCache& cache) : cache_(cache) {}
+
+  std::optional<int64_t> find_model_id(const std::string& signature) override;
+  std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
+  bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
+  bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                         const std::string& from, const std::string& to) override;
+  bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                      const std::string& exact) override;
+  std::optional<int64_t> chunk_at(int64_t conversation_id, int64_t seq) override;
+  std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) override;
+  std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
+                                            const ChunkHash* prev) override;
+  std::optional<std::string> chunk_tokens(int64_t chunk_id) override;
+  std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) override;
+  std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override;
+  void visit_recent(int64_t limit, const ConversationVisitor& f) override;
+  void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
+                            const ConversationVisitor& f) override;
+  void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                             const std::string& from, const std::string& to, const std::string& exact, int64_t seq,
+                             const ConversationVisitor& f) override;
+
+ private:
+  StatementCache& cache_;
+};
+
+}  // namespace detail
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H

@@ -278,7 +278,10 @@ void AsyncWriter::finish(QueuedAppend& job, const std::optional<Error>& error) {
   --conv.pending;
   queued_bytes_ -= job.bytes;
   if (error) {
-    if (!conv.error) conv.error = error;
+    if (!conv.error) {
+      conv.error = error;
+      conv.error_order = ++failures_;
+    }
     conv.expected.reset();  // the store holds the last good turn: read it again after the wait
   }
   // Kept for the next turn while the bound allows it.
@@ -305,9 +308,13 @@ void AsyncWriter::wait(const std::string* id) {
   std::unique_lock<std::mutex> lock(mu_);
   wait_idle(lock, id);
   std::optional<Error> first;
+  uint64_t first_order = 0;
   for (auto& [name, conv] : conversations_) {
     if (id && name != *id) continue;
-    if (conv.error && !first) first = std::move(conv.error);
+    if (conv.error && (!first || conv.error_order < first_order)) {
+      first = std::move(conv.error);
+      first_order = conv.error_order;
+    }
     conv.error.reset();
   }
   if (first) throw *first;

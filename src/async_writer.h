@@ -106,6 +106,7 @@ class AsyncWriter {
   struct Conversation {
     size_t pending = 0;           // queued or being committed
     std::optional<Error> error;   // the first failure since the last wait
+    uint64_t error_order = 0;     // when it failed, to report the earliest of several conversations
     std::optional<ExpectedState> expected;  // unknown until read or queued
   };
 
@@ -134,6 +135,7 @@ class AsyncWriter {
   bool paused_ = false;
   bool stopping_ = false;
   int blocked_enqueues_ = 0, blocked_waits_ = 0;
+  uint64_t failures_ = 0;  // failed commits so far, numbering Conversation::error_order
   std::thread thread_;  // started by the first enqueue
 };
 

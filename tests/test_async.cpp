@@ -242,6 +242,30 @@ TEST_CASE_METHOD(AsyncFixture, "async: a racing writer fails the queued turn wit
   CHECK(holds(s, "c", 25) == "");
 }
 
+TEST_CASE_METHOD(AsyncFixture, "async: wait() of every conversation reports the earliest failure", "[async]") {
+  Store s(path, options());
+  queue(s, "a", 5);
+  queue(s, "b", 5);
+  s.wait();
+  writer(s).pause(true);
+  queue(s, "b", 10);  // fails first
+  queue(s, "a", 10);  // fails second
+  {
+    Store other(path, options());
+    other.truncate("a", 3);
+    other.truncate("b", 3);
+  }
+  writer(s).pause(false);
+  try {
+    s.wait();
+    FAIL("no error");
+  } catch (const colikv::Error& e) {
+    CHECK(e.code() == ErrorCode::kConflict);
+    CHECK(std::string(e.what()).find("'b'") != std::string::npos);
+  }
+  CHECK_NOTHROW(s.wait());  // both reported by that one wait
+}
+
 TEST_CASE_METHOD(AsyncFixture, "async: a full disk fails the queued turn and the store keeps the last good turn",
                  "[async][faults]") {
   colikv_test::RamTmpdir ram;

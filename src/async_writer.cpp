@@ -105,6 +105,8 @@ void AsyncWriter::start_thread() {
 void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                           const KvSource& kv, const std::string& here) {
   std::unique_lock<std::mutex> lock(mu_);
+  // Turns of one conversation queued from several threads go in the order of their copies.
+  changed_.wait(lock, [&] { return !conversations_[id].copying; });
   const ExpectedState& expected = expected_for(lock, id);
   Conversation& conv = conversations_[id];
   if (conv.error) throw *conv.error;  // the queue of this conversation is broken until a wait reports it
@@ -159,19 +161,21 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   conv.expected->model = model;
   conv.expected->tokens = job.tokens;
   ++conv.pending;
+  conv.copying = true;
   lock.unlock();
   try {
     copy_rows(model, kv, committed, len - committed, job.rows.data());
   } catch (...) {
     lock.lock();
     queued_bytes_ -= job.bytes;
-    Conversation& c = conversations_[id];
-    --c.pending;
-    c.expected.reset();
+    --conv.pending;
+    conv.copying = false;
+    conv.expected.reset();
     changed_.notify_all();
     throw;
   }
   lock.lock();
+  conv.copying = false;
   queue_.push_back(std::move(job));
   start_thread();
   changed_.notify_all();
@@ -292,9 +296,13 @@ void AsyncWriter::finish(QueuedAppend& job, const std::optional<Error>& error) {
 }
 
 bool AsyncWriter::idle(const std::string* id) const {
-  if (!id) return queue_.empty() && !busy_;
-  auto it = conversations_.find(*id);
-  return it == conversations_.end() || it->second.pending == 0;
+  if (id) {
+    auto it = conversations_.find(*id);
+    return it == conversations_.end() || it->second.pending == 0;
+  }
+  for (const auto& entry : conversations_)
+    if (entry.second.pending > 0) return false;  // a turn being copied counts, not only the queue
+  return true;
 }
 
 void AsyncWriter::wait_idle(std::unique_lock<std::mutex>& lock, const std::string* id) {

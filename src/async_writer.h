@@ -104,7 +104,8 @@ class AsyncWriter {
 
  private:
   struct Conversation {
-    size_t pending = 0;           // queued or being committed
+    size_t pending = 0;           // being copied, queued or being committed
+    bool copying = false;         // an enqueue copies its rows: the next one of this conversation waits
     std::optional<Error> error;   // the first failure since the last wait
     uint64_t error_order = 0;     // when it failed, to report the earliest of several conversations
     std::optional<ExpectedState> expected;  // unknown until read or queued

@@ -25,6 +25,7 @@ namespace {
 thread_local int t_call_depth = 0;
 
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kSpareBuffers = 2;  // recycled staging buffers kept while idle
 
 // Copies n floats with stores that bypass the cache where the CPU has them:
 // a turn's rows are far larger than the cache, and a plain copy first reads
@@ -105,11 +106,74 @@ void AsyncWriter::start_thread() {
 void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                           const KvSource& kv, const std::string& here) {
   std::unique_lock<std::mutex> lock(mu_);
-  // Turns of one conversation queued from several threads go in the order of their copies.
-  changed_.wait(lock, [&] { return !conversations_[id].copying; });
-  const ExpectedState& expected = expected_for(lock, id);
-  Conversation& conv = conversations_[id];
+  Conversation& conv = claim(lock, id);
+  // Released on every way out: the next enqueue of this conversation may go.
+  struct Release {
+    AsyncWriter& w;
+    Conversation& c;
+    ~Release() {
+      c.copying = false;
+      w.changed_.notify_all();
+    }
+  } release{*this, conv};
   if (conv.error) throw *conv.error;  // the queue of this conversation is broken until a wait reports it
+  const int64_t committed = validate(*conv.expected, model, tokens, len, here);
+  if (len == committed) return;
+
+  QueuedAppend job;
+  job.id = id;
+  job.model = model;
+  job.tokens.assign(tokens, tokens + len);
+  job.from = committed;
+  job.len = len;
+  const size_t floats = static_cast<size_t>((len - committed) * model.floats_per_token());
+  job.bytes = static_cast<int64_t>(floats * sizeof(float));
+  reserve(lock, job.bytes);
+  try {
+    if (conv.error) throw *conv.error;  // an earlier turn failed while this one waited for room
+    job.rows = take_buffer(floats);
+  } catch (...) {
+    queued_bytes_ -= job.bytes;
+    throw;
+  }
+  // The copy runs without the lock: the writer keeps committing meanwhile.
+  if (!conv.expected) conv.expected.emplace();
+  conv.expected->exists = true;
+  conv.expected->model = model;
+  conv.expected->tokens = job.tokens;
+  ++conv.pending;
+  lock.unlock();
+  try {
+    copy_rows(model, kv, committed, len - committed, job.rows.data());
+  } catch (...) {
+    lock.lock();
+    queued_bytes_ -= job.bytes;
+    --conv.pending;
+    conv.expected.reset();
+    throw;
+  }
+  lock.lock();
+  queue_.push_back(std::move(job));
+  start_thread();
+}
+
+// Turns of one conversation queued from several threads go one at a time,
+// from validation to queueing, so that they are queued in the order they were
+// validated; the claim holds while this one waits for room or copies.
+AsyncWriter::Conversation& AsyncWriter::claim(std::unique_lock<std::mutex>& lock, const std::string& id) {
+  for (;;) {
+    changed_.wait(lock, [&] { return !conversations_[id].copying; });
+    expected_for(lock, id);  // may let the lock go while it reads the store
+    Conversation& conv = conversations_[id];
+    if (conv.copying || !conv.expected) continue;  // another thread came in meanwhile
+    conv.copying = true;
+    return conv;
+  }
+}
+
+// The caller's turn against what is stored or queued; returns that length.
+int64_t AsyncWriter::validate(const ExpectedState& expected, const ModelSignature& model, const int32_t* tokens,
+                              int64_t len, const std::string& here) const {
   if (expected.exists && expected.model != model)
     throw Error(ErrorCode::kModelMismatch, here + ": stored for model [" + expected.model.to_string() +
                                                "], but the caller's model is [" + model.to_string() + "]");
@@ -130,55 +194,7 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
       throw Error(ErrorCode::kInvalidArgument, here + ": token id " + std::to_string(tokens[p]) + " at position " +
                                                    std::to_string(p) + " is outside [0, " +
                                                    std::to_string(model.vocab) + ")");
-  if (len == committed) return;
-
-  QueuedAppend job;
-  job.id = id;
-  job.model = model;
-  job.tokens.assign(tokens, tokens + len);
-  job.from = committed;
-  job.len = len;
-  const size_t floats = static_cast<size_t>((len - committed) * model.floats_per_token());
-  job.bytes = static_cast<int64_t>(floats * sizeof(float));
-  reserve(lock, job.bytes);
-  if (conv.error) {  // an earlier turn failed while this one waited for room
-    queued_bytes_ -= job.bytes;
-    changed_.notify_all();
-    throw *conv.error;
-  }
-  try {
-    job.rows = take_buffer(floats);
-  } catch (...) {
-    queued_bytes_ -= job.bytes;
-    changed_.notify_all();
-    throw;
-  }
-  // The copy runs without the lock: the writer keeps committing meanwhile. The
-  // expected state is already this turn's, so a concurrent enqueue of the same
-  // conversation validates against it.
-  if (!conv.expected) conv.expected.emplace();
-  conv.expected->exists = true;
-  conv.expected->model = model;
-  conv.expected->tokens = job.tokens;
-  ++conv.pending;
-  conv.copying = true;
-  lock.unlock();
-  try {
-    copy_rows(model, kv, committed, len - committed, job.rows.data());
-  } catch (...) {
-    lock.lock();
-    queued_bytes_ -= job.bytes;
-    --conv.pending;
-    conv.copying = false;
-    conv.expected.reset();
-    changed_.notify_all();
-    throw;
-  }
-  lock.lock();
-  conv.copying = false;
-  queue_.push_back(std::move(job));
-  start_thread();
-  changed_.notify_all();
+  return committed;
 }
 
 ExpectedState& AsyncWriter::expected_for(std::unique_lock<std::mutex>& lock, const std::string& id) {
@@ -288,10 +304,12 @@ void AsyncWriter::finish(QueuedAppend& job, const std::optional<Error>& error) {
     }
     conv.expected.reset();  // the store holds the last good turn: read it again after the wait
   }
-  // Kept for the next turn while the bound allows it.
+  // Kept for the next turns while the bound allows it; a burst of turns does
+  // not leave its buffers behind, only enough for an engine's next two.
   int64_t spare_bytes = 0;
   for (const StagingBuffer& b : spare_) spare_bytes += static_cast<int64_t>(b.bytes());
-  if (queued_bytes_ + spare_bytes + static_cast<int64_t>(job.rows.bytes()) <= std::max(max_bytes_, job.bytes))
+  if (spare_.size() < kSpareBuffers &&
+      queued_bytes_ + spare_bytes + static_cast<int64_t>(job.rows.bytes()) <= std::max(max_bytes_, job.bytes))
     spare_.push_back(std::move(job.rows));
 }
 
@@ -351,6 +369,11 @@ int64_t AsyncWriter::queued_bytes() const {
 int AsyncWriter::blocked_enqueues() const {
   std::lock_guard<std::mutex> lock(mu_);
   return blocked_enqueues_;
+}
+
+size_t AsyncWriter::spare_buffers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spare_.size();
 }
 
 int AsyncWriter::blocked_waits() const {

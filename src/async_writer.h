@@ -101,16 +101,20 @@ class AsyncWriter {
   size_t queued_jobs() const;
   int blocked_enqueues() const;
   int blocked_waits() const;
+  size_t spare_buffers() const;
 
  private:
   struct Conversation {
     size_t pending = 0;           // being copied, queued or being committed
-    bool copying = false;         // an enqueue copies its rows: the next one of this conversation waits
+    bool copying = false;         // an enqueue is under way (claim): the next one of this conversation waits
     std::optional<Error> error;   // the first failure since the last wait
     uint64_t error_order = 0;     // when it failed, to report the earliest of several conversations
     std::optional<ExpectedState> expected;  // unknown until read or queued
   };
 
+  Conversation& claim(std::unique_lock<std::mutex>& lock, const std::string& id);
+  int64_t validate(const ExpectedState& expected, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                   const std::string& where) const;
   ExpectedState& expected_for(std::unique_lock<std::mutex>& lock, const std::string& id);
   void reserve(std::unique_lock<std::mutex>& lock, int64_t bytes);
   StagingBuffer take_buffer(size_t floats);

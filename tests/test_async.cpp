@@ -310,6 +310,20 @@ TEST_CASE_METHOD(AsyncFixture, "async: past the bound append_async blocks until 
   CHECK(holds(s, "c", 40) == "");
 }
 
+TEST_CASE_METHOD(AsyncFixture, "async: a burst of turns leaves two staging buffers behind, not one per turn",
+                 "[async]") {
+  Store s(path, options());
+  writer(s).pause(true);
+  for (int64_t len = 8; len <= 48; len += 8) queue(s, "c", len);  // six buffers in use at once
+  writer(s).pause(false);
+  s.wait("c");
+  CHECK(writer(s).spare_buffers() == 2);
+  queue(s, "c", 56);  // takes a recycled one
+  CHECK(writer(s).spare_buffers() == 1);
+  s.wait("c");
+  CHECK(holds(s, "c", 56) == "");
+}
+
 TEST_CASE_METHOD(AsyncFixture, "async: closing the store commits every queued turn", "[async]") {
   {
     Store s(path, options());

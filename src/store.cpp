@@ -496,7 +496,22 @@ class Appender {
     const int64_t ahead_bytes = req_.max_staged_bytes >= 0 ? req_.max_staged_bytes : s_.options.max_staged_bytes;
     const size_t ahead =
         std::max<size_t>(s_.window(), static_cast<size_t>(std::max<int64_t>(0, ahead_bytes / chunk_raw)));
-    encoded_.emplace(s_.pool, plan_.size(), ahead, [this](size_t i) { return produce(i); });
+    using Jobs = detail::OrderedJobs<detail::ProducedChunk>;
+    const bool on_caller = plan_.size() == 1 || planned_raw_bytes() <= kInlineEncodeBytes;
+    encoded_.emplace(s_.pool, plan_.size(), ahead, [this](size_t i) { return produce(i); },
+                     on_caller ? Jobs::Run::kInline : Jobs::Run::kOnPool);
+  }
+
+  // One chunk, or chunks of fewer raw bytes than this, are encoded on the
+  // calling thread, before the write lock is taken as on the pool: a hand-off
+  // to the pool and back costs more than encoding a few kilobytes, and one
+  // chunk gains nothing from it.
+  static constexpr int64_t kInlineEncodeBytes = 64 << 10;
+
+  int64_t planned_raw_bytes() const {
+    int64_t tokens = 0;
+    for (const WriteChunk& w : plan_) tokens += std::min(chunk_tokens_, req_.len - w.first_pos);
+    return tokens * 4 * req_.model.floats_per_token();
   }
 
   // On a worker thread. Producers always compute the content digest; they skip

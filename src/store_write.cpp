@@ -87,6 +87,9 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
                               here);
   // The truncate and the append below are savepoints of this one transaction:
   // a divergence or a model mismatch found by the append undoes the truncate.
+  // Like an append, it waits for a running checkpoint before it begins, or the
+  // WAL grows instead of starting over (and is checkpointed more often).
+  s.catalog->wait_before_write();
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   const int64_t committed = count(id);
   if (from > committed)
@@ -140,6 +143,7 @@ namespace {
 void commit_queued(Store::Impl& s, const QueuedAppend& job) {
   StoreCall call(s, StoreCall::NoWait{});
   const std::string here = s.where(job.id);
+  s.catalog->wait_before_write();  // as write does: the WAL starts over instead of growing
   const auto txn = s.catalog->begin(Catalog::Access::kWrite, here);
   const std::optional<ConversationRow> conv = s.find_conversation(job.id);
   const int64_t committed = conv ? conv->count : 0;

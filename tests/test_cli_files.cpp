@@ -290,7 +290,8 @@ TEST_CASE("cli files: export never replaces the store, its companions or a non-r
   REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0644) == 0);
   REQUIRE(::mknod(dir.file("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
   REQUIRE(::symlink("s.db", dir.file("to_store").c_str()) == 0);
-  write_file(store + "-wal", "");  // as a reader leaves it
+  colikv::Store writer(store);  // another process's writer: its -wal stays while the exports run
+  REQUIRE(file_exists(store + "-wal"));
 
   struct Case {
     std::string out;
@@ -655,4 +656,41 @@ TEST_CASE("cli files: export - refuses a terminal as standard output", "[cli][fi
   CHECK(r.code == 1);
   CHECK(contains(r.err, "standard output is a terminal"));
   CHECK_FALSE(file_exists(dir.file("-")));
+}
+
+TEST_CASE("cli files: read-only commands leave no -wal or -shm behind while a writer keeps working", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 40);
+  REQUIRE_FALSE(file_exists(store + "-wal"));
+  REQUIRE_FALSE(file_exists(store + "-shm"));
+  const std::vector<std::vector<std::string>> reads = {
+      {"ls", store},     {"ls", store, "--json"}, {"info", store, "a"}, {"verify", store},
+      {"stats", store},  {"export", store, "a", dir.file("out.coli_kv"), "--force"},
+  };
+  for (const auto& r : reads) {
+    Run run = tool(r);
+    INFO(colikv_test::describe(r, run));
+    CHECK(run.code == 0);
+    CHECK_FALSE(file_exists(store + "-wal"));
+    CHECK_FALSE(file_exists(store + "-shm"));
+  }
+
+  // With a writer holding the store open, the companions are its own: each
+  // read sees its latest commit and leaves them in place for it.
+  const auto wide = colikv_test::wide_model();
+  colikv::Store writer(store);
+  EngineBuffers b(wide, 64);
+  b.fill(0, 64, 9);
+  for (int i = 0; i < static_cast<int>(reads.size()); ++i) {
+    const std::string id = "w" + std::to_string(i);
+    writer.append(id, wide, b.tokens.data(), 8 + i, b.source());
+    Run run = tool(reads[static_cast<size_t>(i)]);
+    INFO(colikv_test::describe(reads[static_cast<size_t>(i)], run));
+    CHECK(run.code == 0);
+    CHECK(file_exists(store + "-wal"));
+    CHECK(contains(tool({"info", store, id}).out, std::to_string(8 + i)));
+  }
+  writer.append("w0", wide, b.tokens.data(), 64, b.source());
+  CHECK(writer.count("w0") == 64);
+  CHECK(tool({"verify", store}).code == 0);
 }

@@ -5,10 +5,15 @@
 // evaluates the column itself (even just for "payload IS NULL").
 #include <catch2/catch.hpp>
 
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "colikv/store.h"
 #include "fault_vfs.h"
+#include "sqlite/sqlite_catalog.h"
+#include "store_impl.h"
 #include "test_support.h"
 
 using colikv::ModelSignature;
@@ -60,4 +65,51 @@ TEST_CASE("append, info and count read a few pages, not the committed payloads",
   CHECK(append_reads < payload_pages / 2);
   CHECK(info_reads < payload_pages / 2);
   CHECK(count_reads < 8);
+}
+
+namespace {
+
+// Appends positions [0, n) of b as conversation id through the store's own
+// append steps, recording the thread each chunk is encoded on.
+std::set<std::thread::id> encoding_threads(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {
+  std::set<std::thread::id> threads;
+  std::mutex mu;
+  colikv::detail::AppendRequest req;
+  req.id = id;
+  req.model = b.model;
+  req.len = n;
+  req.tokens = b.tokens.data();
+  const colikv::KvSource kv = b.source();
+  req.produce = [&](int64_t first, int64_t count, colikv::detail::ProducedChunk& out) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    }
+    out.encoded = colikv::detail::encode_chunk(count, out.tokens.data(), colikv::detail::engine_planes(b.model, kv, first),
+                                               1, out.precision, &out.stored_digests);
+  };
+  colikv::detail::StoreAccess::impl(s).append(req);
+  return threads;
+}
+
+}  // namespace
+
+TEST_CASE("a small append is encoded on the calling thread with its statement journal in memory", "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();  // 292 bytes a token
+  EngineBuffers b(m, 8192);
+  b.fill(0, 8192, 3);
+  colikv::Options o;
+  o.threads = 2;
+  Store s(dir.file("s.db"), o);
+  // A hand-off to the pool and back cost more than encoding a few kilobytes.
+  CHECK(encoding_threads(s, "small", b, 48) == std::set<std::thread::id>{std::this_thread::get_id()});
+  // So does one chunk alone (1,024 tokens, 299 KB): the pool gains nothing for it.
+  CHECK(encoding_threads(s, "one chunk", b, 1024) == std::set<std::thread::id>{std::this_thread::get_id()});
+  // Several large chunks still go to the pool (2.4 MB here).
+  CHECK(encoding_threads(s, "large", b, 8192).count(std::this_thread::get_id()) == 0);
+  // On disk, SQLite opened and unlinked a temporary file for every append.
+  SQLite::Database& db =
+      static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog).database();
+  CHECK(db.execAndGet("PRAGMA temp_store").getInt() == 2);
 }

@@ -6,7 +6,7 @@
 //
 //   colikv_bench [--quick] [--json FILE] [--dir DIR] [--tokens N] [--turn K]
 //                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
-//                [--only turns,async,bounds,sample,import,many,fork] [--keep]
+//                [--only turns,async,bounds,sample,import,many,fork,small] [--keep]
 //
 // Every figure is printed as colikv, baseline and their ratio, in a table on
 // stdout; --json FILE also writes them as JSON ("-" for stdout, then the table
@@ -628,6 +628,103 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
   ::unlink(rawsync.c_str());
 }
 
+// ---------------------------------------------------------------- small turns and small appends
+
+// Bytes of a store after close: the file and whatever companions remain.
+int64_t store_bytes_after_close(const std::string& db) {
+  return file_size(db) + file_size(db + "-wal") + file_size(db + "-shm");
+}
+
+// One conversation grown by `turn`-token turns to n tokens through Store::write
+// from the committed count (what an engine adapter calls after every turn),
+// then loaded whole (what it calls at start); baseline kv_persist.h.
+void bench_small_turns(const Config& cfg, const Shape& shape, colikv::Synchronous sync, int64_t n, int64_t turn) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/small.db", raw = cfg.dir + "/small.coli_kv";
+  const bool full = sync == colikv::Synchronous::kFull;
+  remove_store(db);
+  ::unlink(raw.c_str());
+  Engine src(m, n), dst(m, n);
+  src.compute(0, n, 3, Kind::kFull);
+  std::vector<double> save_c, save_b, load_c, load_b;
+  {
+    colikv::Store store(db, store_options(sync));
+    for (int64_t len = turn; len <= n; len += turn) {
+      auto t0 = Clock::now();
+      store.write("conv", m, src.tokens.data(), len - turn, len, src.source());
+      save_c.push_back(since(t0) * 1e3);
+    }
+    for (int r = 0; r < 5; ++r) {
+      auto t0 = Clock::now();
+      store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
+      load_c.push_back(since(t0) * 1e3);
+    }
+  }
+  const int64_t stored_file = store_bytes_after_close(db);
+  {
+    Baseline b(raw, m, full);
+    for (int64_t len = turn; len <= n; len += turn) {
+      auto t0 = Clock::now();
+      b.append(src, len);
+      save_b.push_back(since(t0) * 1e3);
+    }
+    for (int r = 0; r < 5; ++r) {
+      auto t0 = Clock::now();
+      b.load(dst);
+      load_b.push_back(since(t0) * 1e3);
+    }
+  }
+  const int64_t raw_file = file_size(raw);
+  remove_store(db);
+  ::unlink(raw.c_str());
+  const std::string note = std::to_string(turn) + "-token turns to " + std::to_string(n) + " through write()";
+  add({"small", shape.name, "full", "f32", sync_name(sync), "save median", "ms/turn", median(save_c), median(save_b), true,
+       "", -1, note});
+  add({"small", shape.name, "full", "f32", sync_name(sync), "save p95", "ms/turn", pct(save_c, 0.95), pct(save_b, 0.95),
+       true, "", -1, ""});
+  add({"small", shape.name, "full", "f32", sync_name(sync), "load whole", "ms", median(load_c), median(load_b), true, "",
+       -1, std::to_string(n) + " tokens, median of 5"});
+  add({"small", shape.name, "full", "f32", sync_name(sync), "file after close", "KB", stored_file / 1e3,
+       raw_file / 1e3, true, "", -1, "the store against the .coli_kv file"});
+}
+
+// Many new conversations of `len` tokens each (a gateway filling a store):
+// the fixed cost of one small append. Baseline: one .coli_kv file each.
+void bench_small_appends(const Config& cfg, const Shape& shape, colikv::Synchronous sync, int64_t count, int64_t len) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/appends.db", dir = cfg.dir + "/appends";
+  remove_store(db);
+  ::mkdir(dir.c_str(), 0755);
+  Engine e(m, len);
+  std::vector<double> c, b;
+  {
+    colikv::Store store(db, store_options(sync));
+    for (int64_t i = 0; i < count; ++i) {
+      e.compute(0, len, 7000 + static_cast<uint64_t>(i), Kind::kFull);
+      auto t0 = Clock::now();
+      store.append("c" + std::to_string(i), m, e.tokens.data(), len, e.source());
+      c.push_back(since(t0) * 1e3);
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    e.compute(0, len, 7000 + static_cast<uint64_t>(i), Kind::kFull);
+    auto t0 = Clock::now();
+    Baseline f(dir + "/c" + std::to_string(i) + ".coli_kv", m, sync == colikv::Synchronous::kFull);
+    f.append(e, len);
+    b.push_back(since(t0) * 1e3);
+  }
+  for (int64_t i = 0; i < count; ++i) ::unlink((dir + "/c" + std::to_string(i) + ".coli_kv").c_str());
+  ::rmdir(dir.c_str());
+  remove_store(db);
+  const bool normal = sync == colikv::Synchronous::kNormal;
+  const double med = median(c);
+  add({"small", shape.name, "full", "f32", sync_name(sync), "new conversation append", "ms", med, median(b), true,
+       normal ? "<=0.5ms" : "", normal ? med <= 0.5 : -1,
+       std::to_string(count) + " conversations of " + std::to_string(len) + " tokens, median"});
+  add({"small", shape.name, "full", "f32", sync_name(sync), "new conversation append p95", "ms", pct(c, 0.95),
+       pct(b, 0.95), true, "", -1, ""});
+}
+
 // ---------------------------------------------------------------- import / export in a child process
 
 struct ChildResult {
@@ -1189,7 +1286,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
-               "                    [--only turns,async,bounds,sample,import,many,fork]\n"
+               "                    [--only turns,async,bounds,sample,import,many,fork,small]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL]\n"
                "--shape, --data and --sync narrow the turns workload to those cases.\n");
   return 2;
@@ -1288,6 +1385,19 @@ int main(int argc, char** argv) {
       src.compute(0, n, 1, Kind::kFull);
       for (auto sync : {colikv::Synchronous::kFull, colikv::Synchronous::kNormal})
         if (Config::in(cfg.syncs, sync_name(sync))) bench_async(cfg, big, sync, src, dst, n, turn);
+    }
+    if (cfg.enabled("small")) {
+      Shape tiny, two;  // the engine's tiny test model (644-byte records); a 2-layer shape
+      tiny.name = "4x40";
+      tiny.m.n_layers = 4; tiny.m.kv_lora = 32; tiny.m.qk_rope = 8; tiny.m.vocab = 264; tiny.m.weights_id = "bench";
+      two.name = "2x40";
+      two.m.n_layers = 2; two.m.kv_lora = 32; two.m.qk_rope = 8; two.m.vocab = 154880; two.m.weights_id = "bench";
+      for (auto sync : {colikv::Synchronous::kNormal, colikv::Synchronous::kFull}) {
+        if (!Config::in(cfg.syncs, sync_name(sync))) continue;
+        bench_small_turns(cfg, tiny, sync, cfg.quick ? 480 : 1500, 15);
+        bench_small_turns(cfg, big, sync, cfg.quick ? 60 : 240, 15);
+        bench_small_appends(cfg, two, sync, cfg.quick ? 500 : 2000, 48);
+      }
     }
     if (cfg.enabled("bounds")) {
       bench_bounds(cfg, big, Kind::kFull);

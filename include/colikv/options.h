@@ -40,7 +40,11 @@ struct Options {
   bool create_if_missing = true;
 
   // Open read-only: every write fails with kReadOnly, and no migration is
-  // applied (a store that needs one fails to open with kVersion). Default: false.
+  // applied (a store that needs one fails to open with kVersion). When this
+  // process could write the file and its folder, the connection is opened
+  // read-write with SQLite's query_only on, so that closing the store's last
+  // connection checkpoints the WAL and removes the -wal and -shm files as a
+  // writer's close does, instead of leaving them behind. Default: false.
   bool read_only = false;
 
   // Durability of each commit. Default: Synchronous::kFull.

@@ -5,6 +5,9 @@
  * (default full), COLIKV_MAX_BYTES (byte budget, LRU eviction; default unlimited),
  * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder).
  * A store error never stops the engine: it logs [KV] and runs without persistence.
+ * A truncate that discards more than KV_KEEP_MIN tokens, or a start-over, first keeps
+ * the conversation as the fork "<weights-id>/slot<N>/<n>", which kv_disk_adopt (called
+ * by store-adopt.patch) can load back when that conversation returns on any slot.
  * Include after Model/KVState/Cfg are defined; requires now_s() and g_draft. */
 #ifndef KV_PERSIST_H
 #define KV_PERSIST_H
@@ -51,11 +54,15 @@ static colikv_store *kv_colikv(KVState *k){
     return s;
 }
 
-/* The slot's conversation id: slot N of disk_path ".coli_kv" (0) or ".coli_kv.N". */
+/* The slot number of disk_path: ".coli_kv" is 0, ".coli_kv.N" is N. */
+static int kv_colikv_slot(KVState *k){
+    const char *dot=strstr(k->disk_path,"/.coli_kv");
+    return dot && dot[9]=='.' ? atoi(dot+10) : 0;
+}
+
+/* The slot's conversation id. */
 static void kv_colikv_id(KVState *k, char *id, size_t cap){
-    const char *dot=strstr(k->disk_path,"/.coli_kv"); int slot=0;
-    if(dot && dot[9]=='.') slot=atoi(dot+10);
-    snprintf(id,cap,"%s/slot%d",g_colikv_wid,slot);
+    snprintf(id,cap,"%s/slot%d",g_colikv_wid,kv_colikv_slot(k));
 }
 
 /* The six .coli_kv header fields of the model, and its weights identity. */
@@ -68,6 +75,37 @@ static colikv_model kv_colikv_model(Model *m){
 
 static int kv_disk_open(Model *m){ return kv_colikv(m->kv)!=NULL; }
 
+#define KV_KEEP_MIN 8   /* a truncate discarding more tokens than this keeps them as a fork */
+
+static int kv_colikv_exists(colikv_store *s, const char *id){
+    colikv_info in; return colikv_conversation_info(s,id,&in)==COLIKV_OK;
+}
+
+/* Keeps the whole of conversation id as "<id>/<n>" before it is cut: a fork shares every
+ * chunk, so it costs a row; the byte budget (COLIKV_MAX_BYTES) bounds what they hold.
+ * n is the first free number after those taken (found by doubling, then bisecting, once
+ * per slot and process); another process taking it meanwhile moves on to the next. */
+static void kv_colikv_keep(colikv_store *s, KVState *k, const char *id, int64_t have){
+    static int64_t next[512];
+    int slot=kv_colikv_slot(k)&511;
+    char dst[340];
+    if(next[slot]<1){
+        int64_t lo=0, hi=1;
+        for(;;){ snprintf(dst,sizeof(dst),"%s/%lld",id,(long long)hi);
+            if(!kv_colikv_exists(s,dst)) break; lo=hi; hi*=2; }
+        while(hi-lo>1){ int64_t mid=lo+(hi-lo)/2; snprintf(dst,sizeof(dst),"%s/%lld",id,(long long)mid);
+            if(kv_colikv_exists(s,dst)) lo=mid; else hi=mid; }
+        next[slot]=hi;
+    }
+    for(int tries=0;tries<16;tries++){
+        snprintf(dst,sizeof(dst),"%s/%lld",id,(long long)next[slot]++);
+        int rc=colikv_fork(s,id,dst,-1);
+        if(rc==COLIKV_OK){ fprintf(stderr,"[KV] colikv: kept %lld tokens of %s as %s\n",(long long)have,id,dst); return; }
+        if(rc!=COLIKV_ERR_CONFLICT) break;
+    }
+    fprintf(stderr,"[KV] colikv: not kept: %s\n",colikv_errmsg(s));
+}
+
 static void kv_disk_truncate(Model *m, int nrec){
     if(!g_kvsave) return;
     KVState *k=m->kv; colikv_store *s=kv_colikv(k);
@@ -76,6 +114,7 @@ static void kv_disk_truncate(Model *m, int nrec){
     if(colikv_wait(s,id)!=COLIKV_OK) fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
     int64_t have=colikv_count(s,id);
     if(have<0){ fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); k->disk_nrec=0; return; }
+    if(have-nrec>KV_KEEP_MIN) kv_colikv_keep(s,k,id,have);
     if(nrec<have && colikv_truncate(s,id,nrec)!=COLIKV_OK){
         fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); return; }
     k->disk_nrec = nrec<have ? nrec : (int)have;
@@ -119,6 +158,7 @@ static int kv_disk_load(Model *m, int *hist, int maxctx){
     if(nrec<1) return 0;
     if(nrec>=maxctx-8-g_draft){
         fprintf(stderr,"[KV] saved conversation (%d tokens) exceeds the context: starting over\n",nrec);
+        kv_colikv_keep(s,k,id,nrec);   /* the next save rewrites the slot from position 0 */
         return 0; }
     double t0=now_s();
     int64_t n=colikv_load(s,id,&cm,(int32_t*)hist,maxctx,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);
@@ -131,6 +171,29 @@ static int kv_disk_load(Model *m, int *hist, int maxctx){
     }
     k->disk_nrec=nrec;
     return nrec;
+}
+
+/* Prefix adoption from the store (store-adopt.patch calls it in mux_submit): the slot holds
+ * prompt[0, len); when a stored conversation of this model holds a longer prefix of
+ * prompt[0, nt), its rows [len, that prefix) are loaded into the slot and their tokens into
+ * hist, so their prefill is skipped. Returns the tokens the slot now holds (len when
+ * nothing was adopted). The next kv_disk_append saves them to the slot's own conversation;
+ * chunks equal to stored ones are shared, not stored again. */
+static int kv_disk_adopt(Model *m, int *hist, int len, const int *prompt, int nt){
+    if(!g_kvsave || nt<=len) return len;
+    KVState *k=m->kv; colikv_store *s=kv_colikv(k); if(!s) return len;
+    colikv_model cm=kv_colikv_model(m);
+    char from[340];
+    double t0=now_s();
+    int64_t got=colikv_match(s,&cm,(const int32_t*)prompt,nt,from,sizeof(from));
+    if(got<0){ fprintf(stderr,"[KV] colikv: no adoption: %s\n",colikv_errmsg(s)); return len; }
+    if(got<=len) return len;
+    int64_t n=colikv_load_range(s,from,&cm,len,got,(int32_t*)hist,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);
+    if(n<0){ fprintf(stderr,"[KV] colikv: no adoption from %s: %s\n",from,colikv_errmsg(s)); return len; }
+    if(m->has_mtp) m->kv_start[m->c.n_layers]=-1;   /* MTP rows are per-slot decode state */
+    fprintf(stderr,"[KV] adopted %d tokens [%d,%d) from %s in %.3fs (prefill skipped)\n",
+        (int)got-len,len,(int)got,from,now_s()-t0);
+    return (int)got;
 }
 
 #endif /* KV_PERSIST_H */

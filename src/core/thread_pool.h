@@ -53,11 +53,18 @@ class ThreadPool {
 // previous result). An exception thrown by produce(i) is rethrown by the
 // next() that returns i. The destructor waits for the jobs in flight (they may
 // point into the caller's buffers).
+//
+// kInline runs every produce(i) at construction on the calling thread
+// instead (an exception still comes out of the next() that returns i): for
+// work of a few kilobytes, or one job alone, handing it to a worker and
+// waiting for it costs more than doing it.
 template <class R>
 class OrderedJobs {
  public:
-  OrderedJobs(ThreadPool& pool, size_t n, size_t window, std::function<R(size_t)> produce)
-      : pool_(pool), n_(n), window_(window == 0 ? 1 : window), produce_(std::move(produce)) {
+  enum class Run { kOnPool, kInline };
+  OrderedJobs(ThreadPool& pool, size_t n, size_t window, std::function<R(size_t)> produce, Run run = Run::kOnPool)
+      : pool_(pool), n_(n), window_(window == 0 ? 1 : window), produce_(std::move(produce)),
+        inline_(run == Run::kInline) {
     refill();
   }
   ~OrderedJobs() {
@@ -85,6 +92,16 @@ class OrderedJobs {
 
  private:
   void refill() {
+    while (inline_ && submitted_ < n_) {
+      std::promise<R> done;
+      try {
+        done.set_value(produce_(submitted_));
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+      ++submitted_;
+      inflight_.push_back(done.get_future());
+    }
     while (submitted_ < n_ && inflight_.size() < window_) {
       const size_t i = submitted_++;
       inflight_.push_back(pool_.submit([this, i] { return produce_(i); }));
@@ -94,6 +111,7 @@ class OrderedJobs {
   ThreadPool& pool_;
   const size_t n_, window_;
   const std::function<R(size_t)> produce_;
+  const bool inline_;
   std::deque<std::future<R>> inflight_;
   size_t submitted_ = 0, taken_ = 0;
 };

@@ -23,15 +23,24 @@ namespace detail {
 
 namespace {
 
-int open_flags(const Options& o) {
-  if (o.read_only) return SQLite::OPEN_READONLY;
-  return SQLite::OPEN_READWRITE | (o.create_if_missing ? SQLite::OPEN_CREATE : 0);
-}
-
 std::string parent_dir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// SQLite checkpoints the WAL and removes the -wal and -shm files when the
+// last connection closes, but only for a connection that may write: a
+// read-only one leaves them behind in the user's folder. So a read-only open
+// of a file (and folder) it could write opens read-write with query_only on:
+// every write still fails, and the close cleans up as a writer's does.
+bool open_writable_for_cleanup(const std::string& path) {
+  return ::access(path.c_str(), W_OK) == 0 && ::access(parent_dir(path).c_str(), W_OK) == 0;
+}
+
+int open_flags(const std::string& path, const Options& o) {
+  if (o.read_only) return open_writable_for_cleanup(path) ? SQLite::OPEN_READWRITE : SQLite::OPEN_READONLY;
+  return SQLite::OPEN_READWRITE | (o.create_if_missing ? SQLite::OPEN_CREATE : 0);
 }
 
 // Reports a refusal plainly ("permission denied") instead of SQLite's
@@ -91,6 +100,12 @@ void harden(SQLite::Database& db, const Options& options, const std::string& wha
   }
   sqlite3_limit(h, SQLITE_LIMIT_LENGTH, static_cast<int>(kMaxStoredValueBytes));
   exec(db, "PRAGMA cache_size=-2000", what);
+}
+
+// Statement journals in memory: on disk, SQLite opened and unlinked a
+// temporary file for every append (a statement journal of its transaction).
+void keep_temporaries_in_memory(SQLite::Database& db, const std::string& what) {
+  exec(db, "PRAGMA temp_store=MEMORY", what);
 }
 
 struct SchemaState {
@@ -192,9 +207,11 @@ SQLite::Database open_store(const std::string& path, const Options& options) {
   const std::string what = "store " + path;
   check_store_path(path, options);
   SQLite::Database db = with_context(what + ": open", [&] {
-    return SQLite::Database(path, open_flags(options), options.busy_timeout_ms, options.vfs_name);
+    return SQLite::Database(path, open_flags(path, options), options.busy_timeout_ms, options.vfs_name);
   });
+  if (options.read_only) exec(db, "PRAGMA query_only=1", what);
   harden(db, options, what);
+  keep_temporaries_in_memory(db, what);
   set_up_retrying(db, path, options, what);
   if (!options.read_only) limit_wal_size(db, what);
   return db;

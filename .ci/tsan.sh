@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ThreadSanitizer build; runs the tests that use threads: the concurrency
-# test ([concurrency]), the store's racing-writer tests and the codec's
+# test ([concurrency]), the asynchronous append ([async]), the store's racing-writer tests and the codec's
 # thread-safety test. Usage: .ci/tsan.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,4 +11,4 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInf
   -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target colikv_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-"$BUILD_DIR"/tests/colikv_tests "[concurrency],[codec]" --durations yes
+"$BUILD_DIR"/tests/colikv_tests "[concurrency],[codec],[async]" --durations yes

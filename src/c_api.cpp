@@ -134,6 +134,24 @@ int colikv_append(colikv_store* s, const char* conv, const colikv_model* m, cons
   });
 }
 
+int colikv_append_async(colikv_store* s, const char* conv, const colikv_model* m, const int32_t* tokens, int64_t len,
+                        const float* const* Lc, const float* const* Rc, const float* const* Ic) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(conv != nullptr, "colikv_append_async: conv is NULL");
+    require(m != nullptr, "colikv_append_async: model is NULL");
+    st.append_async(conv, to_signature(m), tokens, len, colikv::KvSource{Lc, Rc, Ic});
+    return COLIKV_OK;
+  });
+}
+
+int colikv_wait(colikv_store* s, const char* conv) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    if (conv) st.wait(conv);
+    else st.wait();
+    return COLIKV_OK;
+  });
+}
+
 int colikv_write(colikv_store* s, const char* conv, const colikv_model* m, const int32_t* tokens, int64_t from,
                  int64_t len, const float* const* Lc, const float* const* Rc, const float* const* Ic) {
   return guarded<int>(s, [&](colikv::Store& st) {

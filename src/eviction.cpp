@@ -119,7 +119,7 @@ void fill_eviction_stats(Store::Impl& s, StoreStats& out) {
 }  // namespace detail
 
 EvictionReport Store::gc(int64_t max_bytes) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   s.require_writable("gc");
   if (max_bytes < 0)
@@ -131,7 +131,7 @@ EvictionReport Store::gc(int64_t max_bytes) {
 }
 
 VacuumReport Store::vacuum() {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   s.require_writable("vacuum");
   // A server's queries throw its own errors: with_context names the store.

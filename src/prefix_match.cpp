@@ -171,7 +171,7 @@ class Matcher {
 }  // namespace
 
 PrefixMatch Store::match(const ModelSignature& model, const int32_t* tokens, int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   model.validate();
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));

@@ -157,7 +157,11 @@ Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
       catalog(detail::open_catalog(p, o)),
-      pool(o.threads) {}
+      pool(o.threads) {
+  if (!options.read_only) async = detail::make_async_writer(*this);
+}
+
+Store::Impl::~Impl() { async.reset(); }
 
 std::string Store::Impl::where(const std::string& id) const {
   const std::string store = "store " + detail::shown_location(path);
@@ -835,19 +839,19 @@ int Store::schema_version() const {
 int Store::library_schema_version() { return detail::latest_schema_version(); }
 
 int64_t Store::count(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   auto c = impl_->find_conversation(id);
   return c ? c->count : 0;
 }
 
 bool Store::exists(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   return impl_->find_conversation(id).has_value();
 }
 
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   detail::AppendRequest req;
   req.id = id;
@@ -862,7 +866,7 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
 
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   model.validate();
   if (len > 0)
@@ -883,7 +887,7 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
 
 int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
                     const KvTarget& kv, int64_t limit) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   model.validate();
@@ -928,7 +932,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
 }
 
 std::vector<int32_t> Store::tokens(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
@@ -1006,7 +1010,7 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
 }  // namespace
 
 void Store::truncate(const std::string& id, int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("truncate conversation '" + id + "'");
@@ -1044,7 +1048,7 @@ void Store::truncate(const std::string& id, int64_t len) {
 }
 
 void Store::remove(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("delete conversation '" + id + "'");
@@ -1060,7 +1064,7 @@ void Store::remove(const std::string& id) {
 }
 
 void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   const std::string here = s.where(src);
   s.require_writable("fork conversation '" + src + "'");
@@ -1122,7 +1126,7 @@ void update_text_column(Store::Impl& s, const std::string& id, detail::Conversat
 }  // namespace
 
 void Store::rename(const std::string& old_id, const std::string& new_id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   if (new_id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(old_id) + ": the new id is empty");
   if (old_id == new_id) {
@@ -1138,12 +1142,12 @@ void Store::rename(const std::string& old_id, const std::string& new_id) {
 }
 
 void Store::set_title(const std::string& id, const std::string& title) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   update_text_column(*impl_, id, detail::ConversationText::kTitle, title);
 }
 
 void Store::set_metadata(const std::string& id, const std::string& metadata_json) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   if (!s.is_json(metadata_json)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
   update_text_column(s, id, detail::ConversationText::kMetadata, metadata_json);
@@ -1174,7 +1178,7 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
 }  // namespace
 
 ConversationInfo Store::info(const std::string& id) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   return read_rows(s.where(id), [&] {
     std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
@@ -1184,7 +1188,7 @@ ConversationInfo Store::info(const std::string& id) {
 }
 
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   return read_rows(s.where(), [&] {
     std::vector<ConversationInfo> out;
@@ -1195,7 +1199,7 @@ std::vector<ConversationInfo> Store::list(const ListOptions& options) {
 }
 
 int64_t Store::conversation_count() {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   return with_context(impl_->where(), [&] { return impl_->catalog->conversation_count(); });
 }
 
@@ -1420,7 +1424,7 @@ class Verifier {
 }  // namespace
 
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
   if (!id.empty()) s.get_conversation(id);
@@ -1428,7 +1432,7 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
 }
 
 StoreStats Store::stats() {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   StoreStats out;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "async_writer.h"
 #include "catalog.h"
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
@@ -82,11 +83,22 @@ struct ScanStart {
   int64_t n = 0;  // positions that will be delivered
 };
 
+// Appends positions [from, len) of a conversation holding exactly `from`
+// committed tokens, in the caller's transaction: rows of kv are positions
+// origin, origin + 1, ...; the rows of [0, from) that share a chunk with
+// `from` are re-encoded from the store (store_write.cpp).
+void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
+                 int64_t from, int64_t len, const KvSource& kv, int64_t origin);
+
+// The writer of append_async over this store (store_write.cpp).
+std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);
+
 }  // namespace detail
 
 class Store::Impl {
  public:
   Impl(const std::string& path, const Options& options);
+  ~Impl();
 
   void append(const detail::AppendRequest& req);
 
@@ -108,6 +120,10 @@ class Store::Impl {
   std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default
   std::recursive_mutex mu;  // serializes calls on this Store
   detail::ThreadPool pool;
+  // The background writer of append_async (async_writer.h), on a writable
+  // store; ~Impl stops it first, so that it commits what is still queued
+  // before anything it uses is torn down.
+  std::unique_ptr<detail::AsyncWriter> async;
 
   // Helpers used by Store's methods.
   std::optional<detail::ConversationRow> find_conversation(const std::string& id);

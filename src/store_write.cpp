@@ -14,7 +14,11 @@
 
 namespace colikv {
 
+using detail::ChunkSummary;
+using detail::ConversationRow;
+using detail::ExpectedState;
 using detail::PlaneList;
+using detail::QueuedAppend;
 
 namespace {
 
@@ -69,7 +73,7 @@ KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& 
 
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
                   const KvSource& kv) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   s.require_writable("write conversation '" + id + "'");
@@ -92,6 +96,14 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
     throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +
                                                  " but only " + std::to_string(committed) + " tokens are committed");
   if (from < committed) truncate(id, from);
+  detail::append_rows(s, id, model, tokens, from, len, kv, 0);
+  txn->commit();
+}
+
+namespace detail {
+
+void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
+                 int64_t from, int64_t len, const KvSource& kv, int64_t origin) {
   // The append re-encodes the chunk `from` falls in: its kept rows come from
   // the store, so that [0, from) stays exactly as stored (an engine may have
   // recomputed a kept row meanwhile, e.g. the last prompt token's).
@@ -104,7 +116,7 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
   const int level = s.options.zstd_level;
   req.produce = [&](int64_t first, int64_t n, detail::ProducedChunk& out) {
     if (kept.packed.empty() || first != kept.base) {
-      out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
+      out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first - origin), level,
                                          out.precision, &out.stored_digests);
       return;
     }
@@ -112,18 +124,72 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
     const PlaneList dst = detail::packed_planes(model, buf.data(), n);
     std::vector<float> kept_copy(kept.packed);
     const PlaneList old = detail::packed_planes(model, kept_copy.data(), from - first);
-    const PlaneList src = detail::engine_planes(model, kv, 0);
+    const PlaneList src = detail::engine_planes(model, kv, from - origin);
     for (size_t p = 0; p < dst.size(); ++p) {
       const size_t w = static_cast<size_t>(dst[p].width);
       std::memcpy(dst[p].base, old[p].base, static_cast<size_t>(from - first) * w * 4);
-      std::memcpy(dst[p].base + (from - first) * w, src[p].base + from * src[p].stride,
-                  static_cast<size_t>(first + n - from) * w * 4);
+      std::memcpy(dst[p].base + (from - first) * w, src[p].base, static_cast<size_t>(first + n - from) * w * 4);
     }
     out.encoded = detail::encode_chunk(n, out.tokens.data(), dst, level, out.precision, &out.stored_digests);
   };
   s.append(req);
+}
+
+namespace {
+
+// A queued turn, on the writer thread: one transaction, as append's, that
+// fails with kConflict unless the conversation holds exactly what the turn
+// was validated against (another writer, or a call of this Store, changed it).
+void commit_queued(Store::Impl& s, const QueuedAppend& job) {
+  StoreCall call(s, StoreCall::NoWait{});
+  const std::string here = s.where(job.id);
+  s.catalog->wait_before_write();  // as write does: the WAL starts over instead of growing
+  const auto txn = s.catalog->begin(Catalog::Access::kWrite, here);
+  const std::optional<ConversationRow> conv = s.find_conversation(job.id);
+  const int64_t committed = conv ? conv->count : 0;
+  if (committed != job.from)
+    throw Error(ErrorCode::kConflict, here + ": the queued append of positions [" + std::to_string(job.from) + ", " +
+                                          std::to_string(job.len) + ") expected " + std::to_string(job.from) +
+                                          " committed tokens but the store holds " + std::to_string(committed) +
+                                          " (another writer changed it); reload and retry");
+  const QueuedAppend::Source rows = job.source();
+  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.from);
   txn->commit();
 }
+
+// What is stored of a conversation, from one read snapshot: what append_async validates against.
+ExpectedState read_expected(Store::Impl& s, const std::string& id) {
+  StoreCall call(s, StoreCall::NoWait{});
+  const std::string here = s.where(id);
+  const auto snapshot = s.catalog->begin(Catalog::Access::kRead, here);
+  ExpectedState st;
+  const std::optional<ConversationRow> conv = s.find_conversation(id);
+  if (!conv) return st;
+  st.exists = true;
+  st.model = s.model_by_id(conv->model_id).sig;
+  for (const ChunkSummary& c : s.catalog->chunk_list(conv->id)) {
+    const std::optional<std::string> json = s.catalog->chunk_tokens_json(c.chunk_id);
+    std::vector<int32_t> t;
+    if (!json || !parse_tokens_json(json->data(), json->size(), t) || static_cast<int64_t>(t.size()) != c.n_tokens)
+      throw Error(ErrorCode::kCorrupt, here + ": the token list of chunk " + std::to_string(c.chunk_id) +
+                                           " is missing or malformed");
+    st.tokens.insert(st.tokens.end(), t.begin(), t.end());
+  }
+  if (static_cast<int64_t>(st.tokens.size()) != conv->count)
+    throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(st.tokens.size()) +
+                                         " tokens but its count is " + std::to_string(conv->count));
+  return st;
+}
+
+}  // namespace
+
+std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s) {
+  return std::make_unique<AsyncWriter>(
+      s.options.max_queued_bytes, s.pool, [&s](const QueuedAppend& job) { commit_queued(s, job); },
+      [&s](const std::string& id) { return read_expected(s, id); });
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -184,7 +250,7 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
 
 int64_t Store::load_range(const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
                           int32_t* tokens, const KvTarget& kv) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   const std::string here = s.where(id);
   model.validate();

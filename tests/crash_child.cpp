@@ -7,6 +7,13 @@
 //     "R\n" once the store is open, then for every operation
 //     "I <name> <new_len>\n" before it (new_len -1: a delete) and "D\n" once
 //     the call has returned, i.e. once the operation is committed.
+//   colikv_crash_child async STORE SEED full|normal
+//     Grows conversation "a" with append_async turns of 1..12 tokens until
+//     killed, now and then waiting for them or truncating it. On stdout,
+//     unbuffered: "R <count>\n" once the store is open; "Q <len>\n" before
+//     each append_async; "W <len>\n" once a wait has returned OK (every turn
+//     up to len is committed); "T <len>\n" before a truncate and "TD\n"
+//     once it has returned.
 //   colikv_crash_child work STORE PREFIX NCONV NOPS SEED
 //     Runs NOPS operations on <PREFIX>c<k>/<PREFIX>f<k>, loading every
 //     conversation it touched after each one and comparing it bit for bit,
@@ -56,6 +63,32 @@ int run_crash(const std::string& path, uint32_t seed, int nconv, bool full) {
   }
 }
 
+int run_async(const std::string& path, uint32_t seed, bool full) {
+  colikv::Options o = wl::options(full);
+  o.max_queued_bytes = 24 * wl::model().floats_per_token() * 4;  // a few turns: the bound is reached too
+  colikv::Store store(path, o);
+  const auto& b = wl::history_of("a0").buffers;
+  int64_t len = store.count("a0");
+  put("R " + std::to_string(len) + "\n");
+  std::mt19937 rng(seed);
+  for (;;) {
+    if (len > 0 && (len + 12 > wl::kCapacity || rng() % 10 == 0)) {
+      len = static_cast<int64_t>(rng() % static_cast<unsigned>(len + 1));
+      put("T " + std::to_string(len) + "\n");
+      store.truncate("a0", len);
+      put("TD\n");
+      continue;
+    }
+    len += 1 + static_cast<int64_t>(rng() % 12);
+    put("Q " + std::to_string(len) + "\n");
+    store.append_async("a0", wl::model(), b.tokens.data(), len, b.source());
+    if (rng() % 3 == 0) {
+      store.wait("a0");
+      put("W " + std::to_string(len) + "\n");
+    }
+  }
+}
+
 int run_work(const std::string& path, const std::string& prefix, int nconv, int nops, uint32_t seed) {
   colikv::Store store(path, wl::options(false));
   std::map<std::string, int64_t> expect;
@@ -78,13 +111,16 @@ int main(int argc, char** argv) {
     if (mode == "crash" && argc == 6)
       return run_crash(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::stoi(argv[4]),
                        std::string(argv[5]) == "full");
+    if (mode == "async" && argc == 5)
+      return run_async(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::string(argv[4]) == "full");
     if (mode == "work" && argc == 7)
       return run_work(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]),
                       static_cast<uint32_t>(std::stoul(argv[6])));
     std::fprintf(stderr,
                  "usage: %s crash STORE SEED NCONV full|normal\n"
+                 "       %s async STORE SEED full|normal\n"
                  "       %s work STORE PREFIX NCONV NOPS SEED\n",
-                 argv[0], argv[0]);
+                 argv[0], argv[0], argv[0]);
     return 2;
   } catch (const colikv::Error& e) {
     std::fprintf(stderr, "colikv error [%s]: %s\n", colikv::error_code_name(e.code()), e.what());

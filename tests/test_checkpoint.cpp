@@ -73,3 +73,28 @@ TEST_CASE("a write from the committed count starts the WAL over after a checkpoi
   INFO("WAL after the first write " << first_wal << ", largest WAL " << max_wal);
   CHECK(max_wal < first_wal * 2);
 }
+
+TEST_CASE("a queued append_async turn starts the WAL over after a checkpoint as an append does",
+          "[store][checkpoint][async]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  const ModelSignature m = colikv_test::wide_model();
+  const int64_t turn = 1024, turns = 8;
+  EngineBuffers b(m, turn * turns);
+  b.fill(0, turn * turns, 5);
+  colikv::Options o = colikv_test::chunked_options(m, 256);
+  o.page_size = 4096;  // the checkpointer wakes at 1,000 WAL pages: 4 MB here
+
+  Store s(path, o);
+  int64_t first_wal = 0, max_wal = 0;
+  for (int64_t k = 1; k <= turns; ++k) {
+    s.append_async("c", m, b.tokens.data(), k * turn, b.source());
+    s.wait("c");
+    const int64_t wal = file_size(path + "-wal");
+    if (k == 1) first_wal = wal;
+    max_wal = std::max(max_wal, wal);
+  }
+  REQUIRE(first_wal > 1000 * 4096);
+  INFO("WAL after the first turn " << first_wal << ", largest WAL " << max_wal);
+  CHECK(max_wal < first_wal * 2);
+}

@@ -153,3 +153,79 @@ TEST_CASE("crash: SIGKILL at random moments never loses or tears a committed ope
   CHECK(ops > kills);           // the child did real work between kills
   CHECK(mid_operation > kills / 4);  // and many kills landed inside an operation
 }
+
+// The kill loop of append_async: the child (crash_child async) queues turns
+// of conversation a0, waits now and then, truncates now and then; killed at
+// random moments, the store must hold a state the child could have reached
+// since its last wait (or truncate) returned: that one or a later queued
+// turn, whole, never part of one, loading bit for bit as its history.
+TEST_CASE("crash: SIGKILL during append_async loses no waited-for turn and tears none", "[crash][async]") {
+  TempDir dir;
+  const std::string path = dir.file("async.db");
+  const std::string err_path = dir.file("child.err");
+  const int kills = colikv_test::long_tests() ? 1000 : 120;
+  std::mt19937 rng(20261201);
+  int64_t committed = 0;  // what the store held after the last check
+  int64_t waits = 0, queued = 0, lost_unwaited = 0;
+  for (int i = 0; i < kills; ++i) {
+    const bool full = i % 4 == 3;
+    std::set<int64_t> possible{committed};  // the states the store may be in
+    std::vector<std::string> lines;
+    {
+      ChildProcess child({COLIKV_CRASH_CHILD_PATH, "async", path, std::to_string(5000 + i), full ? "full" : "normal"},
+                         false, err_path);
+      const int wait_lines = static_cast<int>(rng() % 40);
+      std::string line;
+      while (static_cast<int>(lines.size()) < wait_lines && child.read_line(line)) lines.push_back(line);
+      ::usleep(static_cast<useconds_t>(rng() % 3000));
+      child.kill_now();
+      const int status = child.wait();
+      if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        FAIL("child " << i << " ended by itself (status " << status << "): " << read_text(err_path));
+      std::istringstream is(child.read_rest());
+      for (std::string l; std::getline(is, l);) lines.push_back(l);
+    }
+    int64_t last_queued = committed;
+    for (const std::string& l : lines) {
+      std::istringstream is(l);
+      std::string tag;
+      int64_t len = -1;
+      is >> tag >> len;
+      if (tag == "R") {
+        REQUIRE(len == committed);  // the child found what the last check found
+      } else if (tag == "Q" || tag == "T") {
+        possible.insert(len);
+        queued += tag == "Q";
+        last_queued = len;
+      } else if (tag == "W") {
+        possible = {len};  // every turn up to len is committed: nothing before it may be what remains
+        ++waits;
+      } else if (tag == "TD") {
+        possible = {last_queued};
+      }
+    }
+    colikv::Store store(path, wl::options(false));
+    const int64_t actual = store.count("a0");
+    if (!possible.count(actual)) {
+      std::string states;
+      for (int64_t p : possible) states += " " + std::to_string(p);
+      FAIL("kill " << i << ": a0 holds " << actual << " tokens; possible:" << states);
+    }
+    if (actual != *possible.rbegin()) ++lost_unwaited;
+    const std::string err = wl::check_content(store, "a0", actual);
+    if (!err.empty()) FAIL("kill " << i << ": " << err);
+    if (i % 10 == 9) {
+      const colikv::VerifyReport report = store.verify();
+      if (report.integrity != "ok" || !report.ok())
+        FAIL("kill " << i << ": verify: " << report.integrity << "; "
+                     << (report.problems.empty() ? "" : report.problems.front().what));
+    }
+    committed = actual;
+  }
+  std::printf("crash async: %d SIGKILLs survived, %lld turns queued, %lld waits returned, %lld kills lost "
+              "queued turns not waited for\n",
+              kills, static_cast<long long>(queued), static_cast<long long>(waits),
+              static_cast<long long>(lost_unwaited));
+  CHECK(waits > kills / 2);  // the child did real work between kills
+  CHECK(lost_unwaited > 0);  // and kills landed while turns were queued
+}

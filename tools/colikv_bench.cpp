@@ -6,7 +6,7 @@
 //
 //   colikv_bench [--quick] [--json FILE] [--dir DIR] [--tokens N] [--turn K]
 //                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
-//                [--only turns,bounds,sample,import,many,fork,small] [--keep] [--pg URI]
+//                [--only turns,async,bounds,sample,import,many,fork,small] [--keep] [--pg URI]
 //
 // --pg URI (a PostgreSQL server, e.g. tools/postgres.sh's) runs the turns, load
 // and many workloads again on it, as "pg ..." rows beside SQLite's: each in
@@ -49,6 +49,7 @@
 #include "postgres/pg_connection.h"  // fresh schemas on the --pg server
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
+#include "store_impl.h"  // the async writer's queue depth, for the "async" rows
 #include "synthetic_engine.h"
 
 namespace {
@@ -512,6 +513,160 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
     row("load", "pg load throughput", "MB/s", mb / pg.load, lt_b, "", -1,
         std::string("bit-exact: ") + (pg.exact ? "yes" : "no"));
   }
+}
+
+// ---------------------------------------------------------------- asynchronous append (issue 14)
+
+// Drops a file's pages from the page cache (after syncing them): a cold read
+// of that file alone, not of the whole machine.
+void evict_from_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// append_async against the engine's own write of the same records, turn by
+// turn in one run, the two alternating which goes first: the engine's stall
+// (how long append_async holds its thread) against the plain fwrite; the time
+// until the turn is durable (append_async + wait) against the baseline of the
+// same durability; the writer at one turn a second (the queue stays empty);
+// the queue bound at work (turns back to back); and loads warm and cold.
+void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync, Engine& src, Engine& dst,
+                 int64_t n_tokens, int64_t turn) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/async.db", raw = cfg.dir + "/async.coli_kv", rawsync = cfg.dir + "/async_sync.coli_kv";
+  const std::string sn = sync_name(sync);
+  const bool full = sync == colikv::Synchronous::kFull;
+  const int rounds = cfg.quick ? 2 : 3;
+  std::vector<double> stall, fwrite_t, durable, durable_b;
+  int64_t turns_per_round = 0;
+  for (int r = 0; r < rounds; ++r) {
+    remove_store(db);
+    ::unlink(raw.c_str());
+    ::unlink(rawsync.c_str());
+    ::sync();
+    colikv::Store store(db, store_options(sync));
+    Baseline plain(raw, m, false), durable_baseline(rawsync, m, full);
+    int k = 0;
+    for (int64_t len = std::min(turn, n_tokens); len <= n_tokens; len += turn, ++k) {
+      auto ours = [&] {
+        auto t0 = Clock::now();
+        store.append_async("conv", m, src.tokens.data(), len, src.source());
+        stall.push_back(since(t0) * 1e3);
+        store.wait("conv");
+        durable.push_back(since(t0) * 1e3);
+      };
+      auto theirs = [&] {
+        auto t0 = Clock::now();
+        plain.append(src, len);
+        fwrite_t.push_back(since(t0) * 1e3);
+        t0 = Clock::now();
+        durable_baseline.append(src, len);
+        durable_b.push_back(since(t0) * 1e3);
+      };
+      if ((r + k) % 2 == 0) { ours(); theirs(); } else { theirs(); ours(); }
+    }
+    turns_per_round = k;
+    store.wait();
+  }
+  const std::string samples = std::to_string(rounds) + " x " + std::to_string(turns_per_round) + " turns of " +
+                              std::to_string(turn) + " tokens";
+  auto row = [&](const std::string& wl, const std::string& metric, const std::string& unit, double c, double b,
+                 const std::string& target, int met, const std::string& note) {
+    add(Row{wl, shape.name, "full", "f32", sn, metric, unit, c, b, true, target, met, note});
+  };
+  const double st = median(stall), fw = median(fwrite_t);
+  row("async", "engine stall median", "ms/turn", st, fw, "<=0.2x", st / fw <= 0.2,
+      "append_async vs plain fwrite+fflush; " + samples);
+  row("async", "engine stall max", "ms/turn", *std::max_element(stall.begin(), stall.end()),
+      *std::max_element(fwrite_t.begin(), fwrite_t.end()), "", -1, "the first turn of a store allocates its buffer");
+  row("async", "until durable median", "ms/turn", median(durable), median(durable_b), "", -1,
+      full ? "append_async+wait vs fwrite+fdatasync x2" : "append_async+wait vs fwrite+fflush");
+
+  // One turn a second: the writer is done before the next turn comes.
+  {
+    remove_store(db);
+    colikv::Store store(db, store_options(sync));
+    size_t deepest = 0;
+    std::vector<double> paced;
+    auto next = Clock::now();
+    for (int64_t len = std::min(turn, n_tokens); len <= n_tokens; len += turn) {
+      std::this_thread::sleep_until(next);
+      next += std::chrono::seconds(1);
+      deepest = std::max(deepest, colikv::detail::StoreAccess::impl(store).async->queued_jobs());
+      auto t0 = Clock::now();
+      store.append_async("conv", m, src.tokens.data(), len, src.source());
+      paced.push_back(since(t0) * 1e3);
+    }
+    store.wait();
+    Row q{"async", shape.name, "full", "f32", sn, "queued turns at a turn/s", "turns", static_cast<double>(deepest),
+          0, false, "==0", deepest == 0, "most turns still queued when the next one came"};
+    add(q);
+    Row p{"async", shape.name, "full", "f32", sn, "engine stall at a turn/s", "ms/turn", median(paced), 0, false, "",
+          -1, "median"};
+    add(p);
+  }
+
+  // Back to back under a bound of two turns: the third append_async waits for room.
+  {
+    remove_store(db);
+    colikv::Options o = store_options(sync);
+    o.max_queued_bytes = 2 * turn * m.floats_per_token() * 4;
+    colikv::Store store(db, o);
+    std::vector<double> t;
+    for (int64_t len = std::min(turn, n_tokens); len <= n_tokens; len += turn) {
+      auto t0 = Clock::now();
+      store.append_async("conv", m, src.tokens.data(), len, src.source());
+      t.push_back(since(t0) * 1e3);
+    }
+    store.wait();
+    std::string each;
+    for (double x : t) each += (each.empty() ? "" : " ") + std::to_string(static_cast<int>(x + 0.5));
+    Row b{"async", shape.name, "full", "f32", sn, "back-to-back stall max", "ms/turn",
+          *std::max_element(t.begin(), t.end()), 0, false, "", -1, "bound 2 turns; each: " + each + " ms"};
+    add(b);
+  }
+
+  // Loads of the whole conversation, warm and cold (the store's files and the
+  // raw file evicted from the page cache first), alternating with fread.
+  if (full) {
+    const double mb = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes()) / 1e6;
+    std::vector<double> warm_c, warm_b, cold_c, cold_b;
+    colikv::Store store(db, store_options(sync));
+    Baseline b(raw, m, false);
+    for (int rep = 0; rep < cfg.load_reps; ++rep)
+      for (bool cold : {false, true}) {
+        auto ours = [&] {
+          if (cold) {
+            evict_from_cache(db);
+            evict_from_cache(db + "-wal");
+          }
+          dst.zero(n_tokens);
+          auto t0 = Clock::now();
+          store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
+          (cold ? cold_c : warm_c).push_back(since(t0));
+          if (!src.same_as(dst, n_tokens)) std::fprintf(stderr, "async: colikv load mismatch\n");
+        };
+        auto theirs = [&] {
+          if (cold) evict_from_cache(raw);
+          dst.zero(n_tokens);
+          auto t0 = Clock::now();
+          b.load(dst);
+          (cold ? cold_b : warm_b).push_back(since(t0));
+        };
+        if (rep % 2 == 0) { ours(); theirs(); } else { theirs(); ours(); }
+      }
+    row("load", "load throughput warm", "MB/s", mb / median(warm_c), mb / median(warm_b), "", -1,
+        "median of " + std::to_string(cfg.load_reps) + ", vs fread");
+    const double cc = mb / median(cold_c), cb = mb / median(cold_b);
+    row("load", "load throughput cold", "MB/s", cc, cb, ">=1.1x", cc / cb >= 1.1,
+        "files fsync'd + POSIX_FADV_DONTNEED first; vs fread");
+  }
+  remove_store(db);
+  ::unlink(raw.c_str());
+  ::unlink(rawsync.c_str());
 }
 
 // ---------------------------------------------------------------- small turns and small appends
@@ -1206,7 +1361,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
-               "                    [--only turns,bounds,sample,import,many,fork,small] [--pg URI]\n"
+               "                    [--only turns,async,bounds,sample,import,many,fork,small] [--pg URI]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL]\n"
                "--shape, --data and --sync narrow the turns workload to those cases.\n");
   return 2;
@@ -1298,6 +1453,14 @@ int main(int argc, char** argv) {
           if (Config::in(cfg.syncs, sync_name(sync))) bench_turns(cfg, *sh, kind, "f32", sync, src, dst, n, turn);
         if (cfg.bf16 && Config::in(cfg.syncs, "NORMAL")) bench_turns(cfg, *sh, kind, "bf16", colikv::Synchronous::kNormal, src, dst, n, turn);
       }
+    }
+    if (cfg.enabled("async") && Config::in(cfg.shapes, big.name)) {
+      // The issue's shape: 78 x (512+64), 512-token turns to 2,048 tokens.
+      const int64_t n = tokens_set ? cfg.tokens : 2048, turn = turn_set ? cfg.turn : 512;
+      Engine src(big.m, n), dst(big.m, n);
+      src.compute(0, n, 1, Kind::kFull);
+      for (auto sync : {colikv::Synchronous::kFull, colikv::Synchronous::kNormal})
+        if (Config::in(cfg.syncs, sync_name(sync))) bench_async(cfg, big, sync, src, dst, n, turn);
     }
     if (cfg.enabled("small")) {
       Shape tiny, two;  // the engine's tiny test model (644-byte records); a 2-layer shape

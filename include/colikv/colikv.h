@@ -94,6 +94,32 @@ COLIKV_API int colikv_append(colikv_store *s, const char *conv, const colikv_mod
                   int64_t len, const float *const *Lc, const float *const *Rc,
                   const float *const *Ic);
 
+/* Copies positions [committed, len) of conv out of the engine's buffers and
+ * returns; the store encodes and commits them in the background, in order per
+ * conversation, one transaction per call as colikv_append. The engine may
+ * overwrite its buffers as soon as this returns. committed counts what is
+ * stored and what is queued. Errors found before queueing (model mismatch,
+ * divergence from what is stored or queued, invalid arguments, a read-only
+ * store) are returned here and queue nothing; so is the error of an earlier
+ * queued append of conv that colikv_wait has not reported yet. Blocks while
+ * the queued appends would hold more than the queue bound (1 GiB of staged
+ * rows; colikv::Options::max_queued_bytes). Every other call on conv first
+ * waits for its queued appends (a caller reads its own writes); colikv_close
+ * commits everything queued. A crash loses the queued appends not yet
+ * committed, never part of one. */
+COLIKV_API int colikv_append_async(colikv_store *s, const char *conv, const colikv_model *m, const int32_t *tokens,
+                                   int64_t len, const float *const *Lc, const float *const *Rc,
+                                   const float *const *Ic);
+
+/* Waits until every queued append of conv (NULL: of every conversation) is
+ * committed. Returns COLIKV_OK, or the first error a queued append of it met
+ * since the last wait (COLIKV_ERR_DISK_FULL, COLIKV_ERR_CONFLICT when another
+ * writer changed conv meanwhile, ...): the appends queued after the failed one
+ * are dropped and the store holds the last good turn. After COLIKV_OK every
+ * append queued before the call is committed, as durable as the store's
+ * synchronous mode makes a commit. */
+COLIKV_API int colikv_wait(colikv_store *s, const char *conv);
+
 /* Rewrites conv from position `from` on, in one transaction: keeps [0, from),
  * which must equal tokens[0, from) (else COLIKV_ERR_DIVERGED, see
  * colikv_diverged_at, and nothing changes), and replaces everything after it

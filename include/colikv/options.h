@@ -94,6 +94,15 @@ struct Options {
   // most 16 MiB. Default: 256 MiB.
   int64_t max_staged_bytes = int64_t{256} << 20;
 
+  // Bound on the memory of turns queued by Store::append_async and not yet
+  // committed: the raw bytes of their staged rows. An append_async that would
+  // pass it blocks until the background writer frees enough (a turn larger
+  // than the bound alone is queued once the queue is empty). The writer keeps
+  // up to two recycled staging buffers, within the same bound, so that the
+  // next turns' copies do not page-fault. Default: 1 GiB (about eleven
+  // 512-token turns of a 78-layer, 576-float model).
+  int64_t max_queued_bytes = int64_t{1} << 30;
+
   // Page size of a new store, in bytes (SQLite allows 512..65536). Large pages
   // keep multi-megabyte chunk blobs in fewer overflow pages. Default: 65536.
   int page_size = 65536;

@@ -198,6 +198,35 @@ class COLIKV_API Store {
   void append(const std::string& id, const ModelSignature& model, const int32_t* tokens,
               int64_t len, const KvSource& kv);
 
+  // append without waiting for the commit: validates the turn, copies
+  // positions [committed, len) out of kv (committed: what is stored plus what
+  // is queued for id) and returns; the caller may overwrite its buffers at
+  // once. A background thread of this Store encodes and commits queued turns
+  // in order, one transaction each, as append does. Throws here, queueing
+  // nothing, what can be checked before queueing: kModelMismatch, kDiverged
+  // (against the stored or queued tokens), kInvalidArgument, kReadOnly; and
+  // the error of an earlier queued turn of id that wait() has not reported
+  // yet. Blocks while the queued turns would take more than
+  // Options::max_queued_bytes. An error met while committing (kDiskFull,
+  // kConflict when another writer changed the conversation, ...) is reported
+  // by wait(); the turns of id queued after the failed one are dropped, and
+  // the store holds the last turn that committed. Every other call on id
+  // (count, load, truncate, write, fork, remove, info, export, ...) first
+  // waits for id's queued turns; calls on no single conversation (list,
+  // stats, gc, match, import, ...) wait for all; the destructor commits
+  // everything queued. A crash loses the queued turns not yet committed,
+  // never part of one.
+  void append_async(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                    const KvSource& kv);
+
+  // Waits until every turn queued for id (every conversation's, without id)
+  // is committed or dropped, then throws the first error one of them met
+  // since the last wait (and forgets it), or returns: every turn queued
+  // before the call is then committed and as durable as Options::synchronous
+  // makes a commit.
+  void wait(const std::string& id);
+  void wait();
+
   // Rewrites a conversation from position `from` on, in one transaction: keeps
   // [0, from), which must equal tokens[0, from) (else kDiverged with the first
   // differing position, and nothing changes), and replaces everything after it

@@ -20,7 +20,11 @@ static colikv_store *g_colikv;      /* opened on first use, closed at exit */
 static int g_colikv_off;            /* the store could not be opened: no persistence */
 static char g_colikv_wid[256];      /* the model's weights identity */
 
-static void kv_colikv_close(void){ colikv_close(g_colikv); g_colikv=NULL; }
+/* At exit: the turns still queued are committed first; a failed one is logged. */
+static void kv_colikv_close(void){
+    if(g_colikv && colikv_wait(g_colikv,NULL)!=COLIKV_OK)
+        fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(g_colikv));
+    colikv_close(g_colikv); g_colikv=NULL; }
 
 /* The store, opened on first use beside the slot files; NULL (logged once) if it cannot be. */
 static colikv_store *kv_colikv(KVState *k){
@@ -108,6 +112,7 @@ static void kv_disk_truncate(Model *m, int nrec){
     KVState *k=m->kv; colikv_store *s=kv_colikv(k);
     if(!s){ k->disk_nrec=0; return; }
     char id[300]; kv_colikv_id(k,id,sizeof(id));
+    if(colikv_wait(s,id)!=COLIKV_OK) fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
     int64_t have=colikv_count(s,id);
     if(have<0){ fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); k->disk_nrec=0; return; }
     if(have-nrec>KV_KEEP_MIN) kv_colikv_keep(s,k,id,have);
@@ -118,16 +123,25 @@ static void kv_disk_truncate(Model *m, int nrec){
 
 static void kv_disk_reset(Model *m){ kv_disk_truncate(m,0); }
 
-/* Saves [disk_nrec, len) in one transaction; a longer stored tail is replaced in the same one. */
+/* Hands [disk_nrec, len) to the store's background writer and returns once it is copied; a
+ * stored tail that differs (diverged or longer) is replaced in one transaction by colikv_write. */
 static void kv_disk_append(Model *m, const int *hist, int len){
     KVState *k=m->kv;
     if(!g_kvsave || len<=k->disk_nrec) return;
     colikv_store *s=kv_colikv(k); if(!s) return;
     char id[300]; kv_colikv_id(k,id,sizeof(id));
     colikv_model cm=kv_colikv_model(m);
-    int rc=colikv_write(s,id,&cm,(const int32_t*)hist,k->disk_nrec,len,(const float *const*)m->Lc,
-                        (const float *const*)m->Rc,m->has_dsa?(const float *const*)m->Ic:NULL);
-    if(rc!=COLIKV_OK){ fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s)); return; }
+    const float *const *ic=m->has_dsa?(const float *const*)m->Ic:NULL;
+    int rc=colikv_append_async(s,id,&cm,(const int32_t*)hist,len,(const float *const*)m->Lc,
+                               (const float *const*)m->Rc,ic);
+    if(rc==COLIKV_ERR_DIVERGED || rc==COLIKV_ERR_INVALID)
+        rc=colikv_write(s,id,&cm,(const int32_t*)hist,k->disk_nrec,len,(const float *const*)m->Lc,
+                        (const float *const*)m->Rc,ic);
+    if(rc!=COLIKV_OK){
+        fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
+        colikv_wait(s,id);  /* an earlier queued turn failed: reported, the store keeps the last good one */
+        int64_t have=colikv_count(s,id); k->disk_nrec=have>0?(int)have:0;
+        return; }
     k->disk_nrec=len;
 }
 

@@ -202,7 +202,7 @@ ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens) {
 
 ImportResult import_coli_kv(Store& store, const std::string& path, const ImportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  detail::StoreCall call(s);
   Fd fd = open_for_reading(path);
   ParsedHeader h = parse_header(fd.get(), path);
   if (!h.problems.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": " + h.problems.front());
@@ -436,7 +436,7 @@ void move_into_place(const std::string& tmp, const std::string& target, bool rep
 
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  detail::StoreCall call(s, id);
   const std::string target = export_target(s, path, options.force);
   const std::string dir = directory_of(target);
   remove_stale_export_temps(dir);
@@ -463,7 +463,7 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
 
 int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
+  detail::StoreCall call(s, id);
   struct stat st;
   if (::fstat(fd, &st) != 0) throw_errno("export output", errno);
   const std::string own = store_file_at(s, "", &st);

@@ -1,0 +1,172 @@
+// Store::append_async and Store::wait: a background writer per Store that
+// commits queued turns in order, per conversation, while the engine keeps
+// generating. The engine's thread only validates the turn and copies its new
+// rows into a staging buffer; encoding and the SQLite transaction happen here.
+#ifndef COLIKV_SRC_ASYNC_WRITER_H
+#define COLIKV_SRC_ASYNC_WRITER_H
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colikv/store.h"
+#include "core/thread_pool.h"
+
+namespace colikv {
+namespace detail {
+
+// Raw float memory for staged rows, allocated once and recycled: a fresh
+// allocation would page-fault on every byte the engine's thread copies.
+class StagingBuffer {
+ public:
+  StagingBuffer() = default;
+  explicit StagingBuffer(size_t floats);
+  size_t capacity() const { return capacity_; }
+  float* data() const { return data_.get(); }
+  size_t bytes() const { return capacity_ * sizeof(float); }
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t capacity_ = 0;
+};
+
+// One queued turn: positions [from, len) of a conversation, its rows staged
+// plane after plane (packed_planes layout).
+struct QueuedAppend {
+  std::string id;
+  ModelSignature model;
+  std::vector<int32_t> tokens;  // all len token ids
+  int64_t from = 0;             // the committed count it expects to extend
+  int64_t len = 0;
+  StagingBuffer rows;
+  int64_t bytes = 0;  // staged bytes counted against the bound
+
+  // The staged rows as the engine's buffers of positions [from, len) (row r is position from + r).
+  struct Source {
+    std::vector<const float*> lc, rc, ic;
+    KvSource kv;
+  };
+  Source source() const;
+};
+
+// What a conversation holds once its queued appends are committed, as far as
+// this Store knows: what append_async validates a new turn against.
+struct ExpectedState {
+  bool exists = false;
+  ModelSignature model;
+  std::vector<int32_t> tokens;
+};
+
+class AsyncWriter {
+ public:
+  // commit(job) runs on the writer thread and throws colikv::Error on failure.
+  // read_state(id) reads what is stored (on the caller's thread).
+  using CommitFn = std::function<void(const QueuedAppend&)>;
+  using ReadStateFn = std::function<ExpectedState(const std::string& id)>;
+  AsyncWriter(int64_t max_bytes, ThreadPool& pool, CommitFn commit, ReadStateFn read_state);
+  // Commits everything still queued, then stops the thread.
+  ~AsyncWriter();
+  AsyncWriter(const AsyncWriter&) = delete;
+  AsyncWriter& operator=(const AsyncWriter&) = delete;
+
+  // Validates the turn against what is stored or queued (throws without
+  // queueing), copies positions [committed, len) out of kv, and queues them.
+  // Blocks while the queued bytes would exceed the bound (unless the queue is empty).
+  void enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+               const KvSource& kv, const std::string& where);
+
+  // Waits until id's queued appends (all of them when id is null) are
+  // committed or dropped, then throws the first error one of them met since
+  // the last wait, clearing it.
+  void wait(const std::string* id);
+  // Waits like wait() without reporting errors: other Store calls read their
+  // writes. Forgets what it knew of the conversation(s), which the call may change.
+  void drain(const std::string* id);
+
+  // Test hooks: while paused the writer thread takes no new job; how many
+  // calls are blocked in enqueue (on the bound) and in wait or drain.
+  void pause(bool paused);
+  int64_t queued_bytes() const;
+  size_t queued_jobs() const;
+  int blocked_enqueues() const;
+  int blocked_waits() const;
+  size_t spare_buffers() const;
+
+ private:
+  struct Conversation {
+    size_t pending = 0;           // being copied, queued or being committed
+    bool copying = false;         // an enqueue is under way (claim): the next one of this conversation waits
+    std::optional<Error> error;   // the first failure since the last wait
+    uint64_t error_order = 0;     // when it failed, to report the earliest of several conversations
+    std::optional<ExpectedState> expected;  // unknown until read or queued
+  };
+
+  Conversation& claim(std::unique_lock<std::mutex>& lock, const std::string& id);
+  int64_t validate(const ExpectedState& expected, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                   const std::string& where) const;
+  ExpectedState& expected_for(std::unique_lock<std::mutex>& lock, const std::string& id);
+  void reserve(std::unique_lock<std::mutex>& lock, int64_t bytes);
+  StagingBuffer take_buffer(size_t floats);
+  void copy_rows(const ModelSignature& m, const KvSource& kv, int64_t from, int64_t n, float* dst);
+  void start_thread();
+  void run();
+  void finish(QueuedAppend& job, const std::optional<Error>& error);
+  bool idle(const std::string* id) const;
+  void wait_idle(std::unique_lock<std::mutex>& lock, const std::string* id);
+
+  const int64_t max_bytes_;
+  ThreadPool& pool_;
+  const CommitFn commit_;
+  const ReadStateFn read_state_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // a job finished, space freed, a job was queued, pause changed
+  std::deque<QueuedAppend> queue_;
+  bool busy_ = false;  // the writer thread is committing a job taken off queue_
+  int64_t queued_bytes_ = 0;  // of queue_ and the job being committed
+  std::map<std::string, Conversation> conversations_;
+  std::vector<StagingBuffer> spare_;  // recycled, already faulted in
+  bool paused_ = false;
+  bool stopping_ = false;
+  int blocked_enqueues_ = 0, blocked_waits_ = 0;
+  uint64_t failures_ = 0;  // failed commits so far, numbering Conversation::error_order
+  std::thread thread_;  // started by the first enqueue
+};
+
+// Locks a Store for one call after waiting for the queued appends the call
+// must see: of the conversation named, or of all (read your own writes).
+// Calls made from inside another call of the same thread (and the writer
+// thread's own) do not wait: the outer call did, and waiting while holding
+// the Store's lock would deadlock the writer.
+class StoreCall {
+ public:
+  StoreCall(Store::Impl& s, const std::string* id);  // null: every conversation
+  StoreCall(Store::Impl& s, const std::string& id) : StoreCall(s, &id) {}
+  explicit StoreCall(Store::Impl& s) : StoreCall(s, nullptr) {}
+  ~StoreCall();
+  StoreCall(const StoreCall&) = delete;
+  StoreCall& operator=(const StoreCall&) = delete;
+
+  // For the writer thread: lock without waiting.
+  struct NoWait {};
+  StoreCall(Store::Impl& s, NoWait);
+
+ private:
+  std::unique_lock<std::recursive_mutex> lock_;
+};
+
+}  // namespace detail
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_ASYNC_WRITER_H

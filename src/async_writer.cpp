@@ -70,7 +70,7 @@ void StagingBuffer::Free::operator()(float* p) const { std::free(p); }
 
 QueuedAppend::Source QueuedAppend::source() const {
   Source s;
-  const PlaneList planes = packed_planes(model, rows.data(), len - from);
+  const PlaneList planes = packed_planes(model, rows.data(), len - staged_from);
   for (int l = 0; l < model.n_layers; ++l) {
     s.lc.push_back(planes[2 * l].base);
     s.rc.push_back(planes[2 * l + 1].base);
@@ -106,7 +106,7 @@ void AsyncWriter::start_thread() {
 void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                           const KvSource& kv, const std::string& here) {
   std::unique_lock<std::mutex> lock(mu_);
-  Conversation& conv = claim(lock, id);
+  Conversation& conv = claim(lock, id, model);
   // Released on every way out: the next enqueue of this conversation may go.
   struct Release {
     AsyncWriter& w;
@@ -126,7 +126,9 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   job.tokens.assign(tokens, tokens + len);
   job.from = committed;
   job.len = len;
-  const size_t floats = static_cast<size_t>((len - committed) * model.floats_per_token());
+  const int64_t chunk = std::max<int64_t>(conv.expected->chunk_tokens, 1);
+  job.staged_from = committed / chunk * chunk;
+  const size_t floats = static_cast<size_t>((len - job.staged_from) * model.floats_per_token());
   job.bytes = static_cast<int64_t>(floats * sizeof(float));
   reserve(lock, job.bytes);
   try {
@@ -144,7 +146,7 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   ++conv.pending;
   lock.unlock();
   try {
-    copy_rows(model, kv, committed, len - committed, job.rows.data());
+    copy_rows(model, kv, job.staged_from, len - job.staged_from, job.rows.data());
   } catch (...) {
     lock.lock();
     queued_bytes_ -= job.bytes;
@@ -160,10 +162,11 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
 // Turns of one conversation queued from several threads go one at a time,
 // from validation to queueing, so that they are queued in the order they were
 // validated; the claim holds while this one waits for room or copies.
-AsyncWriter::Conversation& AsyncWriter::claim(std::unique_lock<std::mutex>& lock, const std::string& id) {
+AsyncWriter::Conversation& AsyncWriter::claim(std::unique_lock<std::mutex>& lock, const std::string& id,
+                                              const ModelSignature& model) {
   for (;;) {
     changed_.wait(lock, [&] { return !conversations_[id].copying; });
-    expected_for(lock, id);  // may let the lock go while it reads the store
+    expected_for(lock, id, model);  // may let the lock go while it reads the store
     Conversation& conv = conversations_[id];
     if (conv.copying || !conv.expected) continue;  // another thread came in meanwhile
     conv.copying = true;
@@ -197,13 +200,14 @@ int64_t AsyncWriter::validate(const ExpectedState& expected, const ModelSignatur
   return committed;
 }
 
-ExpectedState& AsyncWriter::expected_for(std::unique_lock<std::mutex>& lock, const std::string& id) {
+ExpectedState& AsyncWriter::expected_for(std::unique_lock<std::mutex>& lock, const std::string& id,
+                                         const ModelSignature& model) {
   if (!conversations_[id].expected) {
     // Read without our lock: it takes the Store's, which the writer holds while committing.
     lock.unlock();
     ExpectedState read;
     try {
-      read = read_state_(id);
+      read = read_state_(id, model);
     } catch (...) {
       lock.lock();
       throw;

@@ -49,10 +49,14 @@ struct QueuedAppend {
   std::vector<int32_t> tokens;  // all len token ids
   int64_t from = 0;             // the committed count it expects to extend
   int64_t len = 0;
+  // Rows are staged from here: the start of the chunk `from` falls in, so
+  // that when the stored values of that chunk were evicted, the writer saves
+  // them again from the engine's rows, as a synchronous append does.
+  int64_t staged_from = 0;
   StagingBuffer rows;
   int64_t bytes = 0;  // staged bytes counted against the bound
 
-  // The staged rows as the engine's buffers of positions [from, len) (row r is position from + r).
+  // The staged rows as the engine's buffers of positions [staged_from, len) (row r is position staged_from + r).
   struct Source {
     std::vector<const float*> lc, rc, ic;
     KvSource kv;
@@ -66,14 +70,16 @@ struct ExpectedState {
   bool exists = false;
   ModelSignature model;
   std::vector<int32_t> tokens;
+  int64_t chunk_tokens = 0;  // the conversation's chunk size (a new one's: its model's in this store)
 };
 
 class AsyncWriter {
  public:
   // commit(job) runs on the writer thread and throws colikv::Error on failure.
-  // read_state(id) reads what is stored (on the caller's thread).
+  // read_state(id, model) reads what is stored of id, to be extended with
+  // model's rows (on the caller's thread).
   using CommitFn = std::function<void(const QueuedAppend&)>;
-  using ReadStateFn = std::function<ExpectedState(const std::string& id)>;
+  using ReadStateFn = std::function<ExpectedState(const std::string& id, const ModelSignature& model)>;
   AsyncWriter(int64_t max_bytes, ThreadPool& pool, CommitFn commit, ReadStateFn read_state);
   // Commits everything still queued, then stops the thread.
   ~AsyncWriter();
@@ -112,10 +118,10 @@ class AsyncWriter {
     std::optional<ExpectedState> expected;  // unknown until read or queued
   };
 
-  Conversation& claim(std::unique_lock<std::mutex>& lock, const std::string& id);
+  Conversation& claim(std::unique_lock<std::mutex>& lock, const std::string& id, const ModelSignature& model);
   int64_t validate(const ExpectedState& expected, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const std::string& where) const;
-  ExpectedState& expected_for(std::unique_lock<std::mutex>& lock, const std::string& id);
+  ExpectedState& expected_for(std::unique_lock<std::mutex>& lock, const std::string& id, const ModelSignature& model);
   void reserve(std::unique_lock<std::mutex>& lock, int64_t bytes);
   StagingBuffer take_buffer(size_t floats);
   void copy_rows(const ModelSignature& m, const KvSource& kv, int64_t from, int64_t n, float* dst);

@@ -230,6 +230,11 @@ ModelRow Store::Impl::ensure_model(const ModelSignature& sig) {
   return *find_model(sig);
 }
 
+int64_t Store::Impl::chunk_tokens_of(const ModelSignature& sig) {
+  const std::optional<detail::ModelRow> m = find_model(sig);
+  return m ? m->chunk_tokens : chunk_tokens_for(sig, options.chunk_target_bytes);
+}
+
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
   with_context(where(), [&] { catalog->free_unused_chunks(chunk_ids); });
 }

@@ -131,6 +131,9 @@ class Store::Impl {
   detail::ModelRow model_by_id(int64_t model_id);
   std::optional<detail::ModelRow> find_model(const ModelSignature& sig);
   detail::ModelRow ensure_model(const ModelSignature& sig);  // inside a write transaction
+  // The chunk size of sig's conversations: its stored row's, or the one a
+  // first append of it would choose.
+  int64_t chunk_tokens_of(const ModelSignature& sig);
   void require_writable(const std::string& op) const;
   bool is_json(const std::string& text);
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction

@@ -116,6 +116,10 @@ void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& mo
   const int level = s.options.zstd_level;
   req.produce = [&](int64_t first, int64_t n, detail::ProducedChunk& out) {
     if (kept.packed.empty() || first != kept.base) {
+      if (first < origin)  // the caller's rows start later: they cannot replace evicted stored ones
+        throw Error(ErrorCode::kEvicted, s.where(id) + ": the stored values of positions [" + std::to_string(first) +
+                                             ", " + std::to_string(from) + ") were evicted and the rows given start at " +
+                                             std::to_string(origin));
       out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first - origin), level,
                                          out.precision, &out.stored_digests);
       return;
@@ -153,20 +157,25 @@ void commit_queued(Store::Impl& s, const QueuedAppend& job) {
                                           " committed tokens but the store holds " + std::to_string(committed) +
                                           " (another writer changed it); reload and retry");
   const QueuedAppend::Source rows = job.source();
-  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.from);
+  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from);
   txn->commit();
 }
 
 // What is stored of a conversation, from one read snapshot: what append_async validates against.
-ExpectedState read_expected(Store::Impl& s, const std::string& id) {
+ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSignature& model) {
   StoreCall call(s, StoreCall::NoWait{});
   const std::string here = s.where(id);
   const auto snapshot = s.catalog->begin(Catalog::Access::kRead, here);
   ExpectedState st;
   const std::optional<ConversationRow> conv = s.find_conversation(id);
-  if (!conv) return st;
+  if (!conv) {
+    st.chunk_tokens = s.chunk_tokens_of(model);
+    return st;
+  }
   st.exists = true;
-  st.model = s.model_by_id(conv->model_id).sig;
+  const ModelRow stored = s.model_by_id(conv->model_id);
+  st.model = stored.sig;
+  st.chunk_tokens = stored.chunk_tokens;
   for (const ChunkSummary& c : s.catalog->chunk_list(conv->id)) {
     const std::optional<std::string> json = s.catalog->chunk_tokens_json(c.chunk_id);
     std::vector<int32_t> t;
@@ -186,7 +195,7 @@ ExpectedState read_expected(Store::Impl& s, const std::string& id) {
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s) {
   return std::make_unique<AsyncWriter>(
       s.options.max_queued_bytes, s.pool, [&s](const QueuedAppend& job) { commit_queued(s, job); },
-      [&s](const std::string& id) { return read_expected(s, id); });
+      [&s](const std::string& id, const ModelSignature& model) { return read_expected(s, id, model); });
 }
 
 }  // namespace detail

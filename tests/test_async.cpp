@@ -98,6 +98,21 @@ TEST_CASE_METHOD(AsyncFixture, "async: queued turns commit in order and read bac
   CHECK(s.verify("c").ok());
 }
 
+TEST_CASE_METHOD(AsyncFixture, "async: a turn after the tail chunk's values were evicted saves them again from the engine",
+                 "[async]") {
+  // The writer re-encodes the chunk the turn starts in; with the stored rows
+  // of that chunk evicted, they must come from the engine's buffers as a
+  // synchronous append takes them, not from before the staged rows.
+  Store s(path, options());
+  s.append("c", m, engine.tokens.data(), 5, engine.source());
+  CHECK(s.gc(0).chunks > 0);
+  queue(s, "c", 12);
+  queue(s, "c", 19);
+  s.wait("c");
+  CHECK(holds(s, "c", 19) == "");
+  CHECK(s.verify("c").ok());
+}
+
 TEST_CASE_METHOD(AsyncFixture, "async: wait() of every conversation, and a no-op turn", "[async]") {
   Store s(path, options());
   queue(s, "a", 13);

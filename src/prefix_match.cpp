@@ -129,26 +129,31 @@ class Matcher {
     const int64_t C = m_.chunk_tokens;
     for (int64_t f = full; f >= 0; --f, k = C - 1) {  // (f, C) is (f + 1, 0): already tried
       chain_ = chain_after[static_cast<size_t>(f)];
-      // The largest k' in [lowest, k] some conversation can load; P(k') is monotone.
       const int64_t lowest = f == 0 ? 1 : 0;
+      if (k < lowest) continue;
       PrefixMatch found;
-      int64_t lo = lowest - 1, hi = k + 1;  // P(lo) is assumed, !P(hi)
+      if (loadable_holder(tokens, f, k, found)) return found;  // usually the whole match loads
+      // The largest k' in [lowest, k) some conversation can load; that is monotone in k'.
+      int64_t lo = lowest - 1, hi = k;  // lo: assumed loadable, hi: not
       while (hi - lo > 1) {
         const int64_t mid = lo + (hi - lo) / 2;
-        region_.set(tokens + f * C, mid);
-        int64_t conv = -1;
-        const std::string id = most_recent(f, mid, conv);
-        if (id.empty()) {
-          hi = mid;
-        } else {
-          lo = mid;
-          found.id = id;
-          found.tokens = found.loadable = f * C + mid;
-        }
+        (loadable_holder(tokens, f, mid, found) ? lo : hi) = mid;
       }
-      if (!found.id.empty()) return found;
+      if (lo >= lowest) return found;  // found was set by the last probe that succeeded, at lo
     }
     return PrefixMatch();
+  }
+
+  // The most recently used conversation that can load f full chunks and k
+  // tokens of the next one, in `found`; false when none can.
+  bool loadable_holder(const int32_t* tokens, int64_t f, int64_t k, PrefixMatch& found) {
+    region_.set(tokens + f * m_.chunk_tokens, k);
+    int64_t conv = -1;
+    const std::string id = most_recent(f, k, conv);
+    if (id.empty()) return false;
+    found.id = id;
+    found.tokens = found.loadable = f * m_.chunk_tokens + k;
+    return true;
   }
 
   // Can conversation conv load its first `tokens` positions (no chunk evicted)?

@@ -335,14 +335,17 @@ TEST_CASE("match_loadable: the longest prefix whose KV data is still stored", "[
   put(s, "long", m, seq(1, 10));   // chunks [1..4] [5..8] [9,10]
   pause_ms();
   put(s, "short", m, seq(1, 6));   // shares [1..4]; its own [5,6]
-  s.gc(s.stats().total.stored_bytes - 1);  // evicts "long", the least recently used: its last two chunks
   const auto prompt = seq(1, 12);
+  PrefixMatch r = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+  CHECK(r.id == "long");  // nothing evicted yet: the longest match
+  CHECK(r.tokens == 10);
+  s.gc(s.stats().total.stored_bytes - 1);  // evicts "long", the least recently used: its last two chunks
 
   PrefixMatch any = match(s, m, prompt);
   CHECK(any.id == "long");
   CHECK(any.tokens == 10);
   CHECK(any.loadable == 4);
-  PrefixMatch r = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+  r = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
   CHECK(r.id == "short");
   CHECK(r.tokens == 6);
   CHECK(r.loadable == 6);

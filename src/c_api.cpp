@@ -270,20 +270,41 @@ int colikv_fork(colikv_store* s, const char* src, const char* dst, int64_t len) 
   });
 }
 
-int64_t colikv_match(colikv_store* s, const colikv_model* m, const int32_t* tokens, int64_t len, char* conv_out,
-                     size_t conv_cap) {
+}  // extern "C"
+
+namespace {
+
+// colikv_match and colikv_match_loadable: `find` is the Store method.
+int64_t match_into(colikv_store* s, const char* fn, const colikv_model* m, const int32_t* tokens, int64_t len,
+                   char* conv_out, size_t conv_cap,
+                   colikv::PrefixMatch (colikv::Store::*find)(const colikv::ModelSignature&, const int32_t*, int64_t)) {
   return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
-    require(m != nullptr, "colikv_match: model is NULL");
-    require(conv_out != nullptr && conv_cap > 0, "colikv_match: conv_out is NULL or conv_cap is 0");
+    const std::string name(fn);
+    require(m != nullptr, (name + ": model is NULL").c_str());
+    require(conv_out != nullptr && conv_cap > 0, (name + ": conv_out is NULL or conv_cap is 0").c_str());
     conv_out[0] = '\0';
-    colikv::PrefixMatch r = st.match(to_signature(m), tokens, len);
+    colikv::PrefixMatch r = (st.*find)(to_signature(m), tokens, len);
     if (r.id.size() + 1 > conv_cap)
-      throw colikv::Error(colikv::ErrorCode::kTooLarge, "colikv_match: the matching conversation's id '" + r.id +
+      throw colikv::Error(colikv::ErrorCode::kTooLarge, name + ": the matching conversation's id '" + r.id +
                                                             "' needs " + std::to_string(r.id.size() + 1) +
                                                             " bytes but conv_cap is " + std::to_string(conv_cap));
     std::memcpy(conv_out, r.id.c_str(), r.id.size() + 1);
     return r.tokens;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+int64_t colikv_match(colikv_store* s, const colikv_model* m, const int32_t* tokens, int64_t len, char* conv_out,
+                     size_t conv_cap) {
+  return match_into(s, "colikv_match", m, tokens, len, conv_out, conv_cap, &colikv::Store::match);
+}
+
+int64_t colikv_match_loadable(colikv_store* s, const colikv_model* m, const int32_t* tokens, int64_t len,
+                              char* conv_out, size_t conv_cap) {
+  return match_into(s, "colikv_match_loadable", m, tokens, len, conv_out, conv_cap, &colikv::Store::match_loadable);
 }
 
 int64_t colikv_gc(colikv_store* s, int64_t max_bytes) {

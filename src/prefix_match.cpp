@@ -18,9 +18,15 @@
 //     few most recently used conversations are checked one by one (a shared
 //     prefix is usually held by one of them), then an indexed join over the
 //     conversations that use the matched chunk(s).
+//  4. Loadable matches only (match_loadable): the holder must also still have
+//     the KV data of every chunk it needs. When none has, shorter prefixes are
+//     tried, from the matched chunk back towards the start; at each chunk a
+//     binary search over the leading tokens, since a conversation that can load
+//     a prefix can load every shorter one.
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <vector>
 
 #include "catalog.h"
 #include "core/chunk_codec.h"
@@ -63,19 +69,21 @@ struct Region {
 
 class Matcher {
  public:
-  Matcher(detail::PrefixIndex& index, const detail::ModelRow& m, const std::string& precision)
-      : index_(index), m_(m), precision_(precision) {}
+  Matcher(detail::PrefixIndex& index, const detail::ModelRow& m, const std::string& precision, bool loadable_only)
+      : index_(index), m_(m), precision_(precision), loadable_only_(loadable_only) {}
 
   PrefixMatch run(const int32_t* tokens, int64_t len) {
     const int64_t C = m_.chunk_tokens;
     PrefixMatch out;
     // 1. Whole chunks, by hash.
     chain_ = detail::chain_seed(m_.text, precision_);
+    std::vector<ChunkHash> chain_after{chain_};  // [f]: the chain hash after f full chunks
     int64_t full = 0;
     while ((full + 1) * C <= len) {
       ChunkHash h = detail::chain_next(chain_, tokens + full * C, C);
       if (!index_.chain_stored(m_.id, h)) break;
       chain_ = h;
+      chain_after.push_back(h);
       ++full;
     }
     // 2. The region after them: the most leading tokens some following chunk holds.
@@ -94,6 +102,7 @@ class Matcher {
         k = lo;
       }
     }
+    if (loadable_only_) return longest_loadable(tokens, full, k, chain_after);
     // 3. The most recently used conversation holding tokens [0, base + k).
     while (base + k > 0) {
       region_.set(tokens + base, k);
@@ -113,6 +122,45 @@ class Matcher {
   }
 
  private:
+  // 4. The most recently used conversation that holds and can load the longest
+  // prefix no longer than full chunks and k tokens.
+  PrefixMatch longest_loadable(const int32_t* tokens, int64_t full, int64_t k,
+                               const std::vector<ChunkHash>& chain_after) {
+    const int64_t C = m_.chunk_tokens;
+    for (int64_t f = full; f >= 0; --f, k = C - 1) {  // (f, C) is (f + 1, 0): already tried
+      chain_ = chain_after[static_cast<size_t>(f)];
+      const int64_t lowest = f == 0 ? 1 : 0;
+      if (k < lowest) continue;
+      PrefixMatch found;
+      if (loadable_holder(tokens, f, k, found)) return found;  // usually the whole match loads
+      // The largest k' in [lowest, k) some conversation can load; that is monotone in k'.
+      int64_t lo = lowest - 1, hi = k;  // lo: assumed loadable, hi: not
+      while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        (loadable_holder(tokens, f, mid, found) ? lo : hi) = mid;
+      }
+      if (lo >= lowest) return found;  // found was set by the last probe that succeeded, at lo
+    }
+    return PrefixMatch();
+  }
+
+  // The most recently used conversation that can load f full chunks and k
+  // tokens of the next one, in `found`; false when none can.
+  bool loadable_holder(const int32_t* tokens, int64_t f, int64_t k, PrefixMatch& found) {
+    region_.set(tokens + f * m_.chunk_tokens, k);
+    int64_t conv = -1;
+    const std::string id = most_recent(f, k, conv);
+    if (id.empty()) return false;
+    found.id = id;
+    found.tokens = found.loadable = f * m_.chunk_tokens + k;
+    return true;
+  }
+
+  // Can conversation conv load its first `tokens` positions (no chunk evicted)?
+  bool can_load(int64_t conv, int64_t tokens) {
+    return first_evicted(conv, (tokens + m_.chunk_tokens - 1) / m_.chunk_tokens) == INT64_MAX;
+  }
+
   // The first position of conversation conv's first n chunks whose KV data
   // was evicted; INT64_MAX when none was.
   int64_t first_evicted(int64_t conv, int64_t n) {
@@ -147,6 +195,7 @@ class Matcher {
     const detail::PrefixIndex::ConversationVisitor try_one = [&](int64_t id, const std::string& name) {
       conv = id;
       if (!holds(id, full, k)) return false;
+      if (loadable_only_ && !can_load(id, full * m_.chunk_tokens + k)) return false;
       found = name;
       return true;
     };
@@ -164,15 +213,18 @@ class Matcher {
   detail::PrefixIndex& index_;
   const detail::ModelRow& m_;
   std::string precision_;
+  bool loadable_only_;
   ChunkHash chain_{};
   Region region_;
 };
 
 }  // namespace
 
-PrefixMatch Store::match(const ModelSignature& model, const int32_t* tokens, int64_t len) {
-  detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
+namespace {
+
+PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                        bool loadable_only) {
+  detail::StoreCall call(s);
   model.validate();
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));
   if (len > 0 && !tokens) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: tokens is null");
@@ -191,7 +243,7 @@ PrefixMatch Store::match(const ModelSignature& model, const int32_t* tokens, int
     std::string precision;
     while (std::optional<std::string> next = index.next_precision(*model_id, precision)) {
       precision = *next;
-      PrefixMatch r = Matcher(index, m, precision).run(tokens, len);
+      PrefixMatch r = Matcher(index, m, precision, loadable_only).run(tokens, len);
       if (r.tokens == 0 || r.tokens < best.tokens) continue;
       const std::pair<int64_t, int64_t> used = index.last_used(r.id).value_or(std::make_pair(int64_t{-1}, int64_t{-1}));
       if (r.tokens > best.tokens || used > best_used) {
@@ -201,6 +253,16 @@ PrefixMatch Store::match(const ModelSignature& model, const int32_t* tokens, int
     }
     return best;
   });
+}
+
+}  // namespace
+
+PrefixMatch Store::match(const ModelSignature& model, const int32_t* tokens, int64_t len) {
+  return find_prefix(*impl_, model, tokens, len, false);
+}
+
+PrefixMatch Store::match_loadable(const ModelSignature& model, const int32_t* tokens, int64_t len) {
+  return find_prefix(*impl_, model, tokens, len, true);
 }
 
 }  // namespace colikv

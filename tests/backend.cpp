@@ -30,26 +30,43 @@ std::string test_pg_uri() {
   return u ? u : "";
 }
 
+namespace {
+
+// The schemas this process created on the test server, dropped when each test
+// case ends (SchemaCleanup) so that a developer's own server does not fill up.
+std::mutex schemas_mu;
+std::vector<std::string> created_schemas;
+std::map<std::string, std::string> store_schemas;  // store_at: test file name -> store URI
+
+std::string schema_prefix() { return "t" + std::to_string(::getpid()) + "_"; }
+
+}  // namespace
+
 std::string fresh_pg_store() {
   static std::atomic<int> counter{0};
   const std::string uri = test_pg_uri();
   if (uri.empty()) throw std::runtime_error("no PostgreSQL test server: COLIKV_TEST_PG_URI is not set");
-  const std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-                             std::to_string(std::rand() % 100000);
+  const std::string schema = schema_prefix() + std::to_string(counter++) + "_" + std::to_string(std::rand() % 100000);
   colikv::detail::PgConnection conn(uri, colikv::detail::PgConnection::Settings());
   conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema, "creating a test schema");
+  {
+    std::lock_guard<std::mutex> lock(schemas_mu);
+    created_schemas.push_back(schema);
+  }
   return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
 }
 
 std::string store_at(const TempDir& dir, const std::string& name) {
   const std::string file = dir.file(name);
   if (!testing_postgres()) return file;
-  static std::mutex mu;
-  static std::map<std::string, std::string> schemas;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = schemas.find(file);
-  if (it == schemas.end()) it = schemas.emplace(file, fresh_pg_store()).first;
-  return it->second;
+  {
+    std::lock_guard<std::mutex> lock(schemas_mu);
+    auto it = store_schemas.find(file);
+    if (it != store_schemas.end()) return it->second;
+  }
+  const std::string uri = fresh_pg_store();
+  std::lock_guard<std::mutex> lock(schemas_mu);
+  return store_schemas.emplace(file, uri).first->second;
 }
 
 namespace {
@@ -100,6 +117,41 @@ void store_exec(const std::string& location, const std::string& sql, const std::
     pg_query(location, sql, params);
   else
     sqlite_query(location, sql, params, true);
+}
+
+int drop_test_schemas() {
+  std::vector<std::string> schemas;
+  {
+    std::lock_guard<std::mutex> lock(schemas_mu);
+    schemas.swap(created_schemas);
+    store_schemas.clear();
+  }
+  if (schemas.empty()) return 0;
+  int failures = 0;
+  try {
+    colikv::detail::PgConnection conn(test_pg_uri(), colikv::detail::PgConnection::Settings());
+    conn.exec("SET lock_timeout = '10s'", "bounding the wait of a test schema's drop");
+    for (const std::string& schema : schemas) {
+      try {
+        conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE", "dropping the test schema " + schema);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "test schema %s not dropped: %s\n", schema.c_str(), e.what());
+        ++failures;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "test schemas not dropped: %s\n", e.what());
+    return 1;
+  }
+  // None of this process's schemas may be left (also those created behind fresh_pg_store's back).
+  const int64_t left = store_int(test_pg_uri(), "SELECT count(*) FROM pg_namespace WHERE starts_with(nspname, ?)",
+                                 {schema_prefix()});
+  if (left != 0) {
+    std::fprintf(stderr, "%lld test schemas named %s* are left on the server\n", static_cast<long long>(left),
+                 schema_prefix().c_str());
+    ++failures;
+  }
+  return failures;
 }
 
 int check_backend_configured() {

@@ -36,6 +36,11 @@ int64_t store_int(const std::string& location, const std::string& sql, const std
 // A statement that writes (SQLite: read-write, a 5 s busy timeout).
 void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params = {});
 
+// Drops every schema this process created on the test server (catch_main.cpp
+// does when each test case ends) and checks that none of them is left; returns
+// the number of failures, having said what they were.
+int drop_test_schemas();
+
 // Called by main before the tests run: 0 to run them, or the exit code
 // (77: skipped; 1: a server is required and missing), having said why.
 int check_backend_configured();

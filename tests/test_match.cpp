@@ -327,3 +327,70 @@ TEST_CASE("match: conversations of a lossy precision are found too", "[backends]
   CHECK(r.id == "full");
   CHECK(r.tokens == 7);
 }
+
+TEST_CASE("match_loadable: the longest prefix whose KV data is still stored", "[backends][match]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+  put(s, "long", m, seq(1, 10));   // chunks [1..4] [5..8] [9,10]
+  pause_ms();
+  put(s, "short", m, seq(1, 6));   // shares [1..4]; its own [5,6]
+  const auto prompt = seq(1, 12);
+  PrefixMatch r = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+  CHECK(r.id == "long");  // nothing evicted yet: the longest match
+  CHECK(r.tokens == 10);
+  s.gc(s.stats().total.stored_bytes - 1);  // evicts "long", the least recently used: its last two chunks
+
+  PrefixMatch any = match(s, m, prompt);
+  CHECK(any.id == "long");
+  CHECK(any.tokens == 10);
+  CHECK(any.loadable == 4);
+  r = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+  CHECK(r.id == "short");
+  CHECK(r.tokens == 6);
+  CHECK(r.loadable == 6);
+  EngineBuffers b(m, 12);
+  CHECK(s.load_range(r.id, m, 0, r.tokens, b.tokens.data(), b.target()) == 6);
+
+  // Without "short", the part of "long" that was not evicted.
+  s.remove("short");
+  r = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+  CHECK(r.id == "long");
+  CHECK(r.tokens == 4);
+  CHECK(s.load_range(r.id, m, 0, r.tokens, b.tokens.data(), b.target()) == 4);
+  s.gc(0);
+  CHECK(s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size())).tokens == 0);
+}
+
+TEST_CASE("match_loadable: the C API adopts from a shorter prefix when the longest match was evicted",
+          "[backends][match]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  {
+    Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+    put(s, "long", m, seq(1, 10));
+    pause_ms();
+    put(s, "short", m, seq(1, 6));
+    s.gc(s.stats().total.stored_bytes - 1);
+  }
+  colikv_store* st = nullptr;
+  REQUIRE(colikv_open(colikv_test::store_at(dir, "m.db").c_str(), 0, &st) == COLIKV_OK);
+  colikv_model cm{m.n_layers, m.kv_lora, m.qk_rope, m.index_hd, m.n_indexed, m.vocab, nullptr};
+  const auto prompt = seq(1, 12);
+  EngineBuffers b(m, 12);
+  const colikv::KvTarget t = b.target();
+  char id[64];
+  // What kv_disk_adopt did: the longest match cannot be loaded.
+  REQUIRE(colikv_match(st, &cm, prompt.data(), 12, id, sizeof id) == 10);
+  CHECK(colikv_load_range(st, id, &cm, 2, 10, b.tokens.data(), t.Lc, t.Rc, t.Ic) ==
+        COLIKV_ERR_EVICTED);
+  // What it does now.
+  REQUIRE(colikv_match_loadable(st, &cm, prompt.data(), 12, id, sizeof id) == 6);
+  CHECK(std::string(id) == "short");
+  CHECK(colikv_load_range(st, id, &cm, 2, 6, b.tokens.data(), t.Lc, t.Rc, t.Ic) == 4);
+  char small[3] = "xx";
+  CHECK(colikv_match_loadable(st, &cm, prompt.data(), 12, small, sizeof small) == COLIKV_ERR_TOO_LARGE);
+  CHECK(std::string(colikv_errmsg(st)).find("colikv_match_loadable") != std::string::npos);
+  CHECK(colikv_match_loadable(st, nullptr, prompt.data(), 12, id, sizeof id) == COLIKV_ERR_INVALID);
+  colikv_close(st);
+}

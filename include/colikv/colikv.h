@@ -199,6 +199,14 @@ COLIKV_API int colikv_fork(colikv_store *s, const char *src, const char *dst, in
 COLIKV_API int64_t colikv_match(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
                      char *conv_out, size_t conv_cap);
 
+/* colikv_match among what can be loaded: the longest prefix some conversation
+ * holds with all of its KV data (colikv::Store::match_loadable), so that
+ * colikv_load_range(conv_out, ..., returned) does not fail with
+ * COLIKV_ERR_EVICTED. For prefix adoption: after an eviction the longest match
+ * may have lost its data while another conversation keeps a shorter prefix. */
+COLIKV_API int64_t colikv_match_loadable(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
+                                         char *conv_out, size_t conv_cap);
+
 /* Evicts the KV data of the least recently used conversations until the
  * chunk payloads of the store take at most max_bytes (0: evict everything),
  * keeping every conversation's row, metadata and token ids; chunks still used

@@ -306,6 +306,15 @@ class COLIKV_API Store {
   // times. Throws kInvalidArgument for an invalid model or a null tokens with len > 0.
   PrefixMatch match(const ModelSignature& model, const int32_t* tokens, int64_t len);
 
+  // match() among what can be loaded: the longest prefix of tokens[0, len)
+  // that some conversation holds with all of its KV data (loadable ==
+  // tokens), the most recently used such one on a tie. An engine adopting a
+  // prefix uses this one: the longest match may be an evicted conversation
+  // while another still holds a shorter prefix with its values. Each chunk of
+  // the longer match that no holder can load costs a few more probes, and
+  // each probe skips the evicted holders one by one.
+  PrefixMatch match_loadable(const ModelSignature& model, const int32_t* tokens, int64_t len);
+
   // Evicts the KV data of the least recently used conversations until the
   // chunk payloads take at most max_bytes (0: evict all), in one write
   // transaction. Evicted conversations keep their rows, metadata and token

@@ -186,7 +186,8 @@ static int kv_disk_adopt(Model *m, int *hist, int len, const int *prompt, int nt
     colikv_model cm=kv_colikv_model(m);
     char from[340];
     double t0=now_s();
-    int64_t got=colikv_match(s,&cm,(const int32_t*)prompt,nt,from,sizeof(from));
+    /* The longest prefix that can be loaded: a longer match may have been evicted. */
+    int64_t got=colikv_match_loadable(s,&cm,(const int32_t*)prompt,nt,from,sizeof(from));
     if(got<0){ fprintf(stderr,"[KV] colikv: no adoption: %s\n",colikv_errmsg(s)); return len; }
     if(got<=len) return len;
     int64_t n=colikv_load_range(s,from,&cm,len,got,(int32_t*)hist,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);

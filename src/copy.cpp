@@ -139,7 +139,10 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   Store::Impl& s = detail::StoreAccess::impl(src);
   Store::Impl& d = detail::StoreAccess::impl(dst);
   if (&s == &d) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": cannot copy a conversation into its own store");
-  std::lock_guard<std::recursive_mutex> src_lock(s.mu);
+  // Both stores' queued turns of id first, so that the copy reads and
+  // replaces what their callers wrote (a nested StoreCall would not wait).
+  if (d.async) d.async->drain(&id);
+  detail::StoreCall src_call(s, id);
   std::lock_guard<std::recursive_mutex> dst_lock(d.mu);
   d.require_writable("copy");
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));

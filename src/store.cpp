@@ -837,7 +837,7 @@ const std::string& Store::path() const { return impl_->path; }
 const Options& Store::options() const { return impl_->options; }
 
 int Store::schema_version() const {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
   return with_context(impl_->where(), [&] { return impl_->catalog->schema_version(); });
 }
 

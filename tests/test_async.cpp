@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "colikv/coli_kv.h"
+#include "colikv/copy.h"
 #include "colikv/store.h"
 #include "fault_vfs.h"
 #include "store_impl.h"
@@ -215,6 +216,12 @@ TEST_CASE_METHOD(AsyncFixture, "async: every other call first waits for the conv
        [&](Store& s) { CHECK(s.match(m, engine.tokens.data(), 21).tokens == 21); }},
       {"export", [&](Store& s) { CHECK(colikv::export_coli_kv(s, "c", export_path) == 40 + 21 * m.record_bytes()); }},
       {"verify", [&](Store& s) { CHECK(s.verify("c").conversations == 1); }},
+      {"copy_conversation",
+       [&](Store& s) {
+         Store other(dir.file("other.db"), options());
+         colikv::copy_conversation(s, other, "c");
+         CHECK(other.count("c") == 21);
+       }},
   };
   for (const Call& call : calls) {
     DYNAMIC_SECTION(call.name) {

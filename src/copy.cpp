@@ -97,13 +97,7 @@ std::string records_sha256(Store::Impl& s, const std::string& id) {
   ModelSignature model;
   s.scan(
       id, nullptr, -1, [&](const detail::ScanStart& start) { model = start.model.sig; },
-      [&](detail::StoredChunk& c) {
-        const int64_t rb = model.record_bytes();
-        c.out.resize(static_cast<size_t>(c.n_tokens * rb));
-        for (int64_t i = 0; i < c.n_tokens; ++i) std::memcpy(c.out.data() + i * rb, &c.tokens[static_cast<size_t>(i)], 4);
-        detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
-                             c.tokens.data(), detail::record_planes(model, c.out.data()), c.precision);
-      },
+      [&](detail::StoredChunk& c) { detail::decode_records(model, c); },
       [&](detail::StoredChunk& c) { h.update(c.out.data(), static_cast<size_t>(c.wanted * model.record_bytes())); });
   static const char* hex = "0123456789abcdef";
   std::string out;

@@ -77,6 +77,10 @@ struct StoredChunk {
   std::vector<uint8_t> out;  // the reader's own buffer, if it needs one
 };
 
+// Verifies and decodes a chunk into c.out as .coli_kv records (token id, then
+// its rows), on a scan's worker thread: what an export writes.
+void decode_records(const ModelSignature& m, StoredChunk& c);
+
 struct ScanStart {
   ConversationRow conv;
   ModelRow model;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -17,84 +18,73 @@ using colikv_test::EngineBuffers;
 using colikv_test::TempDir;
 using colikv_test::file_size;
 
-TEST_CASE("the WAL is checkpointed in the background and stays about one append long", "[store][checkpoint]") {
+namespace {
+
+// A store on 4 KiB pages (the checkpointer wakes at 1,000 WAL pages: 4 MB
+// here) saved turn after turn by save(k) (positions [0, k turns)), recording
+// the WAL's size after the first turn and its largest.
+struct WalFixture {
+  static constexpr int64_t kTurn = 1024, kTurns = 8;
   TempDir dir;
   const std::string path = dir.file("s.db");
   const ModelSignature m = colikv_test::wide_model();
-  const int64_t turn = 1024, turns = 8;
-  EngineBuffers b(m, turn * turns);
-  b.fill(0, turn * turns, 5);
-  colikv::Options o = colikv_test::chunked_options(m, 256);
-  o.page_size = 4096;  // the checkpointer wakes at 1,000 WAL pages: 4 MB here
-
-  Store s(path, o);
+  EngineBuffers b{m, kTurn * kTurns};
   int64_t first_wal = 0, max_wal = 0;
-  for (int64_t k = 1; k <= turns; ++k) {
-    s.append("c", m, b.tokens.data(), k * turn, b.source());
-    const int64_t wal = file_size(path + "-wal");
-    if (k == 1) first_wal = wal;
-    max_wal = std::max(max_wal, wal);
+
+  WalFixture() { b.fill(0, kTurn * kTurns, 5); }
+  colikv::Options options() const {
+    colikv::Options o = colikv_test::chunked_options(m, 256);
+    o.page_size = 4096;
+    return o;
   }
+  void save_turns(const std::function<void(int64_t k)>& save) {
+    for (int64_t k = 1; k <= kTurns; ++k) {
+      save(k);
+      const int64_t wal = file_size(path + "-wal");
+      if (k == 1) first_wal = wal;
+      max_wal = std::max(max_wal, wal);
+    }
+  }
+  // Each turn began on a checkpointed WAL, which SQLite then rewrote from its
+  // start rather than growing it.
+  void check_wal_started_over() {
+    REQUIRE(first_wal > 1000 * 4096);  // one turn is past the checkpointer's threshold
+    INFO("WAL after the first turn " << first_wal << ", largest WAL " << max_wal);
+    CHECK(max_wal < first_wal * 2);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(WalFixture, "the WAL is checkpointed in the background and stays about one append long",
+                 "[store][checkpoint]") {
+  Store s(path, options());
+  save_turns([&](int64_t k) { s.append("c", m, b.tokens.data(), k * kTurn, b.source()); });
   const int64_t stored = s.stats().total.stored_bytes;
-  REQUIRE(first_wal > 1000 * 4096);  // one append is past the checkpointer's threshold
+  check_wal_started_over();
 
   // While the store stays open, the data reaches the database file.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (file_size(path) < stored && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  INFO("stored " << stored << " bytes; database file " << file_size(path) << ", WAL after the first append "
-                 << first_wal << ", largest WAL " << max_wal);
+  INFO("stored " << stored << " bytes; database file " << file_size(path));
   CHECK(file_size(path) >= stored);
-  // Each append began on a checkpointed WAL, which SQLite then rewrote from
-  // its start rather than growing it.
-  CHECK(max_wal < first_wal * 2);
 }
 
-TEST_CASE("a write from the committed count starts the WAL over after a checkpoint as an append does", "[store][checkpoint]") {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
-  const ModelSignature m = colikv_test::wide_model();
-  const int64_t turn = 1024, turns = 8;
-  EngineBuffers b(m, turn * turns);
-  b.fill(0, turn * turns, 5);
-  colikv::Options o = colikv_test::chunked_options(m, 256);
-  o.page_size = 4096;  // the checkpointer wakes at 1,000 WAL pages: 4 MB here
-
-  Store s(path, o);
-  int64_t first_wal = 0, max_wal = 0;
-  for (int64_t k = 1; k <= turns; ++k) {
-    // What an engine adapter calls after every turn (colikv_write).
-    s.write("c", m, b.tokens.data(), (k - 1) * turn, k * turn, b.source());
-    const int64_t wal = file_size(path + "-wal");
-    if (k == 1) first_wal = wal;
-    max_wal = std::max(max_wal, wal);
-  }
-  REQUIRE(first_wal > 1000 * 4096);
-  INFO("WAL after the first write " << first_wal << ", largest WAL " << max_wal);
-  CHECK(max_wal < first_wal * 2);
+TEST_CASE_METHOD(WalFixture, "a write from the committed count starts the WAL over after a checkpoint as an append does",
+                 "[store][checkpoint]") {
+  Store s(path, options());
+  // What an engine adapter calls after every turn (colikv_write).
+  save_turns([&](int64_t k) { s.write("c", m, b.tokens.data(), (k - 1) * kTurn, k * kTurn, b.source()); });
+  check_wal_started_over();
 }
 
-TEST_CASE("a queued append_async turn starts the WAL over after a checkpoint as an append does",
-          "[store][checkpoint][async]") {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
-  const ModelSignature m = colikv_test::wide_model();
-  const int64_t turn = 1024, turns = 8;
-  EngineBuffers b(m, turn * turns);
-  b.fill(0, turn * turns, 5);
-  colikv::Options o = colikv_test::chunked_options(m, 256);
-  o.page_size = 4096;  // the checkpointer wakes at 1,000 WAL pages: 4 MB here
-
-  Store s(path, o);
-  int64_t first_wal = 0, max_wal = 0;
-  for (int64_t k = 1; k <= turns; ++k) {
-    s.append_async("c", m, b.tokens.data(), k * turn, b.source());
+TEST_CASE_METHOD(WalFixture, "a queued append_async turn starts the WAL over after a checkpoint as an append does",
+                 "[store][checkpoint][async]") {
+  Store s(path, options());
+  save_turns([&](int64_t k) {
+    s.append_async("c", m, b.tokens.data(), k * kTurn, b.source());
     s.wait("c");
-    const int64_t wal = file_size(path + "-wal");
-    if (k == 1) first_wal = wal;
-    max_wal = std::max(max_wal, wal);
-  }
-  REQUIRE(first_wal > 1000 * 4096);
-  INFO("WAL after the first turn " << first_wal << ", largest WAL " << max_wal);
-  CHECK(max_wal < first_wal * 2);
+  });
+  check_wal_started_over();
 }

@@ -264,6 +264,18 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   return result;
 }
 
+namespace detail {
+
+void decode_records(const ModelSignature& m, StoredChunk& c) {
+  const int64_t rb = m.record_bytes();
+  c.out.resize(static_cast<size_t>(c.n_tokens * rb));
+  for (int64_t i = 0; i < c.n_tokens; ++i) std::memcpy(c.out.data() + i * rb, &c.tokens[static_cast<size_t>(i)], 4);
+  decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens, c.tokens.data(),
+               record_planes(m, c.out.data()), c.precision);
+}
+
+}  // namespace detail
+
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -289,13 +301,7 @@ int64_t write_coli_kv(Store::Impl& s, const std::string& id, int fd, const std::
         write_full(fd, h, sizeof h, name);
         written = kColiKvHeaderBytes;
       },
-      [&](detail::StoredChunk& c) {
-        const int64_t rb = model.record_bytes();
-        c.out.resize(static_cast<size_t>(c.n_tokens * rb));
-        for (int64_t i = 0; i < c.n_tokens; ++i) std::memcpy(c.out.data() + i * rb, &c.tokens[static_cast<size_t>(i)], 4);
-        detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
-                             c.tokens.data(), detail::record_planes(model, c.out.data()), c.precision);
-      },
+      [&](detail::StoredChunk& c) { detail::decode_records(model, c); },
       [&](detail::StoredChunk& c) {
         write_full(fd, c.out.data(), c.out.size(), name);
         written += static_cast<int64_t>(c.out.size());

@@ -688,19 +688,21 @@ void bench_small_turns(const Config& cfg, const Shape& shape, colikv::Synchronou
   Engine src(m, n), dst(m, n);
   src.compute(0, n, 3, Kind::kFull);
   std::vector<double> save_c, save_b, load_c, load_b;
-  {
-    colikv::Store store(db, store_options(sync));
+  // The engine adapter's calls: a write() after every turn, a whole load at start.
+  auto run_store = [&](const std::string& location, std::vector<double>& save, std::vector<double>& load) {
+    colikv::Store store(location, store_options(sync));
     for (int64_t len = turn; len <= n; len += turn) {
       auto t0 = Clock::now();
       store.write("conv", m, src.tokens.data(), len - turn, len, src.source());
-      save_c.push_back(since(t0) * 1e3);
+      save.push_back(since(t0) * 1e3);
     }
     for (int r = 0; r < 5; ++r) {
       auto t0 = Clock::now();
       store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
-      load_c.push_back(since(t0) * 1e3);
+      load.push_back(since(t0) * 1e3);
     }
-  }
+  };
+  run_store(db, save_c, load_c);
   const int64_t stored_file = store_bytes_after_close(db);
   {
     Baseline b(raw, m, full);
@@ -727,6 +729,15 @@ void bench_small_turns(const Config& cfg, const Shape& shape, colikv::Synchronou
        -1, std::to_string(n) + " tokens, median of 5"});
   add({"small", shape.name, "full", "f32", sync_name(sync), "file after close", "KB", stored_file / 1e3,
        raw_file / 1e3, true, "", -1, "the store against the .coli_kv file"});
+  if (!cfg.pg.empty()) {
+    std::vector<double> save_pg, load_pg;
+    run_store(pg_store(cfg, "small"), save_pg, load_pg);
+    drop_pg_store(cfg, "small");
+    add({"small", shape.name, "full", "f32", sync_name(sync), "pg save median", "ms/turn", median(save_pg),
+         median(save_b), true, "", -1, "PostgreSQL, loopback"});
+    add({"small", shape.name, "full", "f32", sync_name(sync), "pg load whole", "ms", median(load_pg), median(load_b),
+         true, "", -1, ""});
+  }
 }
 
 // Many new conversations of `len` tokens each (a gateway filling a store):

@@ -266,6 +266,7 @@ struct Row {
 
 std::vector<Row> g_rows;
 bool g_table_to_stderr = false;
+int g_page_size = 0;  // --page-size: a new store's page size; 0 = the library's default
 
 FILE* table_out() { return g_table_to_stderr ? stderr : stdout; }
 
@@ -358,6 +359,7 @@ colikv::Options store_options(colikv::Synchronous sync, const std::string& preci
   if (const char* e = std::getenv("COLIKV_BENCH_LEVEL")) o.zstd_level = std::atoi(e);
   if (const char* e = std::getenv("COLIKV_BENCH_CHUNK")) o.chunk_target_bytes = std::atoll(e);
   if (const char* e = std::getenv("COLIKV_BENCH_PAGE")) o.page_size = std::atoi(e);
+  if (g_page_size > 0) o.page_size = g_page_size;
   if (const char* e = std::getenv("COLIKV_BENCH_THREADS")) o.threads = std::atoi(e);
 #ifndef COLIKV_BENCH_NO_PRECISION
   if (precision == "bf16") o.new_conversation_precision = colikv::Precision::kBf16;
@@ -738,6 +740,32 @@ void bench_small_turns(const Config& cfg, const Shape& shape, colikv::Synchronou
     add({"small", shape.name, "full", "f32", sync_name(sync), "pg load whole", "ms", median(load_pg), median(load_b),
          true, "", -1, ""});
   }
+}
+
+// The size of a store holding one small conversation, appended in one call,
+// after close (the file and whatever companions remain), against its
+// .coli_kv file.
+void bench_tiny_store(const Config& cfg, const Shape& shape, int64_t n) {
+  const colikv::ModelSignature& m = shape.m;
+  const std::string db = cfg.dir + "/tiny.db", raw = cfg.dir + "/tiny.coli_kv";
+  remove_store(db);
+  ::unlink(raw.c_str());
+  Engine e(m, n);
+  e.compute(0, n, 5, Kind::kFull);
+  {
+    colikv::Store store(db, store_options(colikv::Synchronous::kNormal));
+    store.append("conv", m, e.tokens.data(), n, e.source());
+  }
+  const int64_t stored = store_bytes_after_close(db);
+  {
+    Baseline b(raw, m, false);
+    b.append(e, n);
+  }
+  const int64_t raw_bytes = file_size(raw);
+  remove_store(db);
+  ::unlink(raw.c_str());
+  add({"small", shape.name, "full", "f32", "NORMAL", "one-conversation store", "KB", stored / 1e3, raw_bytes / 1e3, true,
+       "", -1, std::to_string(n) + " tokens in one append, after close, against the .coli_kv file"});
 }
 
 // Many new conversations of `len` tokens each (a gateway filling a store):
@@ -1373,8 +1401,9 @@ int usage() {
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
                "                    [--only turns,async,bounds,sample,import,many,fork,small] [--pg URI]\n"
-               "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL]\n"
-               "--shape, --data and --sync narrow the turns workload to those cases.\n");
+               "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL] [--page-size N]\n"
+               "--shape, --data and --sync narrow the turns workload to those cases; --page-size sets the\n"
+               "page size of every new SQLite store (default: the library's).\n");
   return 2;
 }
 
@@ -1417,6 +1446,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-bf16") cfg.bf16 = false;
     else if (a == "--keep") cfg.keep = true;
     else if (a == "--pg") cfg.pg = next();
+    else if (a == "--page-size") g_page_size = std::atoi(next().c_str());
     else if (a == "--only") cfg.only = split_list(next());
     else if (a == "--shape") cfg.shapes = split_list(next());
     else if (a == "--data") cfg.kinds = split_list(next());
@@ -1479,6 +1509,7 @@ int main(int argc, char** argv) {
       tiny.m.n_layers = 4; tiny.m.kv_lora = 32; tiny.m.qk_rope = 8; tiny.m.vocab = 264; tiny.m.weights_id = "bench";
       two.name = "2x40";
       two.m.n_layers = 2; two.m.kv_lora = 32; two.m.qk_rope = 8; two.m.vocab = 154880; two.m.weights_id = "bench";
+      bench_tiny_store(cfg, tiny, 100);  // 64,400 bytes of KV: the "64 KB conversation"
       for (auto sync : {colikv::Synchronous::kNormal, colikv::Synchronous::kFull}) {
         if (!Config::in(cfg.syncs, sync_name(sync))) continue;
         bench_small_turns(cfg, tiny, sync, cfg.quick ? 480 : 1500, 15);

@@ -35,6 +35,7 @@ struct WalFixture {
   colikv::Options options() const {
     colikv::Options o = colikv_test::chunked_options(m, 256);
     o.page_size = 4096;
+    o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
     return o;
   }
   void save_turns(const std::function<void(int64_t k)>& save) {
@@ -87,4 +88,26 @@ TEST_CASE_METHOD(WalFixture, "a queued append_async turn starts the WAL over aft
     s.wait("c");
   });
   check_wal_started_over();
+}
+
+// The checkpoint size is in bytes (Options::wal_checkpoint_bytes), not pages:
+// with 16 KiB pages a WAL of a few tens of MB is not yet copied back, as with
+// 64 KiB pages, so smaller pages do not checkpoint large turns more often.
+TEST_CASE("a store with 16 KiB pages checkpoints at the same WAL bytes as with 64 KiB", "[checkpoint][pages]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  const ModelSignature m = colikv_test::wide_model();
+  const int64_t n = 4000;
+  EngineBuffers b(m, n + 1);
+  b.fill(0, n + 1, 9);
+  colikv::Options o;
+  o.page_size = 16384;
+  o.synchronous = colikv::Synchronous::kNormal;
+  Store s(path, o);
+  s.append("a", m, b.tokens.data(), n, b.source());
+  const int64_t wal = file_size(path + "-wal");
+  REQUIRE(wal > 1000 * 16384);  // past 1,000 pages
+  REQUIRE(wal < o.wal_checkpoint_bytes);
+  s.append("a", m, b.tokens.data(), n + 1, b.source());  // waits for a checkpoint if one was started
+  CHECK(file_size(path) < wal / 4);                       // the WAL was not copied back
 }

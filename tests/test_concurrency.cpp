@@ -96,6 +96,7 @@ TEST_CASE("concurrency: processes and threads write while a sqlite3 shell holds 
   const std::string path = dir.file("conc.db");
   colikv::Options o = wl::options(false);
   o.page_size = 4096;  // the WAL checkpoint threshold is 1000 pages: 4 MB
+  o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
   {
     colikv::Store s(path, o);
     const auto& b = wl::history_of("zc0").buffers;
@@ -127,7 +128,7 @@ TEST_CASE("concurrency: processes and threads write while a sqlite3 shell holds 
   // Once the reader is gone, the next checkpoint resets the WAL and the file
   // is cut back (journal_size_limit): another round of as many writes leaves
   // it smaller than it grew under the reader.
-  colikv::Store keeper(path, wl::options(false));  // keeps the WAL file from being deleted at the last close
+  colikv::Store keeper(path, o);  // keeps the WAL file from being deleted at the last close
   Round b = run_writers(path, "b", 3, 4, nops);
   for (const auto& e : b.errors) FAIL_CHECK(e);
   REQUIRE(b.errors.empty());

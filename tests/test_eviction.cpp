@@ -289,6 +289,7 @@ TEST_CASE("vacuum gives the space of evicted data back to the filesystem", "[evi
   const ModelSignature m = colikv_test::tiny_model();
   Options o = small(m);
   o.page_size = 4096;
+  o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
   o.chunk_target_bytes = 16 * m.record_bytes();  // chunks larger than a page
   const std::string path = dir.file("e.db");
   Store s(path, o);

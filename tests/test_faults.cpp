@@ -315,6 +315,7 @@ TEST_CASE("faults: a nearly full store refuses an append cleanly and works once 
   const std::string path = dir.file("full.db");
   colikv::Options o = wl::options(true);
   o.page_size = 4096;
+  o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
   Store s(path, o);
   append_to(s, "c0", 40);
   append_to(s, "c1", 20);
@@ -353,6 +354,7 @@ TEST_CASE("faults: a small disk (file size cap) fails appends with kDiskFull or 
   {
     colikv::Options o = wl::options(true);
     o.page_size = 4096;
+    o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
     Store s(path, o);
     append_to(s, "c0", 40);
   }

@@ -223,6 +223,7 @@ TEST_CASE("match: thousands of conversations sharing a system prompt", "[backend
   const ModelSignature m = colikv_test::tiny_model();
   Options o = four_token_chunks(m);
   o.page_size = 4096;  // small pages: thousands of small appends write less
+  o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
   Store s(colikv_test::store_at(dir, "m.db"), o);
   const auto system = seq(10, 5);
   const int n = 2000;

@@ -269,6 +269,51 @@ TEST_CASE("store: page_size option applies to a new store", "[store]") {
   CHECK(sql_int(dir.file("p.colikv"), "PRAGMA page_size") == 4096);
 }
 
+TEST_CASE("store: a new store has 16 KiB pages", "[store][pages]") {
+  TempDir dir;
+  CHECK(Options().page_size == 16384);
+  { Store s(dir.file("p.colikv")); }
+  CHECK(sql_int(dir.file("p.colikv"), "PRAGMA page_size") == 16384);
+}
+
+// Every B-tree of the schema costs at least one page, so the page size sets
+// the floor of a small store (the engine's tiny model: 644-byte records).
+TEST_CASE("store: a store holding one 64 KB conversation stays small after close", "[store][pages]") {
+  TempDir dir;
+  const std::string path = dir.file("tiny.colikv");
+  ModelSignature m = colikv_test::tiny_model();
+  m.n_layers = 4;
+  m.kv_lora = 32;
+  m.qk_rope = 8;
+  EngineBuffers h = history(m, 100, 4);
+  {
+    Store s(path);
+    s.append("conv", m, h.tokens.data(), 100, h.source());
+  }
+  CHECK(colikv_test::file_size(path) < 384 * 1024);
+  CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+  CHECK_FALSE(std::filesystem::exists(path + "-shm"));
+}
+
+// A page size is fixed when a WAL store is created: a store made with the
+// old 64 KiB default keeps it and works as before.
+TEST_CASE("store: a store created with 64 KiB pages keeps them and works", "[store][pages]") {
+  TempDir dir;
+  const std::string path = dir.file("old.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers h = history(m, 40, 5);
+  Options old_default;
+  old_default.page_size = 65536;
+  {
+    Store s(path, old_default);
+    s.append("a", m, h.tokens.data(), 20, h.source());
+  }
+  Store s(path);
+  s.append("a", m, h.tokens.data(), 40, h.source());
+  CHECK(loads_as(s, "a", h, 40) == "");
+  CHECK(sql_int(path, "PRAGMA page_size") == 65536);
+}
+
 TEST_CASE("store: a missing file with create_if_missing=false is kNotFound", "[store]") {
   TempDir dir;
   const std::string path = dir.file("missing.colikv");

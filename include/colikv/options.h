@@ -103,9 +103,21 @@ struct Options {
   // 512-token turns of a 78-layer, 576-float model).
   int64_t max_queued_bytes = int64_t{1} << 30;
 
-  // Page size of a new store, in bytes (SQLite allows 512..65536). Large pages
-  // keep multi-megabyte chunk blobs in fewer overflow pages. Default: 65536.
-  int page_size = 65536;
+  // Page size of a new store, in bytes (SQLite allows 512..65536); an
+  // existing store keeps the page size it was created with (a WAL database
+  // cannot change it). Every table and index of the schema takes at least one
+  // page, and an append rewrites each page it touches whole, so the page size
+  // sets the size of an empty store (about 15 pages) and the bytes a small
+  // append writes; large pages keep multi-megabyte chunk blobs in fewer
+  // overflow pages. Default: 16384 (stores created before it have 65536).
+  int page_size = 16384;
+
+  // WAL size, in bytes, past which a commit starts a background checkpoint
+  // (a commit waits for one at 4 times this), and to which a WAL that grew
+  // past it is cut back when next restarted (PRAGMA journal_size_limit). In
+  // bytes, not pages, so that a smaller page size does not checkpoint large
+  // turns more often. Default: 64 MiB.
+  int64_t wal_checkpoint_bytes = int64_t{64} << 20;
 
   // Harden SQLite against a crafted database file (SQLITE_DBCONFIG_DEFENSIVE,
   // no triggers or views run from the file's schema, trusted_schema off).

@@ -1,12 +1,14 @@
 // The background WAL checkpointer (see checkpointer.h).
 #include "sqlite/checkpointer.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace colikv {
 namespace detail {
 
-Checkpointer::Checkpointer(sqlite3* main, std::string path) : main_(main), path_(std::move(path)) {
+Checkpointer::Checkpointer(sqlite3* main, std::string path, int soft_pages)
+    : main_(main), path_(std::move(path)), soft_pages_(std::max(soft_pages, 1)), hard_pages_(4 * soft_pages_) {
   thread_ = std::thread([this] { run(); });
   sqlite3_wal_hook(main_, &Checkpointer::on_commit, this);
 }
@@ -23,7 +25,7 @@ Checkpointer::~Checkpointer() {
 }
 
 void Checkpointer::wait_before_write() {
-  if (wal_pages_.load() < kSoftPages || failed_) return;
+  if (wal_pages_.load() < soft_pages_ || failed_) return;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return stop_ || (!pending_ && !busy_); });
 }
@@ -31,12 +33,12 @@ void Checkpointer::wait_before_write() {
 int Checkpointer::on_commit(void* arg, sqlite3* h, const char* name, int pages) {
   auto* self = static_cast<Checkpointer*>(arg);
   self->wal_pages_ = pages;
-  if (pages >= kHardPages || (pages >= kSoftPages && self->failed_)) {
+  if (pages >= self->hard_pages_ || (pages >= self->soft_pages_ && self->failed_)) {
     std::unique_lock<std::mutex> lock(self->mu_);
     self->cv_.wait(lock, [self] { return !self->busy_; });
     lock.unlock();
     sqlite3_wal_checkpoint_v2(h, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-  } else if (pages >= kSoftPages) {
+  } else if (pages >= self->soft_pages_) {
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->pending_ = true;
@@ -68,7 +70,7 @@ void Checkpointer::run() {
       }
     }
     // Errors (busy, I/O) leave the frames in the WAL, where they are safe;
-    // the next commit past kSoftPages tries again.
+    // the next commit past soft_pages_ tries again.
     if (db_) sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     lock.lock();
     busy_ = false;

@@ -190,13 +190,23 @@ void set_up_retrying(SQLite::Database& db, const std::string& path, const Option
 }
 
 // A WAL that grew while a long reader blocked checkpoints is cut back to the
-// auto-checkpoint size (1000 pages) when it is next restarted.
-void limit_wal_size(SQLite::Database& db, const std::string& what) {
-  const int64_t ps = query_int(db, "PRAGMA page_size", what);
-  exec(db, "PRAGMA journal_size_limit=" + std::to_string(ps * 1000), what);
+// checkpoint size when it is next restarted. SQLite's own auto-checkpoint
+// (which the background checkpointer replaces, but not with a custom VFS)
+// uses the same size.
+void limit_wal_size(SQLite::Database& db, const Options& options, const std::string& what) {
+  const int pages = wal_checkpoint_pages(db, options);
+  const int64_t page_size = query_int(db, "PRAGMA page_size", what);
+  exec(db, "PRAGMA journal_size_limit=" + std::to_string(pages * page_size), what);
+  exec(db, "PRAGMA wal_autocheckpoint=" + std::to_string(pages), what);
 }
 
 }  // namespace
+
+int wal_checkpoint_pages(SQLite::Database& db, const Options& options) {
+  const int64_t page_size = query_int(db, "PRAGMA page_size", "store " + db.getFilename());
+  const int64_t pages = options.wal_checkpoint_bytes / page_size;
+  return static_cast<int>(std::clamp<int64_t>(pages, 1, int64_t{1} << 28));
+}
 
 int64_t file_size_or_zero(const std::string& path) {
   struct stat st;
@@ -213,7 +223,7 @@ SQLite::Database open_store(const std::string& path, const Options& options) {
   harden(db, options, what);
   keep_temporaries_in_memory(db, what);
   set_up_retrying(db, path, options, what);
-  if (!options.read_only) limit_wal_size(db, what);
+  if (!options.read_only) limit_wal_size(db, options, what);
   return db;
 }
 

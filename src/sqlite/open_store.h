@@ -18,6 +18,9 @@ namespace detail {
 // not a regular file) as Store's constructor documents.
 SQLite::Database open_store(const std::string& path, const Options& options);
 
+// Options::wal_checkpoint_bytes in pages of db (at least 1).
+int wal_checkpoint_pages(SQLite::Database& db, const Options& options);
+
 // Bytes of a file; 0 when it does not exist.
 int64_t file_size_or_zero(const std::string& path);
 

@@ -419,7 +419,7 @@ SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options)
   // Checkpoints run in the background; with a custom VFS (fault injection)
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
   if (!options.read_only && options.vfs_name.empty())
-    checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path);
+    checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path, wal_checkpoint_pages(db_, options));
 }
 
 SqliteCatalog::~SqliteCatalog() = default;

@@ -393,3 +393,23 @@ TEST_CASE("tail pieces: a hostile chunk list is corrupt, named, and changes noth
     expect_refused(path, hs, "many", hs.w, {"positions [32, 33)", "beyond the 32"});
   }
 }
+
+TEST_CASE("tail pieces: a PostgreSQL store of schema 1 upgrades, loads and appends in pieces", "[postgres][tail]") {
+  const std::string loc = colikv_test::fresh_pg_store();
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 18);
+  {  // Schema 1's layout: one piece at most.
+    Store s(loc, colikv_test::chunked_options(m, kC));
+    turns(s, "old", h, {21});
+  }
+  colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 1");
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  CHECK(s.schema_version() == 2);
+  CHECK(loads_as(s, "old", h, 21) == "");
+  const std::vector<Entry> v1 = entries(loc, "old");
+  turns(s, "old", h, {25});
+  const std::vector<Entry> now = entries(loc, "old");
+  REQUIRE(now.size() == 3);
+  CHECK(std::vector<Entry>(now.begin(), now.begin() + 2) == v1);
+  CHECK(loads_as(s, "old", h, 25) == "");
+}

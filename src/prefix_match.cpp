@@ -13,7 +13,14 @@
 //     largest k such that some chunk starts with the region's first k tokens.
 //     Token lists are canonical JSON ("[1,2,3]"), so "starts with those k
 //     tokens" is a string-prefix range of the index: a binary search over k of
-//     O(log N) probes each.
+//     O(log N) probes each. A conversation's tail is held in pieces
+//     (chunk_layout.h): when the chunk found is a whole piece (it ends
+//     there), the walk goes on after it, with that piece's chain hash as the
+//     next predecessor, until the prompt or the stored pieces end. The walk
+//     takes the longest follower at each step: a prompt held through a
+//     shorter piece of one conversation and further through its next piece
+//     is matched only as far as another conversation's longer, diverging
+//     piece when both follow the same predecessor.
 //  3. Ties: the most recently used conversation holding that prefix. First the
 //     few most recently used conversations are checked one by one (a shared
 //     prefix is usually held by one of them), then an indexed join over the

@@ -7,6 +7,7 @@
 #ifndef COLIKV_SRC_CHUNK_LAYOUT_H
 #define COLIKV_SRC_CHUNK_LAYOUT_H
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -36,6 +37,13 @@ class ChunkListWalk {
     ++seq_;
     covered_ = first_pos + n;
     return "";
+  }
+
+  // Goes on after an entry that did not fit, as if it had: one misplaced
+  // entry is reported once, not again for every entry after it.
+  void skip(int64_t seq, int64_t first_pos, int64_t n) {
+    seq_ = seq + 1;
+    covered_ = first_pos + std::max<int64_t>(n, 0);
   }
 
   int64_t covered() const { return covered_; }  // positions [0, covered) are placed

@@ -1380,6 +1380,7 @@ class Verifier {
     if (!misplaced.empty() || row.model_id != c.model_id) {
       problem(c, seq, chunk_id, first, first + std::max<int64_t>(n, 0),
               misplaced.empty() ? "the chunk belongs to another model" : "the chunk " + misplaced);
+      walk.layout.skip(seq, first, n);
       walk.chain_ok = false;
       return;
     }

@@ -254,8 +254,9 @@ class PrefixIndex {
                                                     const ChunkHash* prev) = 0;
   // The chunk's own token list.
   virtual std::optional<std::string> chunk_tokens(int64_t chunk_id) = 0;
-  // The first evicted entry of a chunk list among seq < n_chunks.
-  virtual std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) = 0;
+  // The first position of the first evicted entry of a chunk list among those
+  // that start before end_pos.
+  virtual std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) = 0;
   // (last_used_ms, conversation_id) of a conversation.
   virtual std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) = 0;
   // The `limit` most recently used conversations, most recent first.
@@ -308,9 +309,9 @@ class Catalog {
   // most recently used first.
   virtual std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) = 0;
   virtual int64_t conversation_count() = 0;
-  // Each of the token lists (JSON text) of entries [0, n_chunks) of a chunk
-  // list, in seq order.
-  virtual void for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+  // Each of the token lists (JSON text) of the entries of a chunk list that
+  // start before end_pos, in seq order.
+  virtual void for_each_token_list(int64_t conversation_id, int64_t end_pos,
                                    const std::function<void(int64_t chunk_id, int64_t n_tokens,
                                                             std::string_view tokens_json)>& f) = 0;
 
@@ -325,9 +326,9 @@ class Catalog {
 
   // Chunks
   virtual std::vector<ChunkSummary> chunk_list(int64_t conversation_id) = 0;
-  // Entries [0, n_chunks) of a chunk list, for a load; valid in the current
-  // transaction.
-  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t n_chunks) = 0;
+  // The entries of a chunk list that start before end_pos (chunks.first_pos),
+  // in seq order, for a load; valid in the current transaction.
+  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos) = 0;
   // A chunk's token ids as stored (JSON text); none when the chunk is missing.
   virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
   // None when the chunk is missing.
@@ -372,8 +373,9 @@ class Catalog {
   // Drops a chunk's payload; its row and token ids stay.
   virtual void evict_payload(int64_t chunk_id) = 0;
   virtual void bump_generation(int64_t conversation_id) = 0;
-  // The first evicted entry of a chunk list among seq < n_chunks.
-  virtual std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) = 0;
+  // The first position of the first evicted entry of a chunk list among those
+  // that start before end_pos.
+  virtual std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) = 0;
   virtual int64_t evicted_chunk_count() = 0;
   virtual int64_t evicted_conversation_count() = 0;
   // Rewrites the store without its free space.

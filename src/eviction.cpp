@@ -26,17 +26,15 @@ namespace detail {
 void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
   if (st.n <= 0) return;
   const std::string here = s.where(st.conv.name);
-  const int64_t C = st.model.chunk_tokens;
-  const int64_t n_chunks = (st.n + C - 1) / C;
-  const std::optional<int64_t> gone_seq =
-      with_context(here, [&] { return s.catalog->first_evicted_seq(st.conv.id, n_chunks); });
-  if (!gone_seq) return;
-  const int64_t first_gone = *gone_seq * C;
+  const std::optional<int64_t> gone =
+      with_context(here, [&] { return s.catalog->first_evicted_pos(st.conv.id, st.n); });
+  if (!gone) return;
+  const int64_t first_gone = *gone;
   int64_t filled = 0;
   if (tokens) {
     with_context(here, [&] {
       std::vector<int32_t> t;
-      s.catalog->for_each_token_list(st.conv.id, n_chunks, [&](int64_t, int64_t n_tokens, std::string_view json) {
+      s.catalog->for_each_token_list(st.conv.id, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
         if (filled >= st.n) return;
         if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
           throw Error(ErrorCode::kCorrupt, here + ": a chunk's token list is not a JSON array of its token ids");

@@ -13,7 +13,14 @@
 //     largest k such that some chunk starts with the region's first k tokens.
 //     Token lists are canonical JSON ("[1,2,3]"), so "starts with those k
 //     tokens" is a string-prefix range of the index: a binary search over k of
-//     O(log N) probes each.
+//     O(log N) probes each. A conversation's tail is held in pieces
+//     (chunk_layout.h): when the chunk found is a whole piece (it ends
+//     there), the walk goes on after it, with that piece's chain hash as the
+//     next predecessor, until the prompt or the stored pieces end. The walk
+//     takes the longest follower at each step: a prompt held through a
+//     shorter piece of one conversation and further through its next piece
+//     is matched only as far as another conversation's longer, diverging
+//     piece when both follow the same predecessor.
 //  3. Ties: the most recently used conversation holding that prefix. First the
 //     few most recently used conversations are checked one by one (a shared
 //     prefix is usually held by one of them), then an indexed join over the
@@ -29,6 +36,7 @@
 #include <vector>
 
 #include "catalog.h"
+#include "chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "backend_error.h"
@@ -67,51 +75,37 @@ struct Region {
   bool holds(const std::optional<std::string>& chunk_tokens) const { return chunk_tokens && holds(*chunk_tokens); }
 };
 
+// One chunk of a match's walk: the chunk list entry at `depth`, starting at
+// position `base` after chain hash `before`, of which `len` tokens are held.
+struct Step {
+  int64_t depth = 0;
+  int64_t base = 0;
+  int64_t len = 0;
+  ChunkHash before{};
+};
+
 class Matcher {
  public:
   Matcher(detail::PrefixIndex& index, const detail::ModelRow& m, const std::string& precision, bool loadable_only)
       : index_(index), m_(m), precision_(precision), loadable_only_(loadable_only) {}
 
   PrefixMatch run(const int32_t* tokens, int64_t len) {
-    const int64_t C = m_.chunk_tokens;
-    PrefixMatch out;
-    // 1. Whole chunks, by hash.
     chain_ = detail::chain_seed(m_.text, precision_);
-    std::vector<ChunkHash> chain_after{chain_};  // [f]: the chain hash after f full chunks
-    int64_t full = 0;
-    while ((full + 1) * C <= len) {
-      ChunkHash h = detail::chain_next(chain_, tokens + full * C, C);
-      if (!index_.chain_stored(m_.id, h)) break;
-      chain_ = h;
-      chain_after.push_back(h);
-      ++full;
-    }
-    // 2. The region after them: the most leading tokens some following chunk holds.
-    const int64_t base = full * C;
-    const int64_t r = std::min(len, base + C) - base;
-    int64_t k = 0;
-    if (r > 0) {
-      if (has(tokens + base, full, r)) {
-        k = r;
-      } else {
-        int64_t lo = 0, hi = r;  // has(lo) (k = 0 is trivially held), !has(hi)
-        while (hi - lo > 1) {
-          const int64_t mid = lo + (hi - lo) / 2;
-          (has(tokens + base, full, mid) ? lo : hi) = mid;
-        }
-        k = lo;
-      }
-    }
-    if (loadable_only_) return longest_loadable(tokens, full, k, chain_after);
-    // 3. The most recently used conversation holding tokens [0, base + k).
-    while (base + k > 0) {
-      region_.set(tokens + base, k);
+    const int64_t tail = walk_full_chunks(tokens, len);
+    walk_tail(tokens, len, tail);
+    if (loadable_only_) return longest_loadable(tokens);
+    // 3. The most recently used conversation holding the matched prefix.
+    const Step& last = steps_.back();
+    chain_ = last.before;
+    PrefixMatch out;
+    for (int64_t k = last.len; last.base + k > 0;) {
+      region_.set(tokens + last.base, k);
       int64_t conv = -1;
-      std::string id = most_recent(full, k, conv);
+      std::string id = most_recent(last.depth, k, conv);
       if (!id.empty()) {
         out.id = id;
-        out.tokens = base + k;
-        out.loadable = std::min(out.tokens, first_evicted(conv, (out.tokens + C - 1) / C));
+        out.tokens = last.base + k;
+        out.loadable = std::min(out.tokens, first_evicted(conv, out.tokens));
         return out;
       }
       // Not held after all (an inconsistent chunk_meta row): settle for less.
@@ -122,80 +116,123 @@ class Matcher {
   }
 
  private:
-  // 4. The most recently used conversation that holds and can load the longest
-  // prefix no longer than full chunks and k tokens.
-  PrefixMatch longest_loadable(const int32_t* tokens, int64_t full, int64_t k,
-                               const std::vector<ChunkHash>& chain_after) {
+  // 1. Whole chunks, by hash; returns where the tail region starts.
+  int64_t walk_full_chunks(const int32_t* tokens, int64_t len) {
     const int64_t C = m_.chunk_tokens;
-    for (int64_t f = full; f >= 0; --f, k = C - 1) {  // (f, C) is (f + 1, 0): already tried
-      chain_ = chain_after[static_cast<size_t>(f)];
-      const int64_t lowest = f == 0 ? 1 : 0;
+    int64_t full = 0;
+    while ((full + 1) * C <= len) {
+      const ChunkHash h = detail::chain_next(chain_, tokens + full * C, C);
+      if (!index_.chain_stored(m_.id, h)) break;
+      steps_.push_back({full, full * C, C, chain_});
+      chain_ = h;
+      ++full;
+    }
+    return full * C;
+  }
+
+  // 2. The tail region after them, piece by piece: at each step the most
+  // leading tokens some following chunk holds; when that chunk is a whole
+  // piece (it ends there), the walk goes on after it.
+  void walk_tail(const int32_t* tokens, int64_t len, int64_t tail) {
+    const int64_t end = std::min(len, tail + m_.chunk_tokens);
+    int64_t depth = static_cast<int64_t>(steps_.size()), base = tail;
+    for (int64_t piece = 0;; ++piece, ++depth) {
+      const int64_t k = longest_follower(tokens + base, depth, end - base);
+      steps_.push_back({depth, base, k, chain_});
+      if (k == 0 || base + k >= end || piece >= detail::kMaxTailPieces) return;
+      region_.set(tokens + base, k);
+      if (!index_.follower_equal(m_.id, precision_, prev(depth), region_.exact)) return;
+      chain_ = detail::chain_next(chain_, tokens + base, k);
+      base += k;
+    }
+  }
+
+  // The largest k <= r such that a chunk following the walk at `depth` starts with region[0, k).
+  int64_t longest_follower(const int32_t* region, int64_t depth, int64_t r) {
+    if (r <= 0) return 0;
+    if (has(region, depth, r)) return r;
+    int64_t lo = 0, hi = r;  // has(lo) (k = 0 is trivially held), !has(hi)
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (has(region, depth, mid) ? lo : hi) = mid;
+    }
+    return lo;
+  }
+
+  // 4. The most recently used conversation that holds and can load the
+  // longest prefix of the walk: from its last step back towards the start.
+  PrefixMatch longest_loadable(const int32_t* tokens) {
+    for (size_t i = steps_.size(); i-- > 0;) {
+      const Step& st = steps_[i];
+      // A step held whole is the next step with none of its tokens: already tried.
+      const int64_t k = i + 1 == steps_.size() ? st.len : st.len - 1;
+      chain_ = st.before;
+      const int64_t lowest = st.base == 0 ? 1 : 0;
       if (k < lowest) continue;
       PrefixMatch found;
-      if (loadable_holder(tokens, f, k, found)) return found;  // usually the whole match loads
+      if (loadable_holder(tokens, st, k, found)) return found;  // usually the whole match loads
       // The largest k' in [lowest, k) some conversation can load; that is monotone in k'.
       int64_t lo = lowest - 1, hi = k;  // lo: assumed loadable, hi: not
       while (hi - lo > 1) {
         const int64_t mid = lo + (hi - lo) / 2;
-        (loadable_holder(tokens, f, mid, found) ? lo : hi) = mid;
+        (loadable_holder(tokens, st, mid, found) ? lo : hi) = mid;
       }
       if (lo >= lowest) return found;  // found was set by the last probe that succeeded, at lo
     }
     return PrefixMatch();
   }
 
-  // The most recently used conversation that can load f full chunks and k
-  // tokens of the next one, in `found`; false when none can.
-  bool loadable_holder(const int32_t* tokens, int64_t f, int64_t k, PrefixMatch& found) {
-    region_.set(tokens + f * m_.chunk_tokens, k);
+  // The most recently used conversation that can load the walk up to step st
+  // and k tokens of it, in `found`; false when none can.
+  bool loadable_holder(const int32_t* tokens, const Step& st, int64_t k, PrefixMatch& found) {
+    region_.set(tokens + st.base, k);
     int64_t conv = -1;
-    const std::string id = most_recent(f, k, conv);
+    const std::string id = most_recent(st.depth, k, conv);
     if (id.empty()) return false;
     found.id = id;
-    found.tokens = found.loadable = f * m_.chunk_tokens + k;
+    found.tokens = found.loadable = st.base + k;
     return true;
   }
 
   // Can conversation conv load its first `tokens` positions (no chunk evicted)?
-  bool can_load(int64_t conv, int64_t tokens) {
-    return first_evicted(conv, (tokens + m_.chunk_tokens - 1) / m_.chunk_tokens) == INT64_MAX;
+  bool can_load(int64_t conv, int64_t tokens) { return first_evicted(conv, tokens) == INT64_MAX; }
+
+  // The first position, before `end`, of conversation conv whose KV data was
+  // evicted; INT64_MAX when none was.
+  int64_t first_evicted(int64_t conv, int64_t end) {
+    const std::optional<int64_t> pos = index_.first_evicted_pos(conv, end);
+    return pos ? *pos : INT64_MAX;
   }
 
-  // The first position of conversation conv's first n chunks whose KV data
-  // was evicted; INT64_MAX when none was.
-  int64_t first_evicted(int64_t conv, int64_t n) {
-    const std::optional<int64_t> seq = index_.first_evicted_seq(conv, n);
-    return seq ? *seq * m_.chunk_tokens : INT64_MAX;
-  }
+  // The chain hash before the chunk list entry at `depth`; null at position 0.
+  const ChunkHash* prev(int64_t depth) const { return depth == 0 ? nullptr : &chain_; }
 
-  // The chain hash before the chunk after `full` matched ones; null at position 0.
-  const ChunkHash* prev(int64_t full) const { return full == 0 ? nullptr : &chain_; }
-
-  // Does a chunk following the matched full chunks start with region[0, k)?
-  bool has(const int32_t* region, int64_t full, int64_t k) {
+  // Does a chunk following the walk at `depth` start with region[0, k)?
+  bool has(const int32_t* region, int64_t depth, int64_t k) {
     region_.set(region, k);
-    return index_.follower_in_range(m_.id, precision_, prev(full), region_.more, region_.more_end) ||
-           index_.follower_equal(m_.id, precision_, prev(full), region_.exact);
+    return index_.follower_in_range(m_.id, precision_, prev(depth), region_.more, region_.more_end) ||
+           index_.follower_equal(m_.id, precision_, prev(depth), region_.exact);
   }
 
-  // Does conversation conv hold the prefix: its chunk at `full - 1` is the last
-  // full chunk matched, and (k > 0) its chunk at `full` starts with region_?
-  bool holds(int64_t conv, int64_t full, int64_t k) {
-    if (full > 0 && index_.chain_at(conv, full - 1) != chain_) return false;  // must end the matched chain
+  // Does conversation conv hold the prefix: its entry at `depth - 1` ends the
+  // walk's chain, and (k > 0) its entry at `depth` starts with region_?
+  bool holds(int64_t conv, int64_t depth, int64_t k) {
+    if (depth > 0 && index_.chain_at(conv, depth - 1) != chain_) return false;  // must end the matched chain
     if (k == 0) return true;
-    const std::optional<int64_t> chunk_at = index_.chunk_at(conv, full);
+    const std::optional<int64_t> chunk_at = index_.chunk_at(conv, depth);
     if (!chunk_at) return false;
-    if (!region_.holds(index_.indexed_tokens(*chunk_at, m_.id, precision_, prev(full)))) return false;
+    if (!region_.holds(index_.indexed_tokens(*chunk_at, m_.id, precision_, prev(depth)))) return false;
     // The authoritative token list (chunks.tokens) agrees too.
     return region_.holds(index_.chunk_tokens(*chunk_at));
   }
 
-  std::string most_recent(int64_t full, int64_t k, int64_t& conv) {
+  std::string most_recent(int64_t depth, int64_t k, int64_t& conv) {
     std::string found;
+    const int64_t end = (depth < static_cast<int64_t>(steps_.size()) ? steps_[static_cast<size_t>(depth)].base : 0) + k;
     const detail::PrefixIndex::ConversationVisitor try_one = [&](int64_t id, const std::string& name) {
       conv = id;
-      if (!holds(id, full, k)) return false;
-      if (loadable_only_ && !can_load(id, full * m_.chunk_tokens + k)) return false;
+      if (!holds(id, depth, k)) return false;
+      if (loadable_only_ && !can_load(id, end)) return false;
       found = name;
       return true;
     };
@@ -203,10 +240,10 @@ class Matcher {
     if (!found.empty()) return found;
     // Every conversation that uses a matching chunk, most recently used first.
     if (k == 0)
-      index_.visit_users_of_chain(m_.id, chain_, full - 1, try_one);
+      index_.visit_users_of_chain(m_.id, chain_, depth - 1, try_one);
     else
-      index_.visit_users_of_prefix(m_.id, precision_, prev(full), region_.more, region_.more_end, region_.exact,
-                                   full, try_one);
+      index_.visit_users_of_prefix(m_.id, precision_, prev(depth), region_.more, region_.more_end, region_.exact,
+                                   depth, try_one);
     return found;
   }
 
@@ -216,6 +253,7 @@ class Matcher {
   bool loadable_only_;
   ChunkHash chain_{};
   Region region_;
+  std::vector<Step> steps_;  // the walk: full chunks, then the tail's pieces
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "eviction.h"
 #include "backend_error.h"
@@ -248,27 +249,23 @@ namespace {
   throw Error(ErrorCode::kCorrupt, here + ": its token count is negative (" + std::to_string(conv.count) + ")");
 }
 
-// The chunk list must cover exactly [0, count): chunks seq 0, 1, ..., each
-// full but the last, which ends at the count. Checked before anything indexes
-// the list by a position, so a count or a list altered by hand is reported,
-// never followed out of bounds.
+// The chunk list must cover exactly [0, count) as chunk_layout.h says: full
+// chunks, then the tail's pieces. Checked before anything indexes the list by
+// a position, so a count or a list altered by hand is reported, never
+// followed out of bounds.
 void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const std::vector<ChunkSummary>& chunks,
                       const std::string& here) {
   if (conv.count < 0) throw_negative_count(conv, here);
-  const int64_t C = model.chunk_tokens;
-  const int64_t wanted = conv.count / C + (conv.count % C != 0 ? 1 : 0);
-  if (static_cast<int64_t>(chunks.size()) != wanted)
-    throw Error(ErrorCode::kCorrupt, here + ": its count of " + std::to_string(conv.count) + " tokens needs " +
-                                         std::to_string(wanted) + " chunks but its chunk list has " +
-                                         std::to_string(chunks.size()));
-  for (int64_t k = 0; k < wanted; ++k) {
-    const ChunkSummary& c = chunks[static_cast<size_t>(k)];
-    const int64_t n = k + 1 < wanted ? C : conv.count - k * C;
-    if (c.seq != k || c.first_pos != k * C || c.n_tokens != n)
+  detail::ChunkListWalk walk(model.chunk_tokens, conv.count);
+  for (const ChunkSummary& c : chunks) {
+    const std::string why = walk.next(c.seq, c.first_pos, c.n_tokens);
+    if (!why.empty())
       throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(c.chunk_id) + " (seq " + std::to_string(c.seq) +
-                                           ") does not cover " + range_text(k * C, k * C + n) + " as the count of " +
-                                           std::to_string(conv.count) + " says");
+                                           ", " + range_text(c.first_pos, c.first_pos + c.n_tokens) + ") " + why);
   }
+  if (walk.covered() != conv.count)
+    throw Error(ErrorCode::kCorrupt, here + ": its chunks cover " + range_text(0, walk.covered()) +
+                                         " but its count is " + std::to_string(conv.count));
 }
 
 std::vector<int32_t> chunk_tokens_by_id(detail::Catalog& catalog, int64_t chunk_id, int64_t n, const std::string& where) {
@@ -301,6 +298,7 @@ struct WriteChunk {
   ChunkHash hash{};  // its chain hash
   detail::ProducedChunk produced;
   ChunkHash prev{};  // the chain hash before this chunk (unused at seq 0), for chunk_meta
+  int64_t n = 0;     // its tokens
 };
 
 // A token-only chunk: cut from an evicted one, its values are unknown.
@@ -355,6 +353,7 @@ class Appender {
     if (nothing_to_write()) return;
     plan_chunks();
     if (req_.tokens) hash_planned_chunks();
+    if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
     start_encoding();
     write_transaction();
   }
@@ -412,7 +411,23 @@ class Appender {
                                                     : detail::ChunkPrecision::kF32);
     if (!detail::parse_precision(precision_, chunk_precision_))
       throw Error(ErrorCode::kCorrupt, here_ + ": unknown precision '" + precision_ + "'");
-    keep_chunks_ = committed_ / chunk_tokens_;
+    tail_start_ = detail::tail_start(committed_, chunk_tokens_);
+    choose_tail_rewrite();
+  }
+
+  // The new rows become one more tail piece, and every stored chunk stays,
+  // unless the tail reaches a full chunk (re-packed), would hold too many
+  // pieces (merged into one), or lost a piece's values (re-saved whole).
+  void choose_tail_rewrite() {
+    const int64_t full = committed_ / chunk_tokens_;
+    const int64_t pieces = static_cast<int64_t>(existing_.size()) - full;
+    const bool grows = req_.len > committed_;
+    const bool reaches_chunk = req_.len >= tail_start_ + chunk_tokens_;
+    const bool too_many = grows && pieces + 1 > detail::kMaxTailPieces;
+    bool piece_evicted = false;
+    for (size_t k = static_cast<size_t>(full); k < existing_.size(); ++k) piece_evicted |= existing_[k].evicted;
+    rewrite_tail_ = pieces > 0 && (reaches_chunk || too_many || piece_evicted);
+    keep_chunks_ = rewrite_tail_ ? full : static_cast<int64_t>(existing_.size());
   }
 
   // The caller's tokens [0, committed) must be the stored ones: compare chunk
@@ -421,7 +436,7 @@ class Appender {
     seed_ = detail::chain_seed(req_.model.to_string(), precision_);
     chain_ = seed_;
     for (size_t k = 0; k < existing_.size(); ++k) {
-      const int64_t first = static_cast<int64_t>(k) * chunk_tokens_;
+      const int64_t first = existing_[k].first_pos;
       const int64_t n = existing_[k].n_tokens;
       ChunkHash h = detail::chain_next(existing_chains_.empty() ? seed_ : existing_chains_.back(), req_.tokens + first, n);
       existing_chains_.push_back(h);
@@ -445,32 +460,34 @@ class Appender {
                                          ") does not match its hash: its token list was altered");
   }
 
-  // Full chunks whose KV data was evicted are re-saved from the caller's
-  // buffers, which hold every position (an append of len == committed re-saves).
+  // Chunks whose KV data was evicted are re-saved from the caller's buffers,
+  // which hold every position (an append of len == committed re-saves).
   bool nothing_to_write() const {
     bool resave = false;
-    for (int64_t k = 0; k < keep_chunks_ && k < static_cast<int64_t>(existing_.size()); ++k)
-      resave |= existing_[k].evicted;
-    if (!existing_.empty() && existing_.back().evicted) resave = true;
+    for (const ChunkSummary& c : existing_) resave |= c.evicted;
     if (resave && !req_.tokens) throw Error(ErrorCode::kInvalidArgument, here_ + ": tokens is null");
     return req_.len == committed_ && !req_.must_create && !resave;
   }
 
-  // The evicted full chunks, then the new ones: the partial last chunk is re-encoded whole.
+  // The evicted full chunks, then the new ones: full chunks from a chunk
+  // boundary on, and what remains as one tail piece.
   void plan_chunks() {
-    for (int64_t k = 0; k < keep_chunks_ && k < static_cast<int64_t>(existing_.size()); ++k) {
-      if (!existing_[k].evicted) continue;
-      WriteChunk w;
-      w.seq = k;
-      w.first_pos = k * chunk_tokens_;
-      plan_.push_back(std::move(w));
+    const int64_t full = committed_ / chunk_tokens_;
+    for (int64_t k = 0; k < full; ++k)
+      if (existing_[static_cast<size_t>(k)].evicted) plan_chunk(k, k * chunk_tokens_, chunk_tokens_);
+    int64_t seq = keep_chunks_;
+    for (int64_t first = rewrite_tail_ ? tail_start_ : committed_, n = 0; first < req_.len; first += n) {
+      n = std::min(chunk_tokens_ - first % chunk_tokens_, req_.len - first);
+      plan_chunk(seq++, first, n);
     }
-    for (int64_t first = keep_chunks_ * chunk_tokens_; first < req_.len; first += chunk_tokens_) {
-      WriteChunk w;
-      w.seq = first / chunk_tokens_;
-      w.first_pos = first;
-      plan_.push_back(std::move(w));
-    }
+  }
+
+  void plan_chunk(int64_t seq, int64_t first, int64_t n) {
+    WriteChunk w;
+    w.seq = seq;
+    w.first_pos = first;
+    w.n = n;
+    plan_.push_back(std::move(w));
   }
 
   // With tokens known up front: hash now, and let the producers skip encoding
@@ -479,7 +496,7 @@ class Appender {
     ChunkHash h = chain_;
     const auto hash_snapshot = s_.catalog->begin(detail::Catalog::Access::kRead, here_);
     for (auto& w : plan_) {
-      const int64_t n = std::min(chunk_tokens_, req_.len - w.first_pos);
+      const int64_t n = w.n;
       w.produced.tokens.assign(req_.tokens + w.first_pos, req_.tokens + w.first_pos + n);
       if (w.seq < keep_chunks_) {  // an evicted full chunk, re-saved from the caller's values
         w.prev = w.seq > 0 ? existing_chains_[w.seq - 1] : seed_;
@@ -517,7 +534,7 @@ class Appender {
 
   int64_t planned_raw_bytes() const {
     int64_t tokens = 0;
-    for (const WriteChunk& w : plan_) tokens += std::min(chunk_tokens_, req_.len - w.first_pos);
+    for (const WriteChunk& w : plan_) tokens += w.n;
     return tokens * 4 * req_.model.floats_per_token();
   }
 
@@ -529,7 +546,7 @@ class Appender {
     out.tokens = w.produced.tokens;
     out.precision = chunk_precision_;
     out.stored_digests = w.produced.stored_digests;
-    req_.produce(w.first_pos, std::min(chunk_tokens_, req_.len - w.first_pos), out);
+    req_.produce(w.first_pos, w.n, out);
     return out;
   }
 
@@ -570,17 +587,19 @@ class Appender {
     return s_.catalog->insert_conversation({req_.id, model_id, precision_, req_.title, req_.metadata, now_ms()});
   }
 
-  // The chunks rewritten at their seq (the partial last one, evicted ones
-  // re-saved): freed unless another conversation uses them.
+  // The chunks rewritten (the tail's pieces, evicted full chunks re-saved):
+  // freed unless another conversation uses them.
   std::vector<int64_t> replaced_chunks() const {
     std::vector<int64_t> replaced;
     for (const WriteChunk& w : plan_)
-      if (w.seq < static_cast<int64_t>(existing_.size())) replaced.push_back(existing_[w.seq].chunk_id);
+      if (w.seq < keep_chunks_) replaced.push_back(existing_[static_cast<size_t>(w.seq)].chunk_id);
+    for (size_t k = static_cast<size_t>(keep_chunks_); k < existing_.size(); ++k) replaced.push_back(existing_[k].chunk_id);
     return replaced;
   }
 
   // Stores and links each chunk as its encoding comes in, in order.
   void write_chunks(int64_t model_id, int64_t conv_id) {
+    if (rewrite_tail_) s_.catalog->unlink_from(conv_id, keep_chunks_);  // the pieces re-packed or merged
     ChunkHash h = chain_;
     while (!encoded_->done()) {
       detail::ProducedChunk r;
@@ -620,7 +639,9 @@ class Appender {
   // The layout of the write.
   int64_t committed_ = 0;
   int64_t chunk_tokens_ = 0;  // the model's tokens per chunk
-  int64_t keep_chunks_ = 0;  // full chunks that stay as they are
+  int64_t tail_start_ = 0;   // the first position after the committed full chunks
+  bool rewrite_tail_ = false;  // the tail's pieces are re-encoded with the new rows
+  int64_t keep_chunks_ = 0;  // chunks that stay as they are (seq < keep_chunks_)
   std::string precision_;
   detail::ChunkPrecision chunk_precision_ = detail::ChunkPrecision::kF32;
   ChunkHash seed_{};
@@ -653,7 +674,7 @@ class ChunkScan {
         start_(start),
         here_(here),
         chunk_tokens_(start.model.chunk_tokens),
-        n_chunks_((start.n + chunk_tokens_ - 1) / chunk_tokens_),
+        walk_(chunk_tokens_, start.conv.count),
         decode_(decode),
         consume_(consume),
         chain_(detail::chain_seed(start.model.text, start.conv.precision)) {}
@@ -665,7 +686,7 @@ class ChunkScan {
   }
 
   void run() {
-    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, n_chunks_);
+    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, start_.n);
     detail::ChunkListRow row;
     while (rows->next(row)) {
       std::unique_ptr<StoredChunk> c = check_row(row);
@@ -673,10 +694,9 @@ class ChunkScan {
       read_payload(*rows, *c);
       start_decoding(std::move(c));
     }
-    if (expected_seq_ != n_chunks_)
-      throw Error(ErrorCode::kCorrupt, here_ + ": the chunk list ends at seq " + std::to_string(expected_seq_) +
-                                           " but " + std::to_string(n_chunks_) + " chunks cover the count of " +
-                                           std::to_string(start_.conv.count));
+    if (walk_.covered() < start_.n)
+      throw Error(ErrorCode::kCorrupt, here_ + ": the chunk list ends at position " + std::to_string(walk_.covered()) +
+                                           " but the count is " + std::to_string(start_.conv.count));
     while (!inflight_.empty()) finish_front();
   }
 
@@ -689,7 +709,7 @@ class ChunkScan {
     c->first_pos = row.first_pos;
     c->n_tokens = row.n_tokens;
     cw_ = here_ + ": chunk " + std::to_string(c->chunk_id) + " (seq " + std::to_string(c->seq) + ", " +
-          range_text(c->seq * chunk_tokens_, c->seq * chunk_tokens_ + c->n_tokens) + ")";
+          range_text(c->first_pos, c->first_pos + c->n_tokens) + ")";
     check_place(*c);
     c->wanted = std::min(c->n_tokens, start_.n - c->first_pos);
     c->tokens = parse_tokens_or_throw(row.tokens_json.data(), static_cast<int64_t>(row.tokens_json.size()),
@@ -709,15 +729,11 @@ class ChunkScan {
     return c;
   }
 
-  // Chunks seq 0, 1, ... each full but the last, within the count.
+  // Full chunks, then the tail's pieces, as the count says (chunk_layout.h).
   void check_place(const StoredChunk& c) {
-    const int64_t C = chunk_tokens_;
-    if (c.seq != expected_seq_ || c.first_pos != c.seq * C || c.n_tokens < 1 || c.n_tokens > C ||
-        (c.first_pos + c.n_tokens < start_.n && c.n_tokens != C) || c.first_pos + c.n_tokens > start_.conv.count)
-      throw Error(ErrorCode::kCorrupt, cw_ + ": the chunk list does not cover positions [" +
-                                           std::to_string(expected_seq_ * C) + ", ...) as the count of " +
-                                           std::to_string(start_.conv.count) + " says");
-    ++expected_seq_;
+    const std::string why = walk_.next(c.seq, c.first_pos, c.n_tokens);
+    if (!why.empty())
+      throw Error(ErrorCode::kCorrupt, cw_ + ": " + why + " (the count is " + std::to_string(start_.conv.count) + ")");
   }
 
   // The hash chain ties each chunk to the token ids before it: a chunk list
@@ -768,7 +784,7 @@ class ChunkScan {
         throw Error(ErrorCode::kCorrupt, cw + ": " + e.what());
       }
     };
-    if (n_chunks_ == 1 || raw->raw_size < (int64_t{256} << 10))
+    if (start_.n <= chunk_tokens_ || raw->raw_size < (int64_t{256} << 10))
       inflight_.emplace_back(raw, std::async(std::launch::deferred, job));
     else
       inflight_.emplace_back(raw, s_.pool.submit(job));
@@ -785,11 +801,10 @@ class ChunkScan {
   const detail::ScanStart& start_;
   const std::string& here_;
   const int64_t chunk_tokens_;
-  const int64_t n_chunks_;
+  detail::ChunkListWalk walk_;
   const ChunkFn& decode_;
   const ChunkFn& consume_;
   ChunkHash chain_;
-  int64_t expected_seq_ = 0;
   std::string cw_;              // the current chunk, for messages
   int64_t payload_bytes_ = 0;   // the current chunk's payload size
   std::vector<std::unique_ptr<StoredChunk>> owned_;
@@ -1012,6 +1027,41 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
   return out;
 }
 
+// How a cut at position `len` splits a chunk list: the entries kept whole,
+// and the one the cut falls inside, whose first positions become a piece.
+struct Cut {
+  size_t whole = 0;     // entries [0, whole) end at or before the cut
+  int64_t covered = 0;  // where they end
+  bool inside = false;  // entry `whole` starts before the cut and ends after it
+};
+
+Cut cut_at(const std::vector<ChunkSummary>& chunks, int64_t len) {
+  Cut cut;
+  for (; cut.whole < chunks.size(); ++cut.whole) {
+    const int64_t end = chunks[cut.whole].first_pos + chunks[cut.whole].n_tokens;
+    if (end > len) break;
+    cut.covered = end;
+  }
+  cut.inside = cut.covered < len;
+  return cut;
+}
+
+// The first len - cut.covered positions of the entry the cut falls inside, as a piece.
+std::optional<PrefixChunk> cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
+                                     const std::string& here) {
+  if (!cut.inside) return std::nullopt;
+  const ChunkHash prev = cut.whole > 0 ? st.chunks[cut.whole - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
+  return reencode_prefix(s, st.model, st.chunks[cut.whole].chunk_id, static_cast<int64_t>(cut.whole), len - cut.covered,
+                         prev, here);
+}
+
+// Links the piece cut_piece made at the cut.
+void link_cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, PrefixChunk& piece, int64_t conv_id) {
+  WriteChunk w{static_cast<int64_t>(cut.whole), cut.covered, piece.hash, std::move(piece.produced), piece.prev};
+  w.n = static_cast<int64_t>(w.produced.tokens.size());
+  s.catalog->insert_link(conv_id, w.seq, put_chunk(*s.catalog, st.model.id, w, st.conv.precision));
+}
+
 }  // namespace
 
 void Store::truncate(const std::string& id, int64_t len) {
@@ -1021,31 +1071,22 @@ void Store::truncate(const std::string& id, int64_t len) {
   s.require_writable("truncate conversation '" + id + "'");
   ConversationState state = read_state(s, id, here);
   const ConversationRow& c = state.conv;
-  const ModelRow& model = state.model;
   const std::vector<ChunkSummary>& chunks = state.chunks;
   if (len < 0 || len > c.count)
     throw Error(ErrorCode::kInvalidArgument, here + ": cannot truncate to " + std::to_string(len) + " tokens; it holds " +
                                                  std::to_string(c.count));
   if (len == c.count) return;
-  const int64_t C = model.chunk_tokens;
-  const int64_t keep_full = len / C;
-  std::optional<PrefixChunk> tail;
-  if (len % C != 0) {
-    ChunkHash prev = keep_full > 0 ? chunks[keep_full - 1].chain : detail::chain_seed(model.text, c.precision);
-    tail = reencode_prefix(s, model, chunks[keep_full].chunk_id, keep_full, len % C, prev, here);
-  }
+  const Cut cut = cut_at(chunks, len);
+  std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   with_context(here, [&] {
     auto now = s.find_conversation(id);
     if (!now || now->generation != c.generation)
       throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation meanwhile; retry");
     std::vector<int64_t> dropped;
-    for (size_t k = static_cast<size_t>(keep_full); k < chunks.size(); ++k) dropped.push_back(chunks[k].chunk_id);
-    s.catalog->unlink_from(c.id, keep_full);
-    if (tail) {
-      WriteChunk w{keep_full, keep_full * C, tail->hash, std::move(tail->produced), tail->prev};
-      s.catalog->insert_link(c.id, keep_full, put_chunk(*s.catalog, model.id, w, c.precision));
-    }
+    for (size_t k = cut.whole; k < chunks.size(); ++k) dropped.push_back(chunks[k].chunk_id);
+    s.catalog->unlink_from(c.id, static_cast<int64_t>(cut.whole));
+    if (tail) link_cut_piece(s, state, cut, *tail, c.id);
     s.catalog->set_count(c.id, len, now_ms(), /*used=*/false);
     s.free_unused_chunks(dropped);
   });
@@ -1076,7 +1117,6 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
   if (dst.empty()) throw Error(ErrorCode::kInvalidArgument, here + ": fork target id is empty");
   ConversationState state = read_state(s, src, here);
   const ConversationRow& c = state.conv;
-  const ModelRow& model = state.model;
   const std::vector<ChunkSummary>& chunks = state.chunks;
   if (s.find_conversation(dst))
     throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
@@ -1084,17 +1124,8 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
   if (len > c.count)
     throw Error(ErrorCode::kInvalidArgument, here + ": cannot fork " + std::to_string(len) + " tokens; it holds " +
                                                  std::to_string(c.count));
-  const int64_t C = model.chunk_tokens;
-  int64_t shared = len / C;  // chunks taken as they are
-  std::optional<PrefixChunk> tail;
-  if (len % C != 0) {
-    if (chunks[shared].n_tokens == len % C) {
-      ++shared;  // the source's own partial last chunk: share it too
-    } else {
-      ChunkHash prev = shared > 0 ? chunks[shared - 1].chain : detail::chain_seed(model.text, c.precision);
-      tail = reencode_prefix(s, model, chunks[shared].chunk_id, shared, len % C, prev, here);
-    }
-  }
+  const Cut cut = cut_at(chunks, len);  // the chunks before the cut are shared as they are
+  std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   with_context(here, [&] {
     auto now = s.find_conversation(src);
@@ -1104,11 +1135,8 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
       throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
     const int64_t t = now_ms();
     const int64_t dst_id = s.catalog->insert_fork({dst, c.id, len, t});
-    for (int64_t k = 0; k < shared; ++k) s.catalog->insert_link(dst_id, k, chunks[k].chunk_id);
-    if (tail) {
-      WriteChunk w{shared, shared * C, tail->hash, std::move(tail->produced), tail->prev};
-      s.catalog->insert_link(dst_id, shared, put_chunk(*s.catalog, model.id, w, c.precision));
-    }
+    for (size_t k = 0; k < cut.whole; ++k) s.catalog->insert_link(dst_id, static_cast<int64_t>(k), chunks[k].chunk_id);
+    if (tail) link_cut_piece(s, state, cut, *tail, dst_id);
     s.catalog->touch_used(c.id, t);
   });
   txn->commit();
@@ -1302,7 +1330,7 @@ class Verifier {
     const Conv& conv;
     ModelRow model;
     ChunkHash chain;
-    int64_t covered = 0, expected_seq = 0;
+    detail::ChunkListWalk layout;
     bool chain_ok = true;
   };
 
@@ -1329,35 +1357,33 @@ class Verifier {
       problem(c, -1, -1, 0, c.count, e.what());
       return;
     }
-    Walk walk{c, m, detail::chain_seed(m.text, c.precision)};
+    Walk walk{c, m, detail::chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
     s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
-    if (walk.covered != c.count)
-      problem(c, -1, -1, std::min(walk.covered, c.count), std::max(walk.covered, c.count),
-              "chunks cover " + std::to_string(walk.covered) + " positions but the count is " + std::to_string(c.count));
+    const int64_t covered = walk.layout.covered();
+    if (covered != c.count)
+      problem(c, -1, -1, std::min(covered, c.count), std::max(covered, c.count),
+              "chunks cover " + std::to_string(covered) + " positions but the count is " + std::to_string(c.count));
   }
 
   void verify_chunk_row(Walk& walk, const detail::VerifyChunkRow& row) {
     const Conv& c = walk.conv;
-    const int64_t C = walk.model.chunk_tokens;
     const int64_t seq = row.seq;
-    const int64_t first = seq * C;
+    const int64_t first = row.first_pos;
+    const int64_t n = row.n_tokens;
     if (!row.chunk_id) {
-      problem(c, seq, -1, first, first + C, "the chunk list names a chunk that does not exist");
+      problem(c, seq, -1, walk.layout.covered(), walk.layout.covered(), "the chunk list names a chunk that does not exist");
       walk.chain_ok = false;
       return;
     }
     const int64_t chunk_id = *row.chunk_id;
-    const int64_t n = row.n_tokens;
-    if (seq != walk.expected_seq)
-      problem(c, seq, chunk_id, walk.expected_seq * C, first, "chunk list has a gap before this chunk");
-    walk.expected_seq = seq + 1;
-    if (row.first_pos != first || n < 1 || n > C || row.model_id != c.model_id) {
-      problem(c, seq, chunk_id, first, first + std::max<int64_t>(n, 0), "chunk position, size or model does not fit its place in the list");
+    const std::string misplaced = walk.layout.next(seq, first, n);
+    if (!misplaced.empty() || row.model_id != c.model_id) {
+      problem(c, seq, chunk_id, first, first + std::max<int64_t>(n, 0),
+              misplaced.empty() ? "the chunk belongs to another model" : "the chunk " + misplaced);
+      walk.layout.skip(seq, first, n);
       walk.chain_ok = false;
       return;
     }
-    if (first + n < c.count && n != C) problem(c, seq, chunk_id, first, first + n, "a partial chunk before the last one");
-    walk.covered = first + n;
     std::vector<int32_t> toks;
     const std::string_view tokens_json = row.tokens_json;
     const char* text = static_cast<int64_t>(tokens_json.size()) <= detail::max_tokens_json_bytes(n) ? tokens_json.data() : nullptr;

@@ -52,6 +52,9 @@ struct AppendRequest {
   const int32_t* tokens = nullptr;  // all len tokens when known up front; null when the
                                     // producer supplies them (then the conversation must be new)
   ChunkProducer produce;            // fills positions [first_pos, first_pos + n)
+  // Called before encoding starts when the append rewrites the tail's pieces
+  // (chunk_layout.h): positions [tail_start, committed) are produced again.
+  std::function<void(int64_t tail_start)> rewrite_tail;
   bool must_create = false;         // fail with kConflict if the id exists
   std::string title;                // for a new conversation
   std::string metadata = "{}";      // for a new conversation; valid JSON text
@@ -89,8 +92,8 @@ struct ScanStart {
 
 // Appends positions [from, len) of a conversation holding exactly `from`
 // committed tokens, in the caller's transaction: rows of kv are positions
-// origin, origin + 1, ...; the rows of [0, from) that share a chunk with
-// `from` are re-encoded from the store (store_write.cpp).
+// origin, origin + 1, ...; when the append rewrites the tail, its stored rows
+// are re-encoded from the store (store_write.cpp).
 void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
                  int64_t from, int64_t len, const KvSource& kv, int64_t origin);
 

@@ -22,10 +22,10 @@ using detail::QueuedAppend;
 
 namespace {
 
-// The stored values of positions [base, from): the kept rows that share the
-// chunk `from` falls in, which the append re-encodes with the new rows.
+// The stored values of positions [base, from): the tail's kept rows, which
+// an append that rewrites the tail re-encodes with the new rows.
 struct KeptRows {
-  int64_t base = 0;          // first position (a chunk boundary)
+  int64_t base = 0;          // the tail's first position (a chunk boundary)
   std::vector<float> packed;  // packed_planes layout, from - base rows; empty: none
 };
 
@@ -50,18 +50,15 @@ struct PackedTarget {
 int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
                   int32_t* tokens, const KvTarget& kv, int64_t origin);
 
-KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from) {
+KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t base, int64_t from) {
   KeptRows k;
-  auto conv = s.find_conversation(id);
-  if (!conv || from == 0) return k;
-  const int64_t C = s.model_by_id(conv->model_id).chunk_tokens;
-  k.base = from / C * C;
-  if (k.base == from) return k;
-  k.packed.resize(static_cast<size_t>((from - k.base) * model.floats_per_token()));
-  std::vector<int32_t> tokens(static_cast<size_t>(from - k.base));
-  PackedTarget t(model, k.packed.data(), from - k.base);
+  k.base = base;
+  if (base == from) return k;
+  k.packed.resize(static_cast<size_t>((from - base) * model.floats_per_token()));
+  std::vector<int32_t> tokens(static_cast<size_t>(from - base));
+  PackedTarget t(model, k.packed.data(), from - base);
   try {
-    load_rows(s, id, model, k.base, from, tokens.data(), t.target, k.base);
+    load_rows(s, id, model, base, from, tokens.data(), t.target, base);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kEvicted) throw;
     k.packed.clear();  // evicted: re-saved from the caller's buffers, as append does
@@ -104,11 +101,12 @@ namespace detail {
 
 void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
                  int64_t from, int64_t len, const KvSource& kv, int64_t origin) {
-  // The append re-encodes the chunk `from` falls in: its kept rows come from
-  // the store, so that [0, from) stays exactly as stored (an engine may have
-  // recomputed a kept row meanwhile, e.g. the last prompt token's).
-  const KeptRows kept = kept_rows(s, id, model, from);
+  // An append that rewrites the tail re-encodes its kept rows from the store,
+  // so that [0, from) stays exactly as stored (an engine may have recomputed a
+  // kept row meanwhile, e.g. the last prompt token's). A new piece reads nothing.
+  KeptRows kept;
   detail::AppendRequest req;
+  req.rewrite_tail = [&](int64_t tail_start) { kept = kept_rows(s, id, model, tail_start, from); };
   req.id = id;
   req.model = model;
   req.len = len;

@@ -105,8 +105,8 @@ TEST_CASE("hostile store: a count larger than the chunk list is corrupt, never r
   tamper(path, {"UPDATE conversations SET token_count = 10000000000 WHERE name = 'c1'"});
   const std::string before = dump(path);
   Store s(path, wl::options(false));
-  expect_error([&] { s.truncate("c1", 9000000001); }, ErrorCode::kCorrupt, {path, "'c1'", "chunk list has 3"});
-  expect_error([&] { s.fork("c1", "f", 9000000001); }, ErrorCode::kCorrupt, {path, "'c1'", "chunk list has 3"});
+  expect_error([&] { s.truncate("c1", 9000000001); }, ErrorCode::kCorrupt, {path, "'c1'", "(seq 2, positions [16, 17)) holds 1 tokens before position"});
+  expect_error([&] { s.fork("c1", "f", 9000000001); }, ErrorCode::kCorrupt, {path, "'c1'", "(seq 2, positions [16, 17)) holds 1 tokens before position"});
   expect_error([&] { s.fork("c1", "f", -1); }, ErrorCode::kCorrupt, {"'c1'"});
   const auto& b = wl::history_of("c1").buffers;
   expect_error([&] { s.append("c1", wl::model(), b.tokens.data(), 20, b.source()); }, ErrorCode::kCorrupt, {"'c1'"});
@@ -124,12 +124,12 @@ TEST_CASE("hostile store: a chunk-list row deleted is reported naming the conver
   const std::string before = dump(path);
   Store s(path, wl::options(false));
   // The last chunk is gone: the list is one short of what the count needs.
-  expect_error([&] { s.truncate("c0", 37); }, ErrorCode::kCorrupt, {"'c0'", "needs 5 chunks but its chunk list has 4"});
-  expect_error([&] { s.fork("c0", "f", 35); }, ErrorCode::kCorrupt, {"'c0'", "needs 5 chunks"});
+  expect_error([&] { s.truncate("c0", 37); }, ErrorCode::kCorrupt, {"'c0'", "its chunks cover positions [0, 32) but its count is 40"});
+  expect_error([&] { s.fork("c0", "f", 35); }, ErrorCode::kCorrupt, {"'c0'", "cover positions [0, 32)"});
   // c1's list skips seq 1: as many rows as its count needs, but a gap.
   tamper(path, {"UPDATE conversation_chunks SET seq = 3 WHERE seq = 1 AND conversation_id = "
                 "(SELECT conversation_id FROM conversations WHERE name = 'c1')"});
-  expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {"'c1'", "(seq 2)", "positions [8, 16)"});
+  expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {"'c1'", "(seq 2, ", "leaves positions [8, 16) uncovered"});
   CHECK(dump(path) == before);
   CHECK(s.exists("c1"));
 }

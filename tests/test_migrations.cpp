@@ -428,3 +428,40 @@ TEST_CASE("migrations: a schema-4 store keeps its data, and chunks it shared by 
   CHECK(loads_as(s, "stranger", other, 8) == "");
   CHECK(s.verify("stranger").uncompared_shares.empty());
 }
+
+TEST_CASE("migrations: a schema-5 store opens, upgrades, loads and grows its tail in pieces", "[migrations][tail]") {
+  TempDir dir;
+  const std::string path = dir.file("v5.colikv");
+  V1Store v = make_v1_store(path);  // "old": chunks [0, 4), [4, 8) and the partial [8, 10)
+  const ModelSignature& m = v.model;
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    colikv::detail::apply_migrations(db, "v5 store", 5);
+    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 5);
+  }
+  auto chunk_list = [&](const std::string& id) {
+    RawDb db(path, SQLITE_OPEN_READONLY);
+    return db.text("SELECT group_concat(cc.chunk_id || '@' || ch.first_pos || '+' || ch.n_tokens, ' ') FROM "
+                   "(SELECT * FROM conversation_chunks ORDER BY seq) cc JOIN chunks ch USING (chunk_id) "
+                   "JOIN conversations c USING (conversation_id) WHERE c.name = '" + id + "'");
+  };
+  const std::string v5_list = chunk_list("old");
+  Store s(path);
+  CHECK(s.schema_version() == 6);
+  CHECK(loads_as(s, "old", v.old_conv, 10) == "");
+  CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
+  // The engine's next turn: one piece after schema 5's partial chunk, which stays as it is.
+  EngineBuffers grown = history(m, 12, 31);
+  for (int64_t p = 0; p < 10; ++p) grown.tokens[static_cast<size_t>(p)] = v.old_conv.tokens[static_cast<size_t>(p)];
+  grown.fill(0, 10, 31);
+  REQUIRE(grown.compare(v.old_conv, 10) == "");
+  s.write("old", m, grown.tokens.data(), 10, 11, grown.source());
+  const std::string now = chunk_list("old");
+  CHECK(now.substr(0, v5_list.size()) == v5_list);
+  CHECK(now.find("@10+1") != std::string::npos);
+  CHECK(loads_as(s, "old", grown, 11) == "");
+  s.write("old", m, grown.tokens.data(), 11, 12, grown.source());  // reaches the chunk boundary: re-packed
+  CHECK(chunk_list("old").find("@8+4") != std::string::npos);
+  CHECK(loads_as(s, "old", grown, 12) == "");
+  CHECK(s.verify().ok());
+}

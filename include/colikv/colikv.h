@@ -125,7 +125,7 @@ COLIKV_API int colikv_wait(colikv_store *s, const char *conv);
  * colikv_diverged_at, and nothing changes), and replaces everything after it
  * with positions [from, len); [0, from) keeps its stored values exactly, even
  * where the engine recomputed a row meanwhile (colikv_append re-encodes the
- * rows of the last partial chunk from the buffers). A stored conversation
+ * rows of a tail it re-packs into a full chunk from the buffers). A stored conversation
  * longer than len is cut.
  * colikv_append is colikv_write with from = the committed count. Creates conv
  * when absent (from must then be 0). COLIKV_ERR_INVALID when from < 0,

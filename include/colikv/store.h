@@ -231,8 +231,8 @@ class COLIKV_API Store {
   // [0, from), which must equal tokens[0, from) (else kDiverged with the first
   // differing position, and nothing changes), and replaces everything after it
   // with positions [from, len) of the caller's buffers; [0, from) keeps its
-  // stored values exactly (unlike append, which re-encodes the rows of its
-  // last partial chunk from the caller's buffers). So a stored
+  // stored values exactly (unlike append, which re-encodes the rows of a
+  // tail it re-packs into a full chunk from the caller's buffers). So a stored
   // conversation longer than the caller's, or one whose tail differs, is
   // rewritten atomically where truncate then append would commit twice.
   // append(id, ...) is write(id, ..., count(id), len, kv). Creates the
@@ -268,7 +268,8 @@ class COLIKV_API Store {
   void remove(const std::string& id);
 
   // Creates dst holding the first len tokens of src (len < 0: all of them),
-  // sharing src's chunks; only a partial last chunk is re-encoded.
+  // sharing src's chunks; only the chunk the cut falls inside is re-encoded
+  // (its first positions, as a tail piece).
   // Throws kNotFound (src), kConflict (dst exists), kInvalidArgument (len > count).
   void fork(const std::string& src, const std::string& dst, int64_t len = -1);
 

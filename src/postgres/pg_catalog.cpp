@@ -253,14 +253,14 @@ std::vector<ChunkSummary> PgCatalog::chunk_list(int64_t conversation_id) {
   return out;
 }
 
-std::unique_ptr<ChunkCursor> PgCatalog::read_chunks(int64_t conversation_id, int64_t n_chunks) {
+std::unique_ptr<ChunkCursor> PgCatalog::read_chunks(int64_t conversation_id, int64_t end_pos) {
   PgParams p;
-  p.add(conversation_id).add(n_chunks);
+  p.add(conversation_id).add(end_pos);
   PgRows r = run("SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
                  "ch.checksum, octet_length(ch.payload)::bigint, ch.hash, ch.precision, k.digest "
                  "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                  "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
-                 "WHERE cc.conversation_id = $1 AND cc.seq < $2 ORDER BY cc.seq",
+                 "WHERE cc.conversation_id = $1 AND ch.first_pos < $2 ORDER BY cc.seq",
                  p, "reading a chunk list");
   return std::make_unique<PgChunkCursor>(conn_, std::move(r));
 }

@@ -134,12 +134,12 @@ int64_t PgCatalog::conversation_count() {
   return run("SELECT count(*) FROM conversations", PgParams(), "counting conversations").int64(0, 0);
 }
 
-void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t end_pos,
                                     const std::function<void(int64_t, int64_t, std::string_view)>& f) {
   PgParams p;
-  p.add(conversation_id).add(n_chunks);
+  p.add(conversation_id).add(end_pos);
   PgRows r = run("SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
-                 "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND cc.seq < $2 ORDER BY cc.seq",
+                 "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND ch.first_pos < $2 ORDER BY cc.seq",
                  p, "reading token ids");
   for (int i = 0; i < r.size(); ++i) {
     const std::string tokens = r.text(i, 2);
@@ -347,8 +347,8 @@ void PgCatalog::bump_generation(int64_t conversation_id) {
   run("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = $1", p, "updating a conversation");
 }
 
-std::optional<int64_t> PgCatalog::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
-  return prefix_index().first_evicted_seq(conversation_id, n_chunks);
+std::optional<int64_t> PgCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
+  return prefix_index().first_evicted_pos(conversation_id, end_pos);
 }
 
 int64_t PgCatalog::evicted_chunk_count() {
@@ -466,11 +466,11 @@ std::optional<std::string> PgPrefixIndex::chunk_tokens(int64_t chunk_id) {
   return optional_text(conn_.query("SELECT tokens FROM chunks WHERE chunk_id = $1", p, "matching"));
 }
 
-std::optional<int64_t> PgPrefixIndex::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
+std::optional<int64_t> PgPrefixIndex::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
   PgParams p;
-  p.add(conversation_id).add(n_chunks);
-  return optional_int(conn_.query("SELECT cc.seq FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                                  "WHERE cc.conversation_id = $1 AND cc.seq < $2 AND ch.payload IS NULL "
+  p.add(conversation_id).add(end_pos);
+  return optional_int(conn_.query("SELECT ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                                  "WHERE cc.conversation_id = $1 AND ch.first_pos < $2 AND ch.payload IS NULL "
                                   "ORDER BY cc.seq LIMIT 1",
                                   p, "reading evicted chunks"));
 }

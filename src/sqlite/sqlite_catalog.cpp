@@ -85,16 +85,16 @@ ChunkMeta meta_of(const ChunkRecord& c) {
 // buffer first), through one blob handle moved from chunk to chunk.
 class SqliteChunkCursor : public ChunkCursor {
  public:
-  SqliteChunkCursor(SQLite::Database& db, int64_t conversation_id, int64_t n_chunks)
+  SqliteChunkCursor(SQLite::Database& db, int64_t conversation_id, int64_t end_pos)
       : db_(db),
         q_(db,
            "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
            "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
            "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
            "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
-           "WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq") {
+           "WHERE cc.conversation_id = ? AND ch.first_pos < ? ORDER BY cc.seq") {
     q_.bind(1, conversation_id);
-    q_.bind(2, n_chunks);
+    q_.bind(2, end_pos);
   }
   ~SqliteChunkCursor() override {
     if (blob_) sqlite3_blob_close(blob_);
@@ -288,8 +288,8 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
   return out;
 }
 
-std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t n_chunks) {
-  return std::make_unique<SqliteChunkCursor>(db_, conversation_id, n_chunks);
+std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos) {
+  return std::make_unique<SqliteChunkCursor>(db_, conversation_id, end_pos);
 }
 
 std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) {
@@ -466,8 +466,8 @@ void SqliteCatalog::bump_generation(int64_t conversation_id) {
   q->exec();
 }
 
-std::optional<int64_t> SqliteCatalog::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
-  return prefix_index().first_evicted_seq(conversation_id, n_chunks);
+std::optional<int64_t> SqliteCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
+  return prefix_index().first_evicted_pos(conversation_id, end_pos);
 }
 
 int64_t SqliteCatalog::evicted_chunk_count() {

@@ -39,7 +39,7 @@ class SqliteCatalog : public Catalog {
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
   std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) override;
   int64_t conversation_count() override;
-  void for_each_token_list(int64_t conversation_id, int64_t n_chunks,
+  void for_each_token_list(int64_t conversation_id, int64_t end_pos,
                            const std::function<void(int64_t, int64_t, std::string_view)>& f) override;
 
   int schema_version() override;
@@ -50,7 +50,7 @@ class SqliteCatalog : public Catalog {
   void insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) override;
 
   std::vector<ChunkSummary> chunk_list(int64_t conversation_id) override;
-  std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t n_chunks) override;
+  std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos) override;
   std::optional<std::string> chunk_tokens_json(int64_t chunk_id) override;
   std::optional<ChunkContent> read_chunk(int64_t chunk_id) override;
   std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) override;
@@ -76,7 +76,7 @@ class SqliteCatalog : public Catalog {
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
   void bump_generation(int64_t conversation_id) override;
-  std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) override;
+  std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
   int64_t evicted_chunk_count() override;
   int64_t evicted_conversation_count() override;
   void compact(const std::string& what) override;

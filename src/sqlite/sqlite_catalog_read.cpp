@@ -99,12 +99,12 @@ int64_t SqliteCatalog::conversation_count() {
 }
 
 void SqliteCatalog::for_each_token_list(
-    int64_t conversation_id, int64_t n_chunks, const std::function<void(int64_t, int64_t, std::string_view)>& f) {
+    int64_t conversation_id, int64_t end_pos, const std::function<void(int64_t, int64_t, std::string_view)>& f) {
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
-                      "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq < ? ORDER BY cc.seq");
+                      "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND ch.first_pos < ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
-  q.bind(2, n_chunks);
+  q.bind(2, end_pos);
   while (q.executeStep()) f(q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), text_view(q.getColumn(2)));
 }
 

@@ -7,8 +7,8 @@ namespace colikv {
 namespace detail {
 
 const char* const kFirstEvictedSql =
-    "SELECT cc.seq FROM conversation_chunks cc JOIN chunks ch INDEXED BY chunks_evicted "
-    "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq < ? AND ch.payload IS NULL "
+    "SELECT ch.first_pos FROM conversation_chunks cc JOIN chunks ch INDEXED BY chunks_evicted "
+    "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND ch.first_pos < ? AND ch.payload IS NULL "
     "ORDER BY cc.seq LIMIT 1";
 
 namespace {
@@ -119,10 +119,10 @@ std::optional<std::string> SqlitePrefixIndex::chunk_tokens(int64_t chunk_id) {
   return q->getColumn(0).getString();
 }
 
-std::optional<int64_t> SqlitePrefixIndex::first_evicted_seq(int64_t conversation_id, int64_t n_chunks) {
+std::optional<int64_t> SqlitePrefixIndex::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
   auto q = cache_.use(kFirstEvictedSql);
   q->bind(1, conversation_id);
-  q->bind(2, n_chunks);
+  q->bind(2, end_pos);
   if (!q->executeStep()) return std::nullopt;
   return q->getColumn(0).getInt64();
 }

@@ -32,7 +32,7 @@ class SqlitePrefixIndex : public PrefixIndex {
   std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
                                             const ChunkHash* prev) override;
   std::optional<std::string> chunk_tokens(int64_t chunk_id) override;
-  std::optional<int64_t> first_evicted_seq(int64_t conversation_id, int64_t n_chunks) override;
+  std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
   std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override;
   void visit_recent(int64_t limit, const ConversationVisitor& f) override;
   void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,

@@ -1,0 +1,17 @@
+-- colikv schema 6: a conversation's tail may be held in several pieces.
+--
+-- Up to schema 5 a conversation's chunk list was chunk seq k at position
+-- k * chunk_tokens, each full but the last; an append re-encoded that partial
+-- last chunk whole, so a turn of a few tokens cost as much as a chunk.
+--
+-- From this version on, conversation_chunks.seq is an ordinal and a chunk's
+-- place is its chunks.first_pos: full chunks at multiples of chunk_tokens,
+-- then the tail, fewer than chunk_tokens tokens held in at most 32 pieces
+-- that follow one another (docs/format.md, "Chunk lists"). A turn inside the
+-- tail adds one piece; a tail that reaches a full chunk is re-packed into one.
+-- A schema-5 list is the case of one piece (or none): existing stores are
+-- valid as they are, and no table changes.
+--
+-- A library of schema 5 refuses this store ("schema version 6 is newer than
+-- this library's 5"): it would report a conversation with two pieces as a
+-- partial chunk before the last one, that is as corrupt.

@@ -1,0 +1,8 @@
+-- colikv's PostgreSQL schema 2: as migrations/0006_tail_pieces.sql for
+-- SQLite, a conversation's tail may be held in several pieces
+-- (docs/format.md, "Chunk lists"). No table changes: a schema-1 store is
+-- valid as it is. A library of PostgreSQL schema 1 refuses this store
+-- ("schema version 2 is newer than this library's 1"): it would report a
+-- conversation whose tail has two pieces as corrupt.
+COMMENT ON TABLE conversation_chunks IS
+  'A conversation''s chunk list: seq is an ordinal; full chunks, then up to 32 tail pieces (docs/format.md)';

@@ -1,0 +1,415 @@
+// The tail of a conversation in pieces (src/chunk_layout.h, docs/format.md
+// "Chunk lists"): a turn inside the tail writes one chunk row and touches no
+// stored one; a tail that reaches a full chunk is re-packed into one shared
+// by content key; every reader follows chunks.first_pos.
+#include <catch2/catch.hpp>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "colikv/coli_kv.h"
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "test_support.h"
+
+using colikv::ErrorCode;
+using colikv::ModelSignature;
+using colikv::Store;
+using colikv_test::EngineBuffers;
+using colikv_test::TempDir;
+
+namespace {
+
+constexpr int64_t kC = 16;  // tokens per full chunk in these tests
+
+EngineBuffers rows_of(const ModelSignature& m, int64_t n, uint32_t seed) {
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
+  return b;
+}
+
+// "" when id loads as the first n positions of expect, bit for bit.
+std::string loads_as(Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
+  EngineBuffers out(expect.model, n + 1);
+  out.poison();
+  const int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
+  if (got != n) return "load returned " + std::to_string(got) + " tokens, expected " + std::to_string(n);
+  return expect.compare(out, n);
+}
+
+// A chunk list entry as stored: enough to tell a rewritten chunk from an untouched one.
+struct Entry {
+  std::string chunk_id, first_pos, n_tokens, checksum, raw_size;
+  bool operator==(const Entry& o) const {
+    return chunk_id == o.chunk_id && first_pos == o.first_pos && n_tokens == o.n_tokens && checksum == o.checksum &&
+           raw_size == o.raw_size;
+  }
+};
+
+std::vector<Entry> entries(const std::string& loc, const std::string& id) {
+  std::vector<Entry> out;
+  for (const auto& r : colikv_test::store_query(
+           loc,
+           "SELECT cc.chunk_id, ch.first_pos, ch.n_tokens, ch.checksum, ch.raw_size FROM conversation_chunks cc "
+           "JOIN conversations c ON c.conversation_id = cc.conversation_id JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+           "WHERE c.name = ? ORDER BY cc.seq",
+           {id}))
+    out.push_back({r[0], r[1], r[2], r[3], r[4]});
+  return out;
+}
+
+int64_t chunk_rows(const std::string& loc) { return colikv_test::store_int(loc, "SELECT count(*) FROM chunks"); }
+
+std::vector<int64_t> starts(const std::string& loc, const std::string& id) {
+  std::vector<int64_t> out;
+  for (const Entry& e : entries(loc, id)) out.push_back(std::stoll(e.first_pos));
+  return out;
+}
+
+// Appends the turns ending at each of `ends`, as an engine does turn by turn.
+void turns(Store& s, const std::string& id, const EngineBuffers& b, const std::vector<int64_t>& ends) {
+  for (int64_t end : ends) s.write(id, b.model, b.tokens.data(), s.count(id), end, b.source());
+}
+
+}  // namespace
+
+TEST_CASE("tail pieces: a turn inside the tail writes one chunk row and rewrites nothing stored",
+          "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 5);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  std::vector<Entry> before;
+  for (int64_t end : {5, 8, 12, 15}) {
+    const int64_t rows_before = chunk_rows(loc);
+    turns(s, "turns", h, {end});
+    const std::vector<Entry> now = entries(loc, "turns");
+    INFO("turn ending at " << end);
+    REQUIRE(now.size() == before.size() + 1);
+    CHECK(std::vector<Entry>(now.begin(), now.end() - 1) == before);  // every stored piece untouched
+    CHECK(chunk_rows(loc) == rows_before + 1);
+    CHECK(loads_as(s, "turns", h, end) == "");
+    before = now;
+  }
+  CHECK(starts(loc, "turns") == std::vector<int64_t>{0, 5, 8, 12});
+
+  // Reaching C tokens re-packs the tail into a full chunk: the same chunk an
+  // identical conversation written in one append holds, by content key.
+  turns(s, "turns", h, {19});
+  CHECK(starts(loc, "turns") == std::vector<int64_t>{0, 16});
+  s.append("whole", m, h.tokens.data(), 19, h.source());
+  CHECK(entries(loc, "whole") == entries(loc, "turns"));  // the piece [16, 19) is the same content too
+  CHECK(loads_as(s, "turns", h, 19) == "");
+  CHECK(chunk_rows(loc) == 2);  // the old pieces are freed
+  CHECK(s.verify().ok());
+}
+
+TEST_CASE("tail pieces: a re-pack keeps the stored rows, not the caller's recomputed ones", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 6);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "c", h, {6, 11});
+  EngineBuffers recomputed = h;  // the engine recomputed positions 3 and 9 meanwhile
+  recomputed.fill(3, 4, 99);
+  recomputed.fill(9, 10, 99);
+  REQUIRE(recomputed.compare(h, 20) != "");
+  s.write("c", m, recomputed.tokens.data(), 11, 20, recomputed.source());
+  CHECK(starts(loc, "c") == std::vector<int64_t>{0, 16});
+  CHECK(loads_as(s, "c", h, 20) == "");
+}
+
+TEST_CASE("tail pieces: turns of many sizes round-trip bit-exact and export as the engine's file",
+          "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_indexed_model();
+  const int64_t n = 400;
+  const EngineBuffers h = rows_of(m, n, 7);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  std::mt19937 rng(12);
+  const std::vector<int64_t> sizes = {1, 15, kC - 1, kC, kC + 1, 3 * kC + 7};
+  for (int run = 0; run < 3; ++run) {
+    const std::string id = "c" + std::to_string(run);
+    int64_t len = 0;
+    while (len < n) {
+      const int64_t step = run == 0 ? sizes[static_cast<size_t>(len) % sizes.size()] : sizes[rng() % sizes.size()];
+      len = std::min(n, len + step);
+      if (run == 2)
+        s.append(id, m, h.tokens.data(), len, h.source());  // the caller's rows throughout
+      else
+        turns(s, id, h, {len});
+      INFO(id << " at " << len);
+      REQUIRE(loads_as(s, id, h, len) == "");
+    }
+    const std::string exported = dir.file(id + ".coli_kv"), engine = dir.file(id + "-engine.coli_kv");
+    colikv::export_coli_kv(s, id, exported, {});
+    colikv_test::write_coli_kv(engine, h, n);
+    CHECK(colikv_test::read_file(exported) == colikv_test::read_file(engine));
+  }
+  CHECK(s.verify().ok());
+}
+
+TEST_CASE("tail pieces: truncate and fork cut inside a piece, at a piece boundary and inside a full chunk",
+          "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 60, 8);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "src", h, {16, 21, 24, 30});
+  REQUIRE(starts(loc, "src") == (std::vector<int64_t>{0, 16, 21, 24}));
+  const std::vector<Entry> src = entries(loc, "src");
+  for (int64_t cut : {22, 24, 10, 16, 3}) {
+    INFO("cut at " << cut);
+    const std::string f = "fork" + std::to_string(cut), t = "trunc" + std::to_string(cut);
+    s.fork("src", f, cut);
+    CHECK(loads_as(s, f, h, cut) == "");
+    s.fork("src", t);
+    s.truncate(t, cut);
+    CHECK(loads_as(s, t, h, cut) == "");
+    // The chunks before the cut are shared as they are.
+    const std::vector<Entry> got = entries(loc, f);
+    size_t whole = 0;
+    while (whole < src.size() && std::stoll(src[whole].first_pos) + std::stoll(src[whole].n_tokens) <= cut) ++whole;
+    REQUIRE(got.size() >= whole);
+    CHECK(std::vector<Entry>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(whole)) ==
+          std::vector<Entry>(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(whole)));
+    CHECK(entries(loc, t) == got);
+    // Both grow on from the cut, in pieces and through a re-pack.
+    turns(s, f, h, {cut + 1, 37});
+    CHECK(loads_as(s, f, h, 37) == "");
+  }
+  CHECK(loads_as(s, "src", h, 30) == "");
+  CHECK(s.verify().ok());
+}
+
+TEST_CASE("tail pieces: write() rewrites a tail from inside a piece", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 9);
+  EngineBuffers other = rows_of(m, 40, 10);
+  for (int64_t p = 0; p < 22; ++p) other.tokens[static_cast<size_t>(p)] = h.tokens[static_cast<size_t>(p)];
+  other.fill(0, 22, 9);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "c", h, {16, 20, 25, 28});
+  s.write("c", m, other.tokens.data(), 22, 27, other.source());
+  CHECK(starts(loc, "c") == (std::vector<int64_t>{0, 16, 20, 22}));
+  CHECK(loads_as(s, "c", other, 27) == "");
+  s.write("c", m, other.tokens.data(), 18, 35, other.source());
+  CHECK(starts(loc, "c") == (std::vector<int64_t>{0, 16, 32}));
+  CHECK(loads_as(s, "c", other, 35) == "");
+}
+
+TEST_CASE("tail pieces: match and match_loadable walk on through the pieces", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 11);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "p", h, {16, 18, 20, 23, 27, 30});  // a full chunk, then 5 pieces
+  REQUIRE(starts(loc, "p").size() == 6);
+  s.append("other", m, rows_of(m, 20, 12).tokens.data(), 20, rows_of(m, 20, 12).source());
+  for (int64_t len : {30, 22, 17, 5}) {  // the whole tail, inside the 3rd piece, inside the 1st, in the full chunk
+    INFO("prompt of " << len << " stored tokens");
+    std::vector<int32_t> prompt(h.tokens.begin(), h.tokens.begin() + len);
+    prompt.push_back((h.tokens[static_cast<size_t>(len)] + 1) % m.vocab);  // then it differs
+    const colikv::PrefixMatch r = s.match(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+    CHECK(r.id == "p");
+    CHECK(r.tokens == len);
+    CHECK(r.loadable == len);
+    const colikv::PrefixMatch l = s.match_loadable(m, prompt.data(), static_cast<int64_t>(prompt.size()));
+    CHECK(l.id == "p");
+    CHECK(l.tokens == len);
+  }
+}
+
+TEST_CASE("tail pieces: a conversation with pieces evicted, then re-saved", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 13);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "c", h, {16, 19, 23, 26});
+  s.gc(0);
+  EngineBuffers out(m, 30);
+  const ErrorCode code = colikv_test::error_code_of([&] { s.load("c", m, out.tokens.data(), 30, out.target()); });
+  CHECK(code == ErrorCode::kEvicted);
+  CHECK(std::vector<int32_t>(out.tokens.begin(), out.tokens.begin() + 26) ==
+        std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + 26));
+  // The engine re-saves from its buffers: the evicted pieces come back as one.
+  turns(s, "c", h, {26});
+  CHECK(loads_as(s, "c", h, 26) == "");
+  CHECK(starts(loc, "c") == (std::vector<int64_t>{0, 16}));
+  turns(s, "c", h, {28});
+  CHECK(loads_as(s, "c", h, 28) == "");
+  CHECK(s.verify().ok());
+}
+
+TEST_CASE("tail pieces: a 33rd piece merges the tail into one", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 80, 14);
+  Store s(loc, colikv_test::chunked_options(m, 64));
+  for (int64_t len = 1; len <= 40; ++len) {
+    turns(s, "c", h, {len});
+    INFO("after " << len << " one-token turns");
+    const size_t pieces = starts(loc, "c").size();
+    CHECK(pieces == static_cast<size_t>(len <= 32 ? len : len - 32));
+    CHECK(chunk_rows(loc) == static_cast<int64_t>(pieces));
+  }
+  CHECK(loads_as(s, "c", h, 40) == "");
+  CHECK(s.verify().ok());
+}
+
+TEST_CASE("tail pieces: a schema-5 store opens, upgrades, loads and appends in pieces", "[tail][migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("v5.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 15);
+  {  // What schema 5 wrote: the partial last chunk re-encoded whole each turn.
+    Store s(path, colikv_test::chunked_options(m, kC));
+    turns(s, "old", h, {21});
+  }
+  { SQLite::Database db(path, SQLite::OPEN_READWRITE); db.exec("PRAGMA user_version = 5"); }
+  Store s(path, colikv_test::chunked_options(m, kC));
+  CHECK(s.schema_version() == 6);
+  CHECK(loads_as(s, "old", h, 21) == "");
+  const std::vector<Entry> v5 = entries(path, "old");
+  turns(s, "old", h, {25});
+  const std::vector<Entry> now = entries(path, "old");
+  REQUIRE(now.size() == 3);
+  CHECK(std::vector<Entry>(now.begin(), now.begin() + 2) == v5);
+  CHECK(loads_as(s, "old", h, 25) == "");
+}
+
+namespace {
+
+// p: 30 tokens in chunks of 16: a full chunk, then pieces [16, 21), [21, 24), [24, 30).
+// many: 32 one-token pieces of a model with chunks of 64; extra: the same
+// tokens as [0, 32) and [32, 33), whose second chunk a tampered list borrows.
+struct HostileStore {
+  ModelSignature m = colikv_test::tiny_model(), wide = colikv_test::tiny_indexed_model();
+  EngineBuffers h = rows_of(m, 40, 16), w = rows_of(wide, 40, 17);
+  explicit HostileStore(const std::string& path) {
+    {
+      Store s(path, colikv_test::chunked_options(m, kC));
+      turns(s, "p", h, {16, 21, 24, 30});
+    }
+    Store s(path, colikv_test::chunked_options(wide, 64));
+    for (int64_t len = 1; len <= 32; ++len) turns(s, "many", w, {len});
+    turns(s, "extra", w, {32, 33});
+  }
+};
+
+std::string chunk_of(const std::string& path, const std::string& id, int seq) {
+  return entries(path, id)[static_cast<size_t>(seq)].chunk_id;
+}
+
+std::string snapshot(const std::string& path) {
+  std::string out;
+  for (const auto& r : colikv_test::store_query(path, "SELECT name, token_count, generation FROM conversations ORDER BY name"))
+    out += r[0] + ":" + r[1] + ":" + r[2] + " ";
+  for (const char* id : {"p", "many", "extra"})
+    for (const Entry& e : entries(path, id)) out += e.chunk_id + "@" + e.first_pos + "+" + e.n_tokens + " ";
+  return out;
+}
+
+void tamper(const std::string& path, const std::string& sql) {
+  SQLite::Database db(path, SQLite::OPEN_READWRITE);
+  db.exec("PRAGMA ignore_check_constraints = ON");
+  db.exec(sql);
+}
+
+// Every reader and writer of conversation id refuses it as corrupt, naming
+// the chunk and `words`, and changes nothing.
+void expect_refused(const std::string& path, const HostileStore& hs, const std::string& id, const EngineBuffers& b,
+                    const std::vector<std::string>& words) {
+  const std::string before = snapshot(path);
+  Store s(path, colikv_test::chunked_options(b.model, kC));
+  EngineBuffers out(b.model, 40);
+  const std::vector<std::function<void()>> calls = {
+      [&] { s.load(id, b.model, out.tokens.data(), 40, out.target()); },
+      [&] { s.truncate(id, 1); },
+      [&] { s.fork(id, "f", 20); },
+      [&] { s.write(id, b.model, b.tokens.data(), s.count(id), s.count(id) + 1, b.source()); },
+      [&] { s.append(id, b.model, b.tokens.data(), s.count(id) + 1, b.source()); },
+  };
+  for (size_t k = 0; k < calls.size(); ++k) {
+    INFO("call " << k);
+    try {
+      calls[k]();
+      FAIL("no error");
+    } catch (const colikv::Error& e) {
+      INFO(e.what());
+      CHECK(e.code() == ErrorCode::kCorrupt);
+      CHECK(std::string(e.what()).find("'" + id + "': chunk ") != std::string::npos);
+      for (const auto& w : words) CHECK(std::string(e.what()).find(w) != std::string::npos);
+    }
+  }
+  CHECK(!s.verify(id).ok());
+  CHECK(snapshot(path) == before);
+  (void)hs;
+}
+
+}  // namespace
+
+TEST_CASE("tail pieces: a hostile chunk list is corrupt, named, and changes nothing", "[hostile][tail]") {
+  TempDir dir;
+  const std::string path = dir.file("h.colikv");
+  HostileStore hs(path);
+  SECTION("overlapping pieces") {
+    tamper(path, "UPDATE chunks SET first_pos = 20 WHERE chunk_id = " + chunk_of(path, "p", 2));
+    expect_refused(path, hs, "p", hs.h, {"overlaps positions [20, 21)"});
+  }
+  SECTION("a gap between pieces") {
+    tamper(path, "UPDATE chunks SET first_pos = 22 WHERE chunk_id = " + chunk_of(path, "p", 2));
+    expect_refused(path, hs, "p", hs.h, {"leaves positions [21, 22) uncovered"});
+  }
+  SECTION("a piece crossing the chunk boundary") {
+    tamper(path, "UPDATE chunks SET n_tokens = 10 WHERE chunk_id = " + chunk_of(path, "p", 3));
+    tamper(path, "UPDATE conversations SET token_count = 34 WHERE name = 'p'");
+    // [24, 34) crosses 32, so the tail starts at 32: the first piece before it is named.
+    expect_refused(path, hs, "p", hs.h, {"positions [16, 21)", "holds 5 tokens before position 32"});
+  }
+  SECTION("a piece of no tokens") {
+    tamper(path, "UPDATE chunks SET n_tokens = 0 WHERE chunk_id = " + chunk_of(path, "p", 2));
+    expect_refused(path, hs, "p", hs.h, {"holds 0 tokens"});
+  }
+  SECTION("more pieces than a tail may hold") {
+    tamper(path, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) SELECT conversation_id, 32, " +
+                     chunk_of(path, "extra", 1) + " FROM conversations WHERE name = 'many'");
+    tamper(path, "UPDATE conversations SET token_count = 33 WHERE name = 'many'");
+    expect_refused(path, hs, "many", hs.w, {"positions [32, 33)", "beyond the 32"});
+  }
+}
+
+TEST_CASE("tail pieces: a PostgreSQL store of schema 1 upgrades, loads and appends in pieces", "[postgres][tail]") {
+  const std::string loc = colikv_test::fresh_pg_store();
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 18);
+  {  // Schema 1's layout: one piece at most.
+    Store s(loc, colikv_test::chunked_options(m, kC));
+    turns(s, "old", h, {21});
+  }
+  colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 1");
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  CHECK(s.schema_version() == 2);
+  CHECK(loads_as(s, "old", h, 21) == "");
+  const std::vector<Entry> v1 = entries(loc, "old");
+  turns(s, "old", h, {25});
+  const std::vector<Entry> now = entries(loc, "old");
+  REQUIRE(now.size() == 3);
+  CHECK(std::vector<Entry>(now.begin(), now.begin() + 2) == v1);
+  CHECK(loads_as(s, "old", h, 25) == "");
+}

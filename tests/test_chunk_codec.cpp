@@ -292,6 +292,36 @@ TEST_CASE("crc32c hardware, portable and bitwise paths agree and chain", "[codec
   }
 }
 
+TEST_CASE("crc32c: large buffers (three lanes joined) agree with the definition", "[codec]") {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(400001);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  // Around the size where the lanes start, and large odd sizes at odd offsets.
+  for (size_t len : {size_t{12287}, size_t{12288}, size_t{12289}, size_t{12295}, size_t{24583}, size_t{399997}}) {
+    for (size_t offset : {size_t{0}, size_t{3}}) {
+      INFO("length " << len << " offset " << offset);
+      const uint8_t* p = buf.data() + offset;
+      const uint32_t ref = crc32c_reference(0x9e3779b9u, p, len);
+      CHECK(crc32c_hardware(0x9e3779b9u, p, len) == ref);
+      CHECK(crc32c_portable(0x9e3779b9u, p, len) == ref);
+    }
+  }
+}
+
+TEST_CASE("crc32c_combine joins the CRCs of consecutive pieces", "[codec]") {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(100000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (int round = 0; round < 50; ++round) {
+    const size_t len = rng() % buf.size();
+    const size_t split = round == 0 ? 0 : round == 1 ? len : rng() % (len + 1);
+    const uint32_t whole = crc32c_reference(0, buf.data(), len);
+    const uint32_t a = crc32c(0, buf.data(), split), b = crc32c(0, buf.data() + split, len - split);
+    REQUIRE(crc32c_combine(a, b, len - split) == whole);
+  }
+  CHECK(crc32c_combine(0x12345678u, 0, 0) == 0x12345678u);
+}
+
 // ------------------------------------------------------------------ SHA-256 and the chain
 
 TEST_CASE("sha256 matches FIPS 180-4 vectors and block boundaries", "[codec]") {
@@ -561,6 +591,40 @@ TEST_CASE("strided planes round trip and leave the gaps alone", "[codec]") {
   CHECK(e2.payload == e.payload);
   CHECK(e2.checksum == e.checksum);
   CHECK(e2.compressed == e.compressed);
+}
+
+TEST_CASE("decoding into large planes at any float alignment writes exactly the planes", "[codec]") {
+  // Planes of kilobytes are written with streaming stores from a 16-byte
+  // boundary on: every start offset, both precisions, the floats around each
+  // plane left alone.
+  const int64_t n_tokens = 16, width = 520;
+  for (ChunkPrecision precision : {ChunkPrecision::kF32, ChunkPrecision::kBf16}) {
+    for (int64_t shift = 0; shift < 4; ++shift) {
+      INFO("precision " << precision_name(precision) << ", planes start " << shift << " floats past 16 bytes");
+      Planes src(n_tokens, {width, 64});
+      if (precision == ChunkPrecision::kBf16)
+        fill_bf16_like(src, static_cast<uint32_t>(shift));  // exact in bf16
+      else
+        fill_random(src, static_cast<uint32_t>(shift));
+      const std::vector<int32_t> tokens = make_tokens(n_tokens, 9);
+      PlaneList sl = src.list();
+      const EncodedChunk e = encode_chunk(n_tokens, tokens.data(), sl, 1, precision);
+
+      const size_t plane0 = static_cast<size_t>(width * n_tokens), plane1 = static_cast<size_t>(64 * n_tokens);
+      alignas(16) static float out[8 + 16 * 520 + 16 * 64 + 8];
+      std::fill(std::begin(out), std::end(out), from_bits(0xdeadbeefu));
+      float* base0 = out + 4 + shift;
+      float* base1 = base0 + plane0 + 1;  // the second plane starts one float later still
+      PlaneList dl = {PlaneRef{base0, width, width}, PlaneRef{base1, 64, 64}};
+      decode_chunk(e.payload.data(), e.payload.size(), e.compressed, e.raw_size, e.checksum, n_tokens,
+                   tokens.data(), dl, precision);
+      CHECK(std::memcmp(base0, src.data[0].data(), plane0 * 4) == 0);
+      CHECK(std::memcmp(base1, src.data[1].data(), plane1 * 4) == 0);
+      for (float* f = out; f < base0; ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
+      CHECK(bits_of(base0[plane0]) == 0xdeadbeefu);
+      for (float* f = base1 + plane1; f < std::end(out); ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
+    }
+  }
 }
 
 TEST_CASE("compressible data is compressed, random bits are stored as is", "[codec]") {

@@ -121,6 +121,35 @@ void shuffle_floats(const float* src, size_t n, uint8_t* dst, size_t stream_len)
   }
 }
 
+#if defined(COLIKV_SSE2_SHUFFLE)
+// Decoded floats go to the engine's buffers, which a load fills far beyond
+// the caches: streaming stores skip reading each destination line before
+// overwriting it. Small runs keep plain stores (the fence costs more).
+constexpr size_t kStreamMinBytes = 4096;
+
+struct FloatStore {
+  bool stream;
+  void put(uint8_t* q, __m128i v) const {
+    if (stream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(q), v);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), v);
+  }
+  // Streaming stores are weakly ordered: fenced before the floats are handed on.
+  void done() const {
+    if (stream) _mm_sfence();
+  }
+};
+
+// Floats of dst to write one at a time before dst + 4 * j is 16-byte aligned
+// (all of them when dst is not even 4-byte aligned).
+size_t floats_before_aligned(const uint8_t* d, size_t n) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(d) & 15u;
+  if (misaligned % 4 != 0) return n;
+  return std::min(n, misaligned == 0 ? size_t{0} : (16 - misaligned) / 4);
+}
+#endif
+
 // Inverse of shuffle_floats: float j gets byte k from src[k * stream_len + j].
 void unshuffle_floats(const uint8_t* src, size_t stream_len, size_t n, float* dst) {
   const uint8_t* s0 = src;
@@ -129,7 +158,15 @@ void unshuffle_floats(const uint8_t* src, size_t stream_len, size_t n, float* ds
   const uint8_t* s3 = src + 3 * stream_len;
   uint8_t* d = reinterpret_cast<uint8_t*>(dst);
   size_t j = 0;
+  const auto one_float = [&](size_t i) {
+    const uint32_t v = uint32_t{s0[i]} | (uint32_t{s1[i]} << 8) | (uint32_t{s2[i]} << 16) |
+                       (uint32_t{s3[i]} << 24);
+    std::memcpy(d + 4 * i, &v, 4);
+  };
 #if defined(COLIKV_SSE2_SHUFFLE)
+  const FloatStore out{n * 4 >= kStreamMinBytes};
+  if (out.stream)
+    for (const size_t head = floats_before_aligned(d, n); j < head; ++j) one_float(j);
   // Byte-major to float-major takes only two interleaving rounds.
   for (; j + 16 <= n; j += 16) {
     const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + j));
@@ -139,17 +176,14 @@ void unshuffle_floats(const uint8_t* src, size_t stream_len, size_t n, float* ds
     const __m128i a0 = _mm_unpacklo_epi8(v0, v2), a2 = _mm_unpackhi_epi8(v0, v2);
     const __m128i a1 = _mm_unpacklo_epi8(v1, v3), a3 = _mm_unpackhi_epi8(v1, v3);
     uint8_t* q = d + 4 * j;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_unpacklo_epi8(a0, a1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_unpackhi_epi8(a0, a1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), _mm_unpacklo_epi8(a2, a3));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 48), _mm_unpackhi_epi8(a2, a3));
+    out.put(q, _mm_unpacklo_epi8(a0, a1));
+    out.put(q + 16, _mm_unpackhi_epi8(a0, a1));
+    out.put(q + 32, _mm_unpacklo_epi8(a2, a3));
+    out.put(q + 48, _mm_unpackhi_epi8(a2, a3));
   }
+  out.done();
 #endif
-  for (; j < n; ++j) {
-    const uint32_t v = uint32_t{s0[j]} | (uint32_t{s1[j]} << 8) | (uint32_t{s2[j]} << 16) |
-                       (uint32_t{s3[j]} << 24);
-    std::memcpy(d + 4 * j, &v, 4);
-  }
+  for (; j < n; ++j) one_float(j);
 }
 
 inline uint16_t bf16_round(uint32_t u) {
@@ -204,23 +238,28 @@ void unshuffle_bf16(const uint8_t* src, size_t stream_len, size_t n, float* dst)
   const uint8_t* s1 = src + stream_len;
   uint8_t* d = reinterpret_cast<uint8_t*>(dst);
   size_t j = 0;
+  const auto one_float = [&](size_t i) {
+    const uint32_t v = (uint32_t{s0[i]} << 16) | (uint32_t{s1[i]} << 24);
+    std::memcpy(d + 4 * i, &v, 4);
+  };
 #if defined(COLIKV_SSE2_SHUFFLE)
+  const FloatStore out{n * 4 >= kStreamMinBytes};
+  if (out.stream)
+    for (const size_t head = floats_before_aligned(d, n); j < head; ++j) one_float(j);
   const __m128i zero = _mm_setzero_si128();
   for (; j + 16 <= n; j += 16) {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + j));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + j));
     const __m128i a = _mm_unpacklo_epi8(lo, hi), b = _mm_unpackhi_epi8(lo, hi);
     uint8_t* q = d + 4 * j;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_unpacklo_epi16(zero, a));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_unpackhi_epi16(zero, a));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), _mm_unpacklo_epi16(zero, b));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 48), _mm_unpackhi_epi16(zero, b));
+    out.put(q, _mm_unpacklo_epi16(zero, a));
+    out.put(q + 16, _mm_unpackhi_epi16(zero, a));
+    out.put(q + 32, _mm_unpacklo_epi16(zero, b));
+    out.put(q + 48, _mm_unpackhi_epi16(zero, b));
   }
+  out.done();
 #endif
-  for (; j < n; ++j) {
-    const uint32_t v = (uint32_t{s0[j]} << 16) | (uint32_t{s1[j]} << 24);
-    std::memcpy(d + 4 * j, &v, 4);
-  }
+  for (; j < n; ++j) one_float(j);
 }
 
 // The whole chunk is one shuffle: stream k holds byte k of every float of

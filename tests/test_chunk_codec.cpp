@@ -960,6 +960,44 @@ TEST_CASE("corrupt plane-frame payloads are kCorrupt naming the frame", "[codec]
       corrupt_with(slice(e.payload, 0, cut), cut < 4 ? "not a zstd frame" : "zstd frame");
     }
   }
+  SECTION("raw frames are read where they lie: any other frame of the same bytes decodes the same") {
+    // Raw blocks behind a Window_Descriptor (no single segment), and behind a
+    // zstd checksum: not the library's raw frames, so zstd decodes them.
+    std::vector<uint8_t> windowed = {0x28, 0xb5, 0x2f, 0xfd, 0x80, 0x58};  // 4-byte size, window 2 MiB
+    for (int i = 0; i < 4; ++i) windowed.push_back(static_cast<uint8_t>(len >> (8 * i)));
+    const std::vector<uint8_t> f0 = frame(0);
+    windowed.insert(windowed.end(), f0.begin() + 9, f0.end());  // its blocks
+    EncodedChunk w = e;
+    w.payload = concat({windowed, frame(1), frame(2), frame(3)});
+    require_round_trip(w, src, tokens);
+    ZSTD_CCtx* c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    std::vector<uint8_t> summed(ZSTD_compressBound(len));
+    summed.resize(ZSTD_compress2(c, summed.data(), summed.size(), shuffled.data() + 3 * len, len));
+    ZSTD_freeCCtx(c);
+    w.payload = concat({frame(0), frame(1), frame(2), summed});
+    require_round_trip(w, src, tokens);
+  }
+  SECTION("a raw frame's blocks are checked as zstd checks them") {
+    // A changed byte in a raw block: the checksum.
+    std::vector<uint8_t> flipped = e.payload;
+    flipped[fr[3].offset + 12 + 1000] ^= 0x01;
+    corrupt_with(flipped, "checksum mismatch");
+    // A block type other than Raw_Block (RLE_Block: one byte for the block's
+    // size), so the frame ends early and the next one is not a frame.
+    std::vector<uint8_t> rle = frame(0);
+    rle[9] |= 0x02;
+    corrupt_with(concat({rle, frame(1), frame(2), frame(3)}), "zstd frame 1 at byte 17: not a zstd frame");
+    // One block past the format's 128 KiB (both blocks of frame 0 as one):
+    // left to zstd, which takes raw blocks of any size within the content.
+    std::vector<uint8_t> big = slice(e.payload, 0, 9);
+    const uint32_t h = static_cast<uint32_t>(len << 3) | 1u;
+    for (int i = 0; i < 3; ++i) big.push_back(static_cast<uint8_t>(h >> (8 * i)));
+    big.insert(big.end(), shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(len));
+    EncodedChunk b = e;
+    b.payload = concat({big, frame(1), frame(2), frame(3)});
+    require_round_trip(b, src, tokens);
+  }
   SECTION("frame sizes that do not add up") {
     // Plane 2 one byte short: the four frames declare one byte too few.
     corrupt_with(concat({frame(0), frame(1), raw_frame(shuffled.data() + 2 * len, len - 1), frame(3)}),

@@ -593,40 +593,6 @@ TEST_CASE("strided planes round trip and leave the gaps alone", "[codec]") {
   CHECK(e2.compressed == e.compressed);
 }
 
-TEST_CASE("decoding into large planes at any float alignment writes exactly the planes", "[codec]") {
-  // Planes of kilobytes are written with streaming stores from a 16-byte
-  // boundary on: every start offset, both precisions, the floats around each
-  // plane left alone.
-  const int64_t n_tokens = 16, width = 520;
-  for (ChunkPrecision precision : {ChunkPrecision::kF32, ChunkPrecision::kBf16}) {
-    for (int64_t shift = 0; shift < 4; ++shift) {
-      INFO("precision " << precision_name(precision) << ", planes start " << shift << " floats past 16 bytes");
-      Planes src(n_tokens, {width, 64});
-      if (precision == ChunkPrecision::kBf16)
-        fill_bf16_like(src, static_cast<uint32_t>(shift));  // exact in bf16
-      else
-        fill_random(src, static_cast<uint32_t>(shift));
-      const std::vector<int32_t> tokens = make_tokens(n_tokens, 9);
-      PlaneList sl = src.list();
-      const EncodedChunk e = encode_chunk(n_tokens, tokens.data(), sl, 1, precision);
-
-      const size_t plane0 = static_cast<size_t>(width * n_tokens), plane1 = static_cast<size_t>(64 * n_tokens);
-      alignas(16) static float out[8 + 16 * 520 + 16 * 64 + 8];
-      std::fill(std::begin(out), std::end(out), from_bits(0xdeadbeefu));
-      float* base0 = out + 4 + shift;
-      float* base1 = base0 + plane0 + 1;  // the second plane starts one float later still
-      PlaneList dl = {PlaneRef{base0, width, width}, PlaneRef{base1, 64, 64}};
-      decode_chunk(e.payload.data(), e.payload.size(), e.compressed, e.raw_size, e.checksum, n_tokens,
-                   tokens.data(), dl, precision);
-      CHECK(std::memcmp(base0, src.data[0].data(), plane0 * 4) == 0);
-      CHECK(std::memcmp(base1, src.data[1].data(), plane1 * 4) == 0);
-      for (float* f = out; f < base0; ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
-      CHECK(bits_of(base0[plane0]) == 0xdeadbeefu);
-      for (float* f = base1 + plane1; f < std::end(out); ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
-    }
-  }
-}
-
 TEST_CASE("compressible data is compressed, random bits are stored as is", "[codec]") {
   const int64_t n_tokens = 64;
   const std::vector<int32_t> tokens = make_tokens(n_tokens, 1);
@@ -887,6 +853,48 @@ TEST_CASE("plane frames: an all-zero chunk is four tiny compressed frames", "[co
   const EncodedChunk b = encode_chunk(n, tokens.data(), sl, 1, ChunkPrecision::kBf16);
   CHECK(parse_frames(b.payload).size() == 2);
   require_round_trip(b, src, tokens, ChunkPrecision::kBf16);
+}
+
+TEST_CASE("decoding into large planes at any float alignment writes exactly the planes", "[codec]") {
+  // Planes of kilobytes are written with streaming stores from a 16-byte
+  // boundary on: every start offset, both precisions, the floats around each
+  // plane left alone.
+  const int64_t n_tokens = 16, width = 520;
+  for (ChunkPrecision precision : {ChunkPrecision::kF32, ChunkPrecision::kBf16}) {
+    for (int64_t shift = 0; shift < 4; ++shift) {
+      INFO("precision " << precision_name(precision) << ", planes start " << shift << " floats past 16 bytes");
+      Planes src(n_tokens, {width, 64});
+      // Activation-like: the low bytes are raw frames, the top ones compress.
+      std::mt19937 rng(static_cast<uint32_t>(shift));
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (auto& d : src.data)
+        for (float& f : d)
+          f = precision == ChunkPrecision::kBf16 ? from_bits(bits_of(dist(rng)) & 0xffff0000u) : dist(rng);
+      const std::vector<int32_t> tokens = make_tokens(n_tokens, 9);
+      PlaneList sl = src.list();
+      const EncodedChunk e = encode_chunk(n_tokens, tokens.data(), sl, 1, precision);
+      REQUIRE(e.compressed);
+      const std::vector<bool> raw = raw_pattern(parse_frames(e.payload));
+      REQUIRE(raw.front());
+      REQUIRE_FALSE(raw.back());
+
+      const size_t plane0 = static_cast<size_t>(width * n_tokens), plane1 = static_cast<size_t>(64 * n_tokens);
+      alignas(16) static float out[8 + 16 * 520 + 16 * 64 + 8];
+      std::fill(std::begin(out), std::end(out), from_bits(0xdeadbeefu));
+      float* base0 = out + 4 + shift;
+      float* base1 = base0 + plane0 + 1;  // the second plane starts one float later still
+      PlaneList dl = {PlaneRef{base0, width, width}, PlaneRef{base1, 64, 64}};
+      ChunkHash digest{};  // over the raw payload put back together from its pieces
+      decode_chunk(e.payload.data(), e.payload.size(), e.compressed, e.raw_size, e.checksum, n_tokens,
+                   tokens.data(), dl, precision, &digest);
+      CHECK(digest == e.digest);
+      CHECK(std::memcmp(base0, src.data[0].data(), plane0 * 4) == 0);
+      CHECK(std::memcmp(base1, src.data[1].data(), plane1 * 4) == 0);
+      for (float* f = out; f < base0; ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
+      CHECK(bits_of(base0[plane0]) == 0xdeadbeefu);
+      for (float* f = base1 + plane1; f < std::end(out); ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
+    }
+  }
 }
 
 TEST_CASE("a payload written before plane frames (one frame for the chunk) still decodes", "[codec]") {

@@ -292,6 +292,36 @@ TEST_CASE("crc32c hardware, portable and bitwise paths agree and chain", "[codec
   }
 }
 
+TEST_CASE("crc32c: large buffers (three lanes joined) agree with the definition", "[codec]") {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(400001);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  // Around the size where the lanes start, and large odd sizes at odd offsets.
+  for (size_t len : {size_t{12287}, size_t{12288}, size_t{12289}, size_t{12295}, size_t{24583}, size_t{399997}}) {
+    for (size_t offset : {size_t{0}, size_t{3}}) {
+      INFO("length " << len << " offset " << offset);
+      const uint8_t* p = buf.data() + offset;
+      const uint32_t ref = crc32c_reference(0x9e3779b9u, p, len);
+      CHECK(crc32c_hardware(0x9e3779b9u, p, len) == ref);
+      CHECK(crc32c_portable(0x9e3779b9u, p, len) == ref);
+    }
+  }
+}
+
+TEST_CASE("crc32c_combine joins the CRCs of consecutive pieces", "[codec]") {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(100000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (int round = 0; round < 50; ++round) {
+    const size_t len = rng() % buf.size();
+    const size_t split = round == 0 ? 0 : round == 1 ? len : rng() % (len + 1);
+    const uint32_t whole = crc32c_reference(0, buf.data(), len);
+    const uint32_t a = crc32c(0, buf.data(), split), b = crc32c(0, buf.data() + split, len - split);
+    REQUIRE(crc32c_combine(a, b, len - split) == whole);
+  }
+  CHECK(crc32c_combine(0x12345678u, 0, 0) == 0x12345678u);
+}
+
 // ------------------------------------------------------------------ SHA-256 and the chain
 
 TEST_CASE("sha256 matches FIPS 180-4 vectors and block boundaries", "[codec]") {
@@ -825,6 +855,48 @@ TEST_CASE("plane frames: an all-zero chunk is four tiny compressed frames", "[co
   require_round_trip(b, src, tokens, ChunkPrecision::kBf16);
 }
 
+TEST_CASE("decoding into large planes at any float alignment writes exactly the planes", "[codec]") {
+  // Planes of kilobytes are written with streaming stores from a 16-byte
+  // boundary on: every start offset, both precisions, the floats around each
+  // plane left alone.
+  const int64_t n_tokens = 16, width = 520;
+  for (ChunkPrecision precision : {ChunkPrecision::kF32, ChunkPrecision::kBf16}) {
+    for (int64_t shift = 0; shift < 4; ++shift) {
+      INFO("precision " << precision_name(precision) << ", planes start " << shift << " floats past 16 bytes");
+      Planes src(n_tokens, {width, 64});
+      // Activation-like: the low bytes are raw frames, the top ones compress.
+      std::mt19937 rng(static_cast<uint32_t>(shift));
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (auto& d : src.data)
+        for (float& f : d)
+          f = precision == ChunkPrecision::kBf16 ? from_bits(bits_of(dist(rng)) & 0xffff0000u) : dist(rng);
+      const std::vector<int32_t> tokens = make_tokens(n_tokens, 9);
+      PlaneList sl = src.list();
+      const EncodedChunk e = encode_chunk(n_tokens, tokens.data(), sl, 1, precision);
+      REQUIRE(e.compressed);
+      const std::vector<bool> raw = raw_pattern(parse_frames(e.payload));
+      REQUIRE(raw.front());
+      REQUIRE_FALSE(raw.back());
+
+      const size_t plane0 = static_cast<size_t>(width * n_tokens), plane1 = static_cast<size_t>(64 * n_tokens);
+      alignas(16) static float out[8 + 16 * 520 + 16 * 64 + 8];
+      std::fill(std::begin(out), std::end(out), from_bits(0xdeadbeefu));
+      float* base0 = out + 4 + shift;
+      float* base1 = base0 + plane0 + 1;  // the second plane starts one float later still
+      PlaneList dl = {PlaneRef{base0, width, width}, PlaneRef{base1, 64, 64}};
+      ChunkHash digest{};  // over the raw payload put back together from its pieces
+      decode_chunk(e.payload.data(), e.payload.size(), e.compressed, e.raw_size, e.checksum, n_tokens,
+                   tokens.data(), dl, precision, &digest);
+      CHECK(digest == e.digest);
+      CHECK(std::memcmp(base0, src.data[0].data(), plane0 * 4) == 0);
+      CHECK(std::memcmp(base1, src.data[1].data(), plane1 * 4) == 0);
+      for (float* f = out; f < base0; ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
+      CHECK(bits_of(base0[plane0]) == 0xdeadbeefu);
+      for (float* f = base1 + plane1; f < std::end(out); ++f) CHECK(bits_of(*f) == 0xdeadbeefu);
+    }
+  }
+}
+
 TEST_CASE("a payload written before plane frames (one frame for the chunk) still decodes", "[codec]") {
   const int64_t n = 64;
   const std::vector<int32_t> tokens = make_tokens(n, 71);
@@ -895,6 +967,44 @@ TEST_CASE("corrupt plane-frame payloads are kCorrupt naming the frame", "[codec]
       INFO("cut at " << cut);
       corrupt_with(slice(e.payload, 0, cut), cut < 4 ? "not a zstd frame" : "zstd frame");
     }
+  }
+  SECTION("raw frames are read where they lie: any other frame of the same bytes decodes the same") {
+    // Raw blocks behind a Window_Descriptor (no single segment), and behind a
+    // zstd checksum: not the library's raw frames, so zstd decodes them.
+    std::vector<uint8_t> windowed = {0x28, 0xb5, 0x2f, 0xfd, 0x80, 0x58};  // 4-byte size, window 2 MiB
+    for (int i = 0; i < 4; ++i) windowed.push_back(static_cast<uint8_t>(len >> (8 * i)));
+    const std::vector<uint8_t> f0 = frame(0);
+    windowed.insert(windowed.end(), f0.begin() + 9, f0.end());  // its blocks
+    EncodedChunk w = e;
+    w.payload = concat({windowed, frame(1), frame(2), frame(3)});
+    require_round_trip(w, src, tokens);
+    ZSTD_CCtx* c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    std::vector<uint8_t> summed(ZSTD_compressBound(len));
+    summed.resize(ZSTD_compress2(c, summed.data(), summed.size(), shuffled.data() + 3 * len, len));
+    ZSTD_freeCCtx(c);
+    w.payload = concat({frame(0), frame(1), frame(2), summed});
+    require_round_trip(w, src, tokens);
+  }
+  SECTION("a raw frame's blocks are checked as zstd checks them") {
+    // A changed byte in a raw block: the checksum.
+    std::vector<uint8_t> flipped = e.payload;
+    flipped[fr[3].offset + 12 + 1000] ^= 0x01;
+    corrupt_with(flipped, "checksum mismatch");
+    // A block type other than Raw_Block (RLE_Block: one byte for the block's
+    // size), so the frame ends early and the next one is not a frame.
+    std::vector<uint8_t> rle = frame(0);
+    rle[9] |= 0x02;
+    corrupt_with(concat({rle, frame(1), frame(2), frame(3)}), "zstd frame 1 at byte 17: not a zstd frame");
+    // One block past the format's 128 KiB (both blocks of frame 0 as one):
+    // left to zstd, which takes raw blocks of any size within the content.
+    std::vector<uint8_t> big = slice(e.payload, 0, 9);
+    const uint32_t h = static_cast<uint32_t>(len << 3) | 1u;
+    for (int i = 0; i < 3; ++i) big.push_back(static_cast<uint8_t>(h >> (8 * i)));
+    big.insert(big.end(), shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(len));
+    EncodedChunk b = e;
+    b.payload = concat({big, frame(1), frame(2), frame(3)});
+    require_round_trip(b, src, tokens);
   }
   SECTION("frame sizes that do not add up") {
     // Plane 2 one byte short: the four frames declare one byte too few.

@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -121,15 +122,52 @@ void shuffle_floats(const float* src, size_t n, uint8_t* dst, size_t stream_len)
   }
 }
 
-// Inverse of shuffle_floats: float j gets byte k from src[k * stream_len + j].
-void unshuffle_floats(const uint8_t* src, size_t stream_len, size_t n, float* dst) {
-  const uint8_t* s0 = src;
-  const uint8_t* s1 = src + stream_len;
-  const uint8_t* s2 = src + 2 * stream_len;
-  const uint8_t* s3 = src + 3 * stream_len;
+#if defined(COLIKV_SSE2_SHUFFLE)
+// Decoded floats go to the engine's buffers, which a load fills far beyond
+// the caches: streaming stores skip reading each destination line before
+// overwriting it. Small runs keep plain stores (the fence costs more).
+constexpr size_t kStreamMinBytes = 4096;
+
+struct FloatStore {
+  bool stream;
+  void put(uint8_t* q, __m128i v) const {
+    if (stream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(q), v);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), v);
+  }
+  // Streaming stores are weakly ordered: fenced before the floats are handed on.
+  void done() const {
+    if (stream) _mm_sfence();
+  }
+};
+
+// Floats of dst to write one at a time before dst + 4 * j is 16-byte aligned
+// (all of them when dst is not even 4-byte aligned).
+size_t floats_before_aligned(const uint8_t* d, size_t n) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(d) & 15u;
+  if (misaligned % 4 != 0) return n;
+  return std::min(n, misaligned == 0 ? size_t{0} : (16 - misaligned) / 4);
+}
+#endif
+
+// Inverse of shuffle_floats: float j gets byte k from stream[k][j].
+void unshuffle_floats(const uint8_t* const* stream, size_t n, float* dst) {
+  const uint8_t* s0 = stream[0];
+  const uint8_t* s1 = stream[1];
+  const uint8_t* s2 = stream[2];
+  const uint8_t* s3 = stream[3];
   uint8_t* d = reinterpret_cast<uint8_t*>(dst);
   size_t j = 0;
+  const auto one_float = [&](size_t i) {
+    const uint32_t v = uint32_t{s0[i]} | (uint32_t{s1[i]} << 8) | (uint32_t{s2[i]} << 16) |
+                       (uint32_t{s3[i]} << 24);
+    std::memcpy(d + 4 * i, &v, 4);
+  };
 #if defined(COLIKV_SSE2_SHUFFLE)
+  const FloatStore out{n * 4 >= kStreamMinBytes};
+  if (out.stream)
+    for (const size_t head = floats_before_aligned(d, n); j < head; ++j) one_float(j);
   // Byte-major to float-major takes only two interleaving rounds.
   for (; j + 16 <= n; j += 16) {
     const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + j));
@@ -139,17 +177,14 @@ void unshuffle_floats(const uint8_t* src, size_t stream_len, size_t n, float* ds
     const __m128i a0 = _mm_unpacklo_epi8(v0, v2), a2 = _mm_unpackhi_epi8(v0, v2);
     const __m128i a1 = _mm_unpacklo_epi8(v1, v3), a3 = _mm_unpackhi_epi8(v1, v3);
     uint8_t* q = d + 4 * j;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_unpacklo_epi8(a0, a1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_unpackhi_epi8(a0, a1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), _mm_unpacklo_epi8(a2, a3));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 48), _mm_unpackhi_epi8(a2, a3));
+    out.put(q, _mm_unpacklo_epi8(a0, a1));
+    out.put(q + 16, _mm_unpackhi_epi8(a0, a1));
+    out.put(q + 32, _mm_unpacklo_epi8(a2, a3));
+    out.put(q + 48, _mm_unpackhi_epi8(a2, a3));
   }
+  out.done();
 #endif
-  for (; j < n; ++j) {
-    const uint32_t v = uint32_t{s0[j]} | (uint32_t{s1[j]} << 8) | (uint32_t{s2[j]} << 16) |
-                       (uint32_t{s3[j]} << 24);
-    std::memcpy(d + 4 * j, &v, 4);
-  }
+  for (; j < n; ++j) one_float(j);
 }
 
 inline uint16_t bf16_round(uint32_t u) {
@@ -198,29 +233,34 @@ void shuffle_bf16(const float* src, size_t n, uint8_t* dst, size_t stream_len) {
   }
 }
 
-// Inverse of shuffle_bf16, widening: float j = bf16 (src[j] | src[stream_len + j] << 8) << 16.
-void unshuffle_bf16(const uint8_t* src, size_t stream_len, size_t n, float* dst) {
-  const uint8_t* s0 = src;
-  const uint8_t* s1 = src + stream_len;
+// Inverse of shuffle_bf16, widening: float j = bf16 (stream[0][j] | stream[1][j] << 8) << 16.
+void unshuffle_bf16(const uint8_t* const* stream, size_t n, float* dst) {
+  const uint8_t* s0 = stream[0];
+  const uint8_t* s1 = stream[1];
   uint8_t* d = reinterpret_cast<uint8_t*>(dst);
   size_t j = 0;
+  const auto one_float = [&](size_t i) {
+    const uint32_t v = (uint32_t{s0[i]} << 16) | (uint32_t{s1[i]} << 24);
+    std::memcpy(d + 4 * i, &v, 4);
+  };
 #if defined(COLIKV_SSE2_SHUFFLE)
+  const FloatStore out{n * 4 >= kStreamMinBytes};
+  if (out.stream)
+    for (const size_t head = floats_before_aligned(d, n); j < head; ++j) one_float(j);
   const __m128i zero = _mm_setzero_si128();
   for (; j + 16 <= n; j += 16) {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + j));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + j));
     const __m128i a = _mm_unpacklo_epi8(lo, hi), b = _mm_unpackhi_epi8(lo, hi);
     uint8_t* q = d + 4 * j;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_unpacklo_epi16(zero, a));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_unpackhi_epi16(zero, a));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), _mm_unpacklo_epi16(zero, b));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 48), _mm_unpackhi_epi16(zero, b));
+    out.put(q, _mm_unpacklo_epi16(zero, a));
+    out.put(q + 16, _mm_unpackhi_epi16(zero, a));
+    out.put(q + 32, _mm_unpacklo_epi16(zero, b));
+    out.put(q + 48, _mm_unpackhi_epi16(zero, b));
   }
+  out.done();
 #endif
-  for (; j < n; ++j) {
-    const uint32_t v = (uint32_t{s0[j]} << 16) | (uint32_t{s1[j]} << 24);
-    std::memcpy(d + 4 * j, &v, 4);
-  }
+  for (; j < n; ++j) one_float(j);
 }
 
 // The whole chunk is one shuffle: stream k holds byte k of every float of
@@ -252,22 +292,70 @@ void shuffle_planes(const PlaneList& planes, int64_t n_tokens, uint8_t* dst, Chu
   }
 }
 
-void unshuffle_planes(const uint8_t* src, const PlaneList& planes, int64_t n_tokens, ChunkPrecision precision) {
+// The raw payload as consecutive pieces: the blocks of a raw frame where they
+// lie in the payload (copying them out first was a tenth of a load's CPU),
+// anything else decompressed into the thread's buffer.
+struct Piece {
+  const uint8_t* data;
+  size_t size;
+};
+using Pieces = std::vector<Piece>;
+
+// Reads one byte stream of the raw payload from its start, piece by piece.
+class StreamCursor {
+ public:
+  StreamCursor() = default;
+  StreamCursor(const Pieces& pieces, size_t start) : pieces_(&pieces) { advance(start); }
+  const uint8_t* data() const { return (*pieces_)[i_].data + off_; }
+  size_t left_in_piece() const { return i_ < pieces_->size() ? (*pieces_)[i_].size - off_ : 0; }
+  void advance(size_t n) {
+    off_ += n;
+    while (i_ < pieces_->size() && off_ >= (*pieces_)[i_].size) {
+      off_ -= (*pieces_)[i_].size;
+      ++i_;
+    }
+  }
+
+ private:
+  const Pieces* pieces_ = nullptr;
+  size_t i_ = 0, off_ = 0;
+};
+
+// Float i of the chunk (through the planes in order) is byte i of each of the
+// value's byte streams; stream k starts at byte k * total of the raw payload.
+void unshuffle_planes(const Pieces& raw, const PlaneList& planes, int64_t n_tokens, ChunkPrecision precision) {
   const size_t n = static_cast<size_t>(n_tokens);
   const size_t total = chunk_floats(planes, n);
   const auto kernel = precision == ChunkPrecision::kBf16 ? unshuffle_bf16 : unshuffle_floats;
-  size_t offset = 0;
+  const size_t n_streams = static_cast<size_t>(precision_value_bytes(precision));
+  std::array<StreamCursor, 4> cursor;
+  for (size_t k = 0; k < n_streams; ++k) cursor[k] = StreamCursor(raw, k * total);
+  // Writes the next `count` floats to dst, a run at a time within every
+  // stream's current piece.
+  const auto next_floats = [&](size_t count, float* dst) {
+    while (count > 0) {
+      size_t run = count;
+      std::array<const uint8_t*, 4> src{};
+      for (size_t k = 0; k < n_streams; ++k) run = std::min(run, cursor[k].left_in_piece());
+      if (run == 0) throw Error(ErrorCode::kInternal, "chunk codec: raw payload pieces end early");
+      for (size_t k = 0; k < n_streams; ++k) {
+        src[k] = cursor[k].data();
+        cursor[k].advance(run);
+      }
+      kernel(src.data(), run, dst);
+      dst += run;
+      count -= run;
+    }
+  };
   for (const PlaneRef& p : planes) {
     const size_t width = static_cast<size_t>(p.width);
-    const size_t count = width * n;
-    if (count == 0) continue;
+    if (width == 0 || n == 0) continue;
     if (p.stride == p.width) {
-      kernel(src + offset, total, count, p.base);
+      next_floats(width * n, p.base);
     } else {
       const size_t stride = static_cast<size_t>(p.stride);
-      for (size_t i = 0; i < n; ++i) kernel(src + offset + i * width, total, width, p.base + i * stride);
+      for (size_t i = 0; i < n; ++i) next_floats(width, p.base + i * stride);
     }
-    offset += count;
   }
 }
 
@@ -524,13 +612,15 @@ std::string frame_at(size_t k, size_t offset) {
   return "zstd frame " + std::to_string(k) + " at byte " + std::to_string(offset);
 }
 
-// Decompresses a payload of one or more zstd frames into exactly raw bytes at
-// dst. A first pass walks the frame headers: every frame must declare its
-// content size, the sizes must add up to raw, and nothing may follow the last
-// frame. A second decompresses each frame into its place, its capacity bounded
-// by what is left of raw whatever its header says. Throws kCorrupt naming the
-// frame (k, counted from 0) and its byte offset in the payload.
-void decode_frames(ThreadCodec& tc, const uint8_t* payload, size_t payload_size, uint8_t* dst, size_t raw) {
+struct FrameSpan {
+  size_t pos, size, content;
+};
+
+// Walks the frame headers of a payload of one or more zstd frames that must
+// hold exactly raw bytes: every frame must declare its content size, the
+// sizes must add up to raw, and nothing may follow the last frame. Throws
+// kCorrupt naming the frame (k, counted from 0) and its byte offset.
+std::vector<FrameSpan> frame_spans(const uint8_t* payload, size_t payload_size, size_t raw) {
   if (payload_size < 4 || load_le32(payload) != ZSTD_MAGICNUMBER)
     corrupt("payload of " + std::to_string(payload_size) + " bytes is not a zstd frame");
   // Checks the frame k at pos (whose content may take at most `room` bytes):
@@ -555,11 +645,8 @@ void decode_frames(ThreadCodec& tc, const uint8_t* payload, size_t payload_size,
     content = static_cast<size_t>(c);
     return size;
   };
-  // Pass 1: the frame headers alone (cheap: block headers are 128 KiB apart).
-  struct Span {
-    size_t pos, size, content;
-  };
-  std::vector<Span> frames;  // one per byte plane, or one for a chunk written before plane frames
+  // The frame headers alone (cheap: block headers are 128 KiB apart).
+  std::vector<FrameSpan> frames;  // one per byte plane, or one for a chunk written before plane frames
   size_t pos = 0, declared = 0;
   do {
     const size_t k = frames.size();
@@ -575,19 +662,72 @@ void decode_frames(ThreadCodec& tc, const uint8_t* payload, size_t payload_size,
   if (declared != raw)
     corrupt("zstd frames declare " + std::to_string(declared) + " bytes in all, expected " + std::to_string(raw) +
             " (" + std::to_string(frames.size()) + " frame" + (frames.size() == 1 ? "" : "s") + ")");
-  // Pass 2: each frame straight into its place.
-  size_t out = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const Span& f = frames[i];
-    const size_t got = ZSTD_decompressDCtx(tc.dctx(), dst + out, raw - out, payload + f.pos, f.size);
-    if (ZSTD_isError(got)) corrupt(frame_at(i, f.pos) + ": zstd: " + ZSTD_getErrorName(got));
-    if (got != f.content)
-      corrupt(frame_at(i, f.pos) + " decompressed to " + std::to_string(got) + " bytes, declares " +
-              std::to_string(f.content));
-    out += got;
-  }
+  return frames;
 }
 
+// The Raw_Blocks of a frame as written for an incompressible stream
+// (docs/format.md: single segment, no checksum, no dictionary), appended to
+// out; false, with out as it was, for any other frame (zstd decodes it).
+bool raw_frame_pieces(const uint8_t* f, const FrameSpan& span, Pieces& out) {
+  constexpr size_t kMaxBlock = size_t{128} << 10;
+  if (span.size < 5) return false;
+  const uint8_t fhd = f[4];
+  const unsigned fcs_flag = fhd >> 6, single_segment = (fhd >> 5) & 1u;
+  if (!single_segment || (fhd & 0x0fu) != 0) return false;  // reserved, checksum and dictionary bits clear
+  size_t pos = 5 + (fcs_flag == 0 ? 1 : size_t{1} << fcs_flag);
+  const size_t first = out.size();
+  size_t got = 0;
+  bool last = false;
+  while (!last && pos + 3 <= span.size) {
+    const uint32_t h = uint32_t{f[pos]} | (uint32_t{f[pos + 1]} << 8) | (uint32_t{f[pos + 2]} << 16);
+    const size_t block = h >> 3;
+    last = (h & 1u) != 0;
+    pos += 3;
+    if (((h >> 1) & 3u) != 0 || block > kMaxBlock || block > span.size - pos) break;
+    if (block > 0) out.push_back({f + pos, block});
+    pos += block;
+    got += block;
+  }
+  if (last && pos == span.size && got == span.content) return true;
+  out.resize(first);
+  return false;
+}
+
+// The raw payload of a zstd payload as pieces: raw frames where they lie,
+// the others decompressed into their place in the thread's buffer, their
+// capacity bounded by what is left of raw whatever their header says.
+Pieces frame_pieces(ThreadCodec& tc, const uint8_t* payload, size_t payload_size, size_t raw) {
+  const std::vector<FrameSpan> frames = frame_spans(payload, payload_size, raw);
+  Pieces pieces;
+  uint8_t* dst = nullptr;
+  size_t out = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const FrameSpan& f = frames[i];
+    if (!raw_frame_pieces(payload + f.pos, f, pieces)) {
+      if (dst == nullptr) dst = tc.raw.get(raw);
+      const size_t got = ZSTD_decompressDCtx(tc.dctx(), dst + out, raw - out, payload + f.pos, f.size);
+      if (ZSTD_isError(got)) corrupt(frame_at(i, f.pos) + ": zstd: " + ZSTD_getErrorName(got));
+      if (got != f.content)
+        corrupt(frame_at(i, f.pos) + " decompressed to " + std::to_string(got) + " bytes, declares " +
+                std::to_string(f.content));
+      if (got > 0) pieces.push_back({dst + out, got});
+    }
+    out += f.content;
+  }
+  return pieces;
+}
+
+// The whole raw payload in one buffer (for the content digest).
+const uint8_t* contiguous(ThreadCodec& tc, const Pieces& pieces, size_t raw) {
+  if (pieces.size() == 1) return pieces[0].data;
+  uint8_t* buf = tc.raw.get(raw);
+  size_t out = 0;
+  for (const Piece& p : pieces) {
+    if (p.data != buf + out) std::memmove(buf + out, p.data, p.size);
+    out += p.size;
+  }
+  return buf;
+}
 
 }  // namespace
 
@@ -672,20 +812,20 @@ void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, 
   if (payload == nullptr && payload_size > 0) invalid("chunk codec: null payload of " + std::to_string(payload_size) + " bytes");
 
   ThreadCodec& tc = thread_codec();
-  const uint8_t* data = payload;
+  Pieces pieces;
   if (!compressed) {
     if (payload_size != raw)
       corrupt("payload is " + std::to_string(payload_size) + " bytes, expected " + std::to_string(raw) +
               " (stored uncompressed)");
+    if (raw > 0) pieces.push_back({payload, raw});
   } else {
-    uint8_t* buf = tc.raw.get(raw);
-    decode_frames(tc, payload, payload_size, buf, raw);
-    data = buf;
+    pieces = frame_pieces(tc, payload, payload_size, raw);
   }
-  const uint32_t computed = chunk_checksum(tokens, n_tokens, data, raw);
+  uint32_t computed = crc32c_tokens(0, tokens, n_tokens);
+  for (const Piece& p : pieces) computed = crc32c(computed, p.data, p.size);
   if (computed != checksum) corrupt("checksum mismatch: stored " + hex32(checksum) + ", computed " + hex32(computed));
-  if (digest) *digest = content_digest(precision, tokens, n_tokens, data, raw);
-  unshuffle_planes(data, planes, n_tokens, precision);
+  if (digest) *digest = content_digest(precision, tokens, n_tokens, raw > 0 ? contiguous(tc, pieces, raw) : nullptr, raw);
+  unshuffle_planes(pieces, planes, n_tokens, precision);
   tc.raw.trim();
 }
 

@@ -12,6 +12,9 @@ namespace detail {
 // Uses the SSE4.2 instruction when the CPU has it.
 uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 
+// The CRC of a || b from crc32c(0, a, ...) and crc32c(0, b, len_b).
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // The two paths crc32c chooses between, for the tests: slicing-by-8 tables,
 // and SSE4.2 (which falls back to the tables where the CPU lacks it).
 uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n);

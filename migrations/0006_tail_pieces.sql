@@ -12,6 +12,14 @@
 -- A schema-5 list is the case of one piece (or none): existing stores are
 -- valid as they are, and no table changes.
 --
+-- chunk_meta indexes every chunk by its region (docs/format.md, "chunk_meta"):
+-- prev_hash is the chain hash at the chunk boundary at or before it, and
+-- tokens the token ids from there to its end. A full chunk's region is
+-- itself; a tail piece's is the tail up to its end, after the last full
+-- chunk's chain hash (the anchor), so the prefix lookup matches a tail in one
+-- step however it is cut into pieces. A schema-5 partial chunk is its own
+-- region: existing rows conform.
+--
 -- A library of schema 5 refuses this store ("schema version 6 is newer than
 -- this library's 5"): it would report a conversation with two pieces as a
 -- partial chunk before the last one, that is as corrupt.

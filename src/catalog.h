@@ -77,6 +77,12 @@ struct ChunkRecord {
   ChunkHash digest{};   // its content digest (kNoValuesDigest for a token-only chunk)
   int64_t n_tokens = 0;
   const EncodedChunk* encoded = nullptr;  // payload empty: a token-only chunk, stored evicted
+  // What chunk_meta indexes it by (docs/format.md, "Chunk lists"): the region
+  // from the chunk boundary at or before it to its end. A full chunk's region
+  // is itself; a tail piece's starts at the tail, after the last full chunk.
+  int64_t index_first = 0;         // where the region starts (0: it follows nothing)
+  ChunkHash index_prev{};          // the chain hash there, the anchor (ignored at position 0)
+  std::string index_tokens_json;   // the region's token ids
 };
 
 // One entry of a conversation's chunk list with its chunk's stored fields, as
@@ -247,13 +253,18 @@ class PrefixIndex {
                                  const std::string& from, const std::string& to) = 0;
   virtual bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                               const std::string& exact) = 0;
-  virtual std::optional<int64_t> chunk_at(int64_t conversation_id, int64_t seq) = 0;
   virtual std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) = 0;
-  // The token list the index holds for a chunk that follows `prev`.
+  // The token list the index holds for a chunk that follows `prev` (a tail
+  // piece: the tail's tokens up to its end).
   virtual std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
                                                     const ChunkHash* prev) = 0;
-  // The chunk's own token list.
-  virtual std::optional<std::string> chunk_tokens(int64_t chunk_id) = 0;
+  // A chunk list entry's chunk and its own token list (chunks.tokens).
+  struct ListedTokens {
+    int64_t chunk_id = 0;
+    std::string tokens_json;
+  };
+  // The entries of a chunk list from seq on, in seq order, at most `limit`.
+  virtual std::vector<ListedTokens> token_lists_from(int64_t conversation_id, int64_t seq, int64_t limit) = 0;
   // The first position of the first evicted entry of a chunk list among those
   // that start before end_pos.
   virtual std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) = 0;
@@ -265,8 +276,9 @@ class PrefixIndex {
   // `chain`, most recently used first.
   virtual void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
                                     const ConversationVisitor& f) = 0;
-  // The conversations whose entry seq follows `prev` with a token list in
-  // [from, to) or equal to `exact`, most recently used first.
+  // The conversations with an entry at seq or after it that follows `prev`
+  // with an indexed token list in [from, to) or equal to `exact`, most
+  // recently used first (a conversation may come more than once).
   virtual void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                                      const std::string& from, const std::string& to, const std::string& exact,
                                      int64_t seq, const ConversationVisitor& f) = 0;

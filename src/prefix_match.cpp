@@ -14,13 +14,9 @@
 //     Token lists are canonical JSON ("[1,2,3]"), so "starts with those k
 //     tokens" is a string-prefix range of the index: a binary search over k of
 //     O(log N) probes each. A conversation's tail is held in pieces
-//     (chunk_layout.h): when the chunk found is a whole piece (it ends
-//     there), the walk goes on after it, with that piece's chain hash as the
-//     next predecessor, until the prompt or the stored pieces end. The walk
-//     takes the longest follower at each step: a prompt held through a
-//     shorter piece of one conversation and further through its next piece
-//     is matched only as far as another conversation's longer, diverging
-//     piece when both follow the same predecessor.
+//     (chunk_layout.h), each indexed by the tail up to its end after the
+//     tail's anchor (docs/format.md), so the tail is one step whatever the
+//     segmentation: the longest region some piece's tail starts with.
 //  3. Ties: the most recently used conversation holding that prefix. First the
 //     few most recently used conversations are checked one by one (a shared
 //     prefix is usually held by one of them), then an indexed join over the
@@ -37,6 +33,7 @@
 
 #include "catalog.h"
 #include "chunk_layout.h"
+#include "core/store_limits.h"
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "backend_error.h"
@@ -57,7 +54,11 @@ struct Region {
   // JSON of the region's first k tokens: "[t0,...,tk-1," (more follow) and
   // "[t0,...,tk-1]" (the chunk ends there).
   std::string more, exact, more_end;  // more_end: the first string after every "more..." one
-  void set(const int32_t* t, int64_t k) {
+  const int32_t* tokens = nullptr;
+  int64_t k = 0;
+  void set(const int32_t* t, int64_t n) {
+    tokens = t;
+    k = n;
     exact = detail::tokens_to_json(t, k);
     more = exact;
     if (k == 0) {
@@ -130,21 +131,12 @@ class Matcher {
     return full * C;
   }
 
-  // 2. The tail region after them, piece by piece: at each step the most
-  // leading tokens some following chunk holds; when that chunk is a whole
-  // piece (it ends there), the walk goes on after it.
+  // 2. The tail region after them: the most leading tokens some chunk
+  // following the anchor (a full chunk, or a piece's tail) holds.
   void walk_tail(const int32_t* tokens, int64_t len, int64_t tail) {
-    const int64_t end = std::min(len, tail + m_.chunk_tokens);
-    int64_t depth = static_cast<int64_t>(steps_.size()), base = tail;
-    for (int64_t piece = 0;; ++piece, ++depth) {
-      const int64_t k = longest_follower(tokens + base, depth, end - base);
-      steps_.push_back({depth, base, k, chain_});
-      if (k == 0 || base + k >= end || piece >= detail::kMaxTailPieces) return;
-      region_.set(tokens + base, k);
-      if (!index_.follower_equal(m_.id, precision_, prev(depth), region_.exact)) return;
-      chain_ = detail::chain_next(chain_, tokens + base, k);
-      base += k;
-    }
+    const int64_t depth = static_cast<int64_t>(steps_.size());
+    const int64_t k = longest_follower(tokens + tail, depth, std::min(len, tail + m_.chunk_tokens) - tail);
+    steps_.push_back({depth, tail, k, chain_});
   }
 
   // The largest k <= r such that a chunk following the walk at `depth` starts with region[0, k).
@@ -215,15 +207,31 @@ class Matcher {
   }
 
   // Does conversation conv hold the prefix: its entry at `depth - 1` ends the
-  // walk's chain, and (k > 0) its entry at `depth` starts with region_?
+  // walk's chain, and (k > 0) its entries from `depth` on start with region_?
   bool holds(int64_t conv, int64_t depth, int64_t k) {
     if (depth > 0 && index_.chain_at(conv, depth - 1) != chain_) return false;  // must end the matched chain
     if (k == 0) return true;
-    const std::optional<int64_t> chunk_at = index_.chunk_at(conv, depth);
-    if (!chunk_at) return false;
-    if (!region_.holds(index_.indexed_tokens(*chunk_at, m_.id, precision_, prev(depth)))) return false;
-    // The authoritative token list (chunks.tokens) agrees too.
-    return region_.holds(index_.chunk_tokens(*chunk_at));
+    const std::optional<int64_t> covering = chunk_holding_region(conv, depth);
+    // The index agrees with the authoritative token lists (chunks.tokens).
+    return covering && region_.holds(index_.indexed_tokens(*covering, m_.id, precision_, prev(depth)));
+  }
+
+  // The entry of conv, from `depth` on, that holds region_'s last token, when
+  // the own token lists of those entries start with region_; none otherwise.
+  // A full chunk holds the region alone, else at most kMaxTailPieces pieces do.
+  std::optional<int64_t> chunk_holding_region(int64_t conv, int64_t depth) {
+    std::vector<int32_t> held, t;
+    for (const auto& entry : index_.token_lists_from(conv, depth, detail::kMaxTailPieces)) {
+      const std::string& json = entry.tokens_json;
+      if (static_cast<int64_t>(json.size()) > detail::max_tokens_json_bytes(m_.chunk_tokens) ||
+          !detail::parse_tokens_json(json.data(), json.size(), t))
+        return std::nullopt;  // not a list a chunk holds: verify reports it
+      held.insert(held.end(), t.begin(), t.end());
+      if (static_cast<int64_t>(held.size()) < region_.k) continue;
+      if (!std::equal(region_.tokens, region_.tokens + region_.k, held.begin())) return std::nullopt;
+      return entry.chunk_id;
+    }
+    return std::nullopt;
   }
 
   std::string most_recent(int64_t depth, int64_t k, int64_t& conv) {

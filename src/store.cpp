@@ -292,6 +292,14 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
   return st;
 }
 
+// The tail before a piece that does not start it: where the tail starts,
+// the chain hash there (the anchor), and its tokens up to the piece.
+struct TailRegion {
+  int64_t first = 0;
+  ChunkHash anchor{};
+  std::vector<int32_t> before;  // empty: the chunk starts its region
+};
+
 struct WriteChunk {
   int64_t seq = 0;
   int64_t first_pos = 0;
@@ -299,10 +307,24 @@ struct WriteChunk {
   detail::ProducedChunk produced;
   ChunkHash prev{};  // the chain hash before this chunk (unused at seq 0), for chunk_meta
   int64_t n = 0;     // its tokens
+  // A tail piece after others is indexed from the tail's start (ChunkRecord::index_*):
+  TailRegion region;
 };
 
 // A token-only chunk: cut from an evicted one, its values are unknown.
 bool token_only(const EncodedChunk& e) { return e.payload.empty() && !e.skipped; }
+
+// The chunk's own token ids, and those of the region chunk_meta indexes it by.
+void set_token_lists(detail::ChunkRecord& r, const WriteChunk& w) {
+  r.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), r.n_tokens);
+  if (w.region.before.empty()) {
+    r.index_tokens_json = r.tokens_json;
+    return;
+  }
+  std::vector<int32_t> region = w.region.before;
+  region.insert(region.end(), w.produced.tokens.begin(), w.produced.tokens.end());
+  r.index_tokens_json = detail::tokens_to_json(region.data(), static_cast<int64_t>(region.size()));
+}
 
 // Stores one chunk, or finds the stored chunk with the same key (the same
 // place and the same content), and returns its id; 0 when the chunk was
@@ -320,16 +342,19 @@ int64_t put_chunk(detail::Catalog& catalog, int64_t model_id, const WriteChunk& 
   r.chain = w.hash;
   r.n_tokens = static_cast<int64_t>(w.produced.tokens.size());
   r.encoded = &e;
+  const bool starts_region = w.region.before.empty();
+  r.index_first = starts_region ? w.first_pos : w.region.first;
+  r.index_prev = starts_region ? w.prev : w.region.anchor;
   if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
     if (!stored->evicted || token_only(e)) return stored->chunk_id;
     if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
     // The same content evicted: its values come back for every conversation using it.
-    r.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), r.n_tokens);
+    set_token_lists(r, w);
     catalog.restore_payload(stored->chunk_id, r);
     return stored->chunk_id;
   }
   if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
-  r.tokens_json = detail::tokens_to_json(w.produced.tokens.data(), r.n_tokens);
+  set_token_lists(r, w);
   return catalog.insert_chunk(r);
 }
 
@@ -487,7 +512,19 @@ class Appender {
     w.seq = seq;
     w.first_pos = first;
     w.n = n;
+    if (first > tail_start_ && first < tail_start_ + chunk_tokens_) w.region = stored_tail_region(first);
     plan_.push_back(std::move(w));
+  }
+
+  // A piece added after the stored ones: the stored tail before it. Only an
+  // existing conversation has a tail, and its append carries the tokens.
+  TailRegion stored_tail_region(int64_t first) const {
+    TailRegion r;
+    r.first = tail_start_;
+    const int64_t full = tail_start_ / chunk_tokens_;
+    r.anchor = full > 0 ? existing_chains_[static_cast<size_t>(full - 1)] : seed_;
+    r.before.assign(req_.tokens + tail_start_, req_.tokens + first);
+    return r;
   }
 
   // With tokens known up front: hash now, and let the producers skip encoding
@@ -981,6 +1018,7 @@ struct PrefixChunk {
   detail::ProducedChunk produced;
   ChunkHash hash;
   ChunkHash prev;
+  TailRegion region;
 };
 
 PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk_id,
@@ -1046,19 +1084,46 @@ Cut cut_at(const std::vector<ChunkSummary>& chunks, int64_t len) {
   return cut;
 }
 
+// The tail kept before the piece a cut at `len` makes: the pieces before it
+// (at most kMaxTailPieces, each of fewer than C tokens).
+TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
+                            const std::string& here) {
+  TailRegion r;
+  const int64_t C = st.model.chunk_tokens;
+  r.first = detail::tail_start(len, C);
+  if (r.first == cut.covered) return r;  // the piece starts the tail
+  const size_t full = static_cast<size_t>(r.first / C);
+  r.anchor = full > 0 ? st.chunks[full - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
+  with_context(here, [&] {
+    for (size_t k = full; k < cut.whole; ++k) {
+      const std::vector<int32_t> t = chunk_tokens_by_id(*s.catalog, st.chunks[k].chunk_id, st.chunks[k].n_tokens, here);
+      r.before.insert(r.before.end(), t.begin(), t.end());
+    }
+  });
+  return r;
+}
+
 // The first len - cut.covered positions of the entry the cut falls inside, as a piece.
 std::optional<PrefixChunk> cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
                                      const std::string& here) {
   if (!cut.inside) return std::nullopt;
   const ChunkHash prev = cut.whole > 0 ? st.chunks[cut.whole - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
-  return reencode_prefix(s, st.model, st.chunks[cut.whole].chunk_id, static_cast<int64_t>(cut.whole), len - cut.covered,
-                         prev, here);
+  PrefixChunk piece = reencode_prefix(s, st.model, st.chunks[cut.whole].chunk_id, static_cast<int64_t>(cut.whole),
+                                      len - cut.covered, prev, here);
+  piece.region = kept_tail_region(s, st, cut, len, here);
+  return piece;
 }
 
 // Links the piece cut_piece made at the cut.
 void link_cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, PrefixChunk& piece, int64_t conv_id) {
-  WriteChunk w{static_cast<int64_t>(cut.whole), cut.covered, piece.hash, std::move(piece.produced), piece.prev};
+  WriteChunk w;
+  w.seq = static_cast<int64_t>(cut.whole);
+  w.first_pos = cut.covered;
+  w.hash = piece.hash;
+  w.produced = std::move(piece.produced);
+  w.prev = piece.prev;
   w.n = static_cast<int64_t>(w.produced.tokens.size());
+  w.region = std::move(piece.region);
   s.catalog->insert_link(conv_id, w.seq, put_chunk(*s.catalog, st.model.id, w, st.conv.precision));
 }
 

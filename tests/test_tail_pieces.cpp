@@ -233,6 +233,118 @@ TEST_CASE("tail pieces: match and match_loadable walk on through the pieces", "[
   }
 }
 
+namespace {
+
+// h's tokens and values (h = rows_of(.., h_seed)) up to `shared`, then other
+// tokens: a history that diverges there.
+EngineBuffers diverging(const EngineBuffers& h, uint32_t h_seed, int64_t shared, uint32_t seed) {
+  EngineBuffers d = rows_of(h.model, h.capacity, seed);
+  for (int64_t p = 0; p < h.capacity; ++p) {
+    const size_t i = static_cast<size_t>(p);
+    d.tokens[i] = p < shared ? h.tokens[i] : (h.tokens[i] + 1) % h.model.vocab;
+  }
+  d.fill(0, shared, h_seed);
+  return d;
+}
+
+// b's first len tokens, then one it does not hold.
+std::vector<int32_t> prompt_of(const EngineBuffers& b, int64_t len) {
+  std::vector<int32_t> prompt(b.tokens.begin(), b.tokens.begin() + len);
+  prompt.push_back((b.tokens[static_cast<size_t>(len)] + 1) % b.model.vocab);
+  return prompt;
+}
+
+// "" when match and match_loadable both find `id` holding the first len tokens of b.
+std::string matches(Store& s, const EngineBuffers& b, int64_t len, const std::string& id) {
+  const std::vector<int32_t> prompt = prompt_of(b, len);
+  const colikv::PrefixMatch r = s.match(b.model, prompt.data(), static_cast<int64_t>(prompt.size()));
+  const colikv::PrefixMatch l = s.match_loadable(b.model, prompt.data(), static_cast<int64_t>(prompt.size()));
+  const std::string want = id + " " + std::to_string(len) + "/" + std::to_string(len);
+  const std::string got = r.id + " " + std::to_string(r.tokens) + "/" + std::to_string(r.loadable);
+  const std::string got_loadable = l.id + " " + std::to_string(l.tokens) + "/" + std::to_string(l.loadable);
+  if (got != want) return "match: got " + got + ", expected " + want;
+  if (got_loadable != want) return "match_loadable: got " + got_loadable + ", expected " + want;
+  return "";
+}
+
+// The turn ends of a history from `base` on: the turns given, after the full chunks before base.
+std::vector<int64_t> after(int64_t base, std::vector<int64_t> ends) {
+  if (base > 0) ends.insert(ends.begin(), base);
+  return ends;
+}
+
+}  // namespace
+
+// docs/format.md, "Chunk lists": a piece is indexed by the tail up to its end,
+// so a prompt is matched through pieces whatever the segmentation.
+TEST_CASE("tail pieces: a short piece followed by more wins over a longer diverging piece", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  uint32_t seed = 20;
+  for (const int64_t base : {int64_t{0}, kC}) {
+    for (const bool x_last : {true, false}) {
+      INFO("tail at " << base << ", x written " << (x_last ? "last" : "first"));
+      seed += 2;  // a history of its own in each round
+      const EngineBuffers x = rows_of(m, 40, seed);
+      const EngineBuffers y = diverging(x, seed, base + 11, seed + 1);  // one piece holding 11 of x's tail, then not
+      Store s(loc, colikv_test::chunked_options(m, kC));
+      const std::string xi = "x" + std::to_string(base) + (x_last ? "last" : "first");
+      const std::string yi = "y" + std::to_string(base) + (x_last ? "last" : "first");
+      if (x_last) turns(s, yi, y, after(base, {base + 13}));
+      turns(s, xi, x, after(base, {base + 5, base + 14}));  // pieces of 5 and 9 tokens
+      if (!x_last) turns(s, yi, y, after(base, {base + 13}));
+      CHECK(matches(s, x, base + 14, xi) == "");  // the whole of x
+      CHECK(matches(s, x, base + 12, xi) == "");  // inside x's second piece, past y's divergence
+      CHECK(matches(s, y, base + 13, yi) == "");  // the whole of y
+      CHECK(matches(s, x, base + 3, x_last ? xi : yi) == "");  // inside both: the most recently used
+    }
+  }
+}
+
+TEST_CASE("tail pieces: three segmentations of one history are each matched", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 23);
+  const EngineBuffers b = diverging(h, 23, 26, 24);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "a", h, {16, 20, 30});         // h to 30 in two pieces
+  turns(s, "b", b, {16, 28});             // h to 26 in one piece, then not
+  turns(s, "c", h, {16, 18, 21, 24});     // h to 24 in three pieces
+  CHECK(matches(s, h, 30, "a") == "");
+  CHECK(matches(s, h, 27, "a") == "");
+  CHECK(matches(s, h, 25, "b") == "");  // a and b hold it; b was used last
+  CHECK(matches(s, h, 23, "c") == "");  // all three hold it; c was used last
+  CHECK(matches(s, h, 17, "c") == "");
+  CHECK(matches(s, b, 28, "b") == "");
+}
+
+TEST_CASE("tail pieces: pieces cut by truncate and fork, and pieces after them, are matched", "[backends][tail]") {
+  TempDir dir;
+  const std::string loc = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = rows_of(m, 40, 25);
+  Store s(loc, colikv_test::chunked_options(m, kC));
+  turns(s, "src", h, {16, 21, 24, 30});
+  s.fork("src", "f", 22);  // cuts the piece [21, 24)
+  s.fork("src", "t");
+  s.truncate("t", 27);     // cuts the piece [24, 30)
+  s.remove("src");
+  REQUIRE(starts(loc, "f") == (std::vector<int64_t>{0, 16, 21}));
+  REQUIRE(starts(loc, "t") == (std::vector<int64_t>{0, 16, 21, 24}));
+  CHECK(matches(s, h, 27, "t") == "");  // t's cut piece
+  CHECK(matches(s, h, 25, "t") == "");
+  turns(s, "f", h, {25});  // a piece after the cut one; f is now the most recently used
+  REQUIRE(starts(loc, "f") == (std::vector<int64_t>{0, 16, 21, 22}));
+  CHECK(matches(s, h, 22, "f") == "");  // f's cut piece
+  CHECK(matches(s, h, 25, "f") == "");  // the piece after it
+  CHECK(matches(s, h, 27, "t") == "");
+  s.fork("f", "g", 10);  // a cut inside a full chunk starts the tail; g is the newest
+  CHECK(matches(s, h, 10, "g") == "");
+  CHECK(s.verify().ok());
+}
+
 TEST_CASE("tail pieces: a conversation with pieces evicted, then re-saved", "[backends][tail]") {
   TempDir dir;
   const std::string loc = colikv_test::store_at(dir, "s.colikv");

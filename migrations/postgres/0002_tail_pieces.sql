@@ -4,5 +4,8 @@
 -- valid as it is. A library of PostgreSQL schema 1 refuses this store
 -- ("schema version 2 is newer than this library's 1"): it would report a
 -- conversation whose tail has two pieces as corrupt.
+-- chunk_meta.prev_hash and chunk_meta.tokens index a tail piece by the tail
+-- up to its end, after the last full chunk's chain hash (docs/format.md,
+-- "chunk_meta"); a schema-1 partial chunk already is such a row.
 COMMENT ON TABLE conversation_chunks IS
   'A conversation''s chunk list: seq is an ordinal; full chunks, then up to 32 tail pieces (docs/format.md)';

@@ -314,11 +314,11 @@ void PgCatalog::record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_
   PgParams p;
   p.add(chunk_id).add(c.model_id).add(c.precision);
   static const uint8_t kNoPrev = 0;
-  if (c.first_pos == 0)
-    p.add_bytes(&kNoPrev, 0);  // X'': the chunk at position 0 follows nothing
+  if (c.index_first == 0)
+    p.add_bytes(&kNoPrev, 0);  // X'': a region at position 0 follows nothing
   else
-    p.add_hash(c.prev);
-  p.add(c.tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest);
+    p.add_hash(c.index_prev);
+  p.add(c.index_tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest);
   run("INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, digest) "
       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chunk_id) DO UPDATE SET model_id = excluded.model_id, "
       "precision = excluded.precision, prev_hash = excluded.prev_hash, tokens = excluded.tokens, "

@@ -433,13 +433,6 @@ bool PgPrefixIndex::follower_equal(int64_t model_id, const std::string& precisio
              .size() > 0;
 }
 
-std::optional<int64_t> PgPrefixIndex::chunk_at(int64_t conversation_id, int64_t seq) {
-  PgParams p;
-  p.add(conversation_id).add(seq);
-  return optional_int(
-      conn_.query("SELECT chunk_id FROM conversation_chunks WHERE conversation_id = $1 AND seq = $2", p, "matching"));
-}
-
 std::optional<ChunkHash> PgPrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
   PgParams p;
   p.add(conversation_id).add(seq);
@@ -460,10 +453,17 @@ std::optional<std::string> PgPrefixIndex::indexed_tokens(int64_t chunk_id, int64
                                    p, "matching"));
 }
 
-std::optional<std::string> PgPrefixIndex::chunk_tokens(int64_t chunk_id) {
+std::vector<PrefixIndex::ListedTokens> PgPrefixIndex::token_lists_from(int64_t conversation_id, int64_t seq,
+                                                                      int64_t limit) {
   PgParams p;
-  p.add(chunk_id);
-  return optional_text(conn_.query("SELECT tokens FROM chunks WHERE chunk_id = $1", p, "matching"));
+  p.add(conversation_id).add(seq).add(limit);
+  PgRows r = conn_.query("SELECT cc.chunk_id, ch.tokens FROM conversation_chunks cc "
+                         "JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                         "WHERE cc.conversation_id = $1 AND cc.seq >= $2 ORDER BY cc.seq LIMIT $3",
+                         p, "matching");
+  std::vector<ListedTokens> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1)});
+  return out;
 }
 
 std::optional<int64_t> PgPrefixIndex::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
@@ -517,7 +517,7 @@ void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& p
                                   "  UNION ALL "
                                   "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
                                   "    AND prev_hash = $3 AND " COLIKV_TOKENS_EQUAL("$7::text") ") k "
-                                  "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = $6 "
+                                  "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq >= $6 "
                                   "JOIN conversations c ON c.conversation_id = cc.conversation_id "
                                   "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
                                   p, "matching"),

@@ -29,8 +29,8 @@ class SqliteTransaction : public Catalog::Transaction {
 struct ChunkMeta {
   int64_t model_id = 0;
   std::string precision;
-  int64_t first_pos = 0;
-  ChunkHash prev{};    // the chain hash before it (ignored when first_pos == 0)
+  int64_t index_first = 0;
+  ChunkHash prev{};    // the chain hash at index_first (ignored when index_first == 0)
   ChunkHash chain{};   // its own chain hash
   ChunkHash digest{};  // its content digest (kNoValuesDigest for a token-only chunk)
   std::string tokens_json;
@@ -46,7 +46,7 @@ void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& 
   q.bind(1, chunk_id);
   q.bind(2, meta.model_id);
   q.bind(3, meta.precision);
-  bind_prev(q, 4, meta.first_pos == 0 ? nullptr : &meta.prev);
+  bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev);
   q.bind(5, meta.tokens_json);
   q.bind(6, meta.payload_bytes);
   q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
@@ -71,11 +71,11 @@ ChunkMeta meta_of(const ChunkRecord& c) {
   ChunkMeta meta;
   meta.model_id = c.model_id;
   meta.precision = c.precision;
-  meta.first_pos = c.first_pos;
-  meta.prev = c.prev;
+  meta.index_first = c.index_first;
+  meta.prev = c.index_prev;
   meta.chain = c.chain;
   meta.digest = c.digest;
-  meta.tokens_json = c.tokens_json;
+  meta.tokens_json = c.index_tokens_json;
   meta.payload_bytes = static_cast<int64_t>(c.encoded->payload.size());
   return meta;
 }

@@ -81,14 +81,6 @@ bool SqlitePrefixIndex::follower_equal(int64_t model_id, const std::string& prec
   return q->executeStep();
 }
 
-std::optional<int64_t> SqlitePrefixIndex::chunk_at(int64_t conversation_id, int64_t seq) {
-  auto q = cache_.use("SELECT chunk_id FROM conversation_chunks WHERE conversation_id = ? AND seq = ?");
-  q->bind(1, conversation_id);
-  q->bind(2, seq);
-  if (!q->executeStep()) return std::nullopt;
-  return q->getColumn(0).getInt64();
-}
-
 std::optional<ChunkHash> SqlitePrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
   auto q = cache_.use(
       "SELECT k.chain_hash FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
@@ -112,11 +104,17 @@ std::optional<std::string> SqlitePrefixIndex::indexed_tokens(int64_t chunk_id, i
   return q->getColumn(0).getString();
 }
 
-std::optional<std::string> SqlitePrefixIndex::chunk_tokens(int64_t chunk_id) {
-  auto q = cache_.use("SELECT tokens FROM chunks WHERE chunk_id = ?");
-  q->bind(1, chunk_id);
-  if (!q->executeStep()) return std::nullopt;
-  return q->getColumn(0).getString();
+std::vector<PrefixIndex::ListedTokens> SqlitePrefixIndex::token_lists_from(int64_t conversation_id, int64_t seq,
+                                                                          int64_t limit) {
+  auto q = cache_.use(
+      "SELECT cc.chunk_id, ch.tokens FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+      "WHERE cc.conversation_id = ? AND cc.seq >= ? ORDER BY cc.seq LIMIT ?");
+  q->bind(1, conversation_id);
+  q->bind(2, seq);
+  q->bind(3, limit);
+  std::vector<ListedTokens> out;
+  while (q->executeStep()) out.push_back({q->getColumn(0).getInt64(), q->getColumn(1).getString()});
+  return out;
 }
 
 std::optional<int64_t> SqlitePrefixIndex::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
@@ -165,7 +163,7 @@ void SqlitePrefixIndex::visit_users_of_prefix(int64_t model_id, const std::strin
       "  UNION ALL "
       "  SELECT chunk_id FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
       "    AND tokens = ?7) k "
-      "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = ?6 "
+      "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq >= ?6 "
       "JOIN conversations c ON c.conversation_id = cc.conversation_id "
       "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
   q->bind(1, model_id);

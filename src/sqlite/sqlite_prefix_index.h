@@ -27,11 +27,10 @@ class SqlitePrefixIndex : public PrefixIndex {
                          const std::string& from, const std::string& to) override;
   bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                       const std::string& exact) override;
-  std::optional<int64_t> chunk_at(int64_t conversation_id, int64_t seq) override;
   std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) override;
   std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
                                             const ChunkHash* prev) override;
-  std::optional<std::string> chunk_tokens(int64_t chunk_id) override;
+  std::vector<ListedTokens> token_lists_from(int64_t conversation_id, int64_t seq, int64_t limit) override;
   std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
   std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override;
   void visit_recent(int64_t limit, const ConversationVisitor& f) override;

@@ -210,6 +210,10 @@ struct VerifyChunkRow {
   ChunkHash key{};
   std::string precision;
   std::optional<ChunkHash> digest;  // none: written before schema 5
+  // Its chunk_meta row's region (ChunkRecord::index_*), when it has a row.
+  bool has_index = false;
+  std::optional<std::string> index_prev;  // prev_hash's bytes; none: NULL (unknown)
+  std::string index_tokens_json;
 };
 
 // A database's own consistency check.

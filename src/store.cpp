@@ -1397,6 +1397,9 @@ class Verifier {
     ChunkHash chain;
     detail::ChunkListWalk layout;
     bool chain_ok = true;
+    // The region the chunk is indexed by (docs/format.md, "chunk_meta").
+    ChunkHash anchor{};           // the chain hash where it starts
+    std::vector<int32_t> region{};  // its tokens so far: at most C
   };
 
   void problem(const Conv& c, int64_t seq, int64_t chunk_id, int64_t a, int64_t b, const std::string& what) {
@@ -1464,6 +1467,7 @@ class Verifier {
         break;
       }
     const std::optional<ChunkHash>& digest = row.digest;
+    const ChunkHash before = walk.chain;
     if (walk.chain_ok) {
       ChunkHash h = detail::chain_next(walk.chain, toks.data(), n);
       if (!key_matches(row.key, digest, h)) {
@@ -1472,9 +1476,37 @@ class Verifier {
       }
       walk.chain = h;
     }
+    check_index(walk, row, before, toks);
     auto seen = chunk_result_.find(chunk_id);
     if (seen == chunk_result_.end()) seen = chunk_result_.emplace(chunk_id, check_payload(walk, row, toks)).first;
     if (!seen->second.empty()) problem(c, seq, chunk_id, first, first + n, seen->second);
+  }
+
+  // chunk_meta indexes a chunk by its region: the chain hash at the chunk
+  // boundary at or before it (a tail piece: the anchor), and the token ids
+  // from there to its end. Checked while the chain is known.
+  void check_index(Walk& walk, const detail::VerifyChunkRow& row, const ChunkHash& before,
+                   const std::vector<int32_t>& toks) {
+    const int64_t C = walk.model.chunk_tokens;
+    const int64_t region_first = row.first_pos / C * C;
+    if (row.first_pos == region_first) {
+      walk.anchor = before;
+      walk.region.clear();
+    }
+    walk.region.insert(walk.region.end(), toks.begin(), toks.end());
+    if (!walk.chain_ok || !row.has_index) return;
+    const std::string anchor = region_first == 0 ? std::string()
+                                                 : std::string(reinterpret_cast<const char*>(walk.anchor.data()),
+                                                               walk.anchor.size());
+    const int64_t end = row.first_pos + row.n_tokens;
+    if (row.index_prev && *row.index_prev != anchor)
+      problem(walk.conv, row.seq, *row.chunk_id, row.first_pos, end,
+              "chunk_meta.prev_hash is not the chain hash at position " + std::to_string(region_first) +
+                  ", where the chunk's region starts");
+    const int64_t region_n = static_cast<int64_t>(walk.region.size());
+    if (row.index_tokens_json != detail::tokens_to_json(walk.region.data(), region_n))
+      problem(walk.conv, row.seq, *row.chunk_id, row.first_pos, end,
+              "chunk_meta.tokens is not the token ids of " + range_text(region_first, end) + ", the chunk's region");
   }
 
   // A chunk's payload decoded and checked: "" when sound (or evicted: only

@@ -506,6 +506,40 @@ TEST_CASE("tail pieces: a hostile chunk list is corrupt, named, and changes noth
   }
 }
 
+namespace {
+
+// verify's problems with conversation p, one line each.
+std::string problems_of(const std::string& path) {
+  Store s(path);
+  std::string out;
+  for (const colikv::VerifyProblem& p : s.verify("p").problems)
+    out += "seq " + std::to_string(p.chunk_seq) + " [" + std::to_string(p.first_pos) + ", " +
+           std::to_string(p.end_pos) + "): " + p.what + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tail pieces: verify checks the region chunk_meta indexes each piece by", "[hostile][tail]") {
+  TempDir dir;
+  const std::string path = dir.file("h.colikv");
+  HostileStore hs(path);
+  REQUIRE(problems_of(path) == "");
+  const std::string piece = chunk_of(path, "p", 3);  // [24, 30), indexed by [16, 30)
+  SECTION("a piece indexed by its own tokens") {
+    tamper(path, "UPDATE chunk_meta SET tokens = (SELECT tokens FROM chunks WHERE chunk_id = " + piece +
+                     ") WHERE chunk_id = " + piece);
+    CHECK(problems_of(path) == "seq 3 [24, 30): chunk_meta.tokens is not the token ids of positions [16, 30), "
+                               "the chunk's region\n");
+  }
+  SECTION("a piece indexed after the piece before it") {
+    tamper(path, "UPDATE chunk_meta SET prev_hash = (SELECT chain_hash FROM chunk_meta WHERE chunk_id = " +
+                     chunk_of(path, "p", 2) + ") WHERE chunk_id = " + piece);
+    CHECK(problems_of(path) == "seq 3 [24, 30): chunk_meta.prev_hash is not the chain hash at position 16, "
+                               "where the chunk's region starts\n");
+  }
+}
+
 TEST_CASE("tail pieces: a PostgreSQL store of schema 1 upgrades, loads and appends in pieces", "[postgres][tail]") {
   const std::string loc = colikv_test::fresh_pg_store();
   const ModelSignature m = colikv_test::tiny_model();

@@ -200,7 +200,8 @@ void PgCatalog::for_each_verify_row(int64_t conversation_id, const std::function
   PgParams p;
   p.add(conversation_id);
   PgRows r = run("SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
-                 "ch.checksum, ch.payload IS NOT NULL, ch.hash, ch.model_id, ch.precision, k.digest "
+                 "ch.checksum, ch.payload IS NOT NULL, ch.hash, ch.model_id, ch.precision, k.digest, "
+                 "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens "
                  "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                  "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = $1 ORDER BY cc.seq",
                  p, "reading a chunk list");
@@ -223,6 +224,10 @@ void PgCatalog::for_each_verify_row(int64_t conversation_id, const std::function
       v.model_id = r.int64(i, 10);
       v.precision = r.text(i, 11);
       v.digest = r.optional_hash(i, 12);
+      v.has_index = r.int64(i, 13) != 0;
+      if (!r.is_null(i, 14))
+        v.index_prev.emplace(reinterpret_cast<const char*>(r.bytes(i, 14)), static_cast<size_t>(r.length(i, 14)));
+      if (v.has_index) v.index_tokens_json = r.text(i, 15);
       if (v.has_payload) {
         PgParams id;
         id.add(*v.chunk_id);

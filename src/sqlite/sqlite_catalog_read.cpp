@@ -144,7 +144,8 @@ std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::s
 void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) {
   SQLite::Statement q(db_,
                       "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
-                      "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest "
+                      "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest, "
+                      "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens "
                       "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                       "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
@@ -167,6 +168,11 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
       r.model_id = q.getColumn(10).getInt64();
       r.precision = q.getColumn(11).getString();
       r.digest = digest_column(q.getColumn(12));
+      r.has_index = q.getColumn(13).getInt() != 0;
+      SQLite::Column prev = q.getColumn(14);
+      if (!prev.isNull())
+        r.index_prev.emplace(static_cast<const char*>(prev.getBlob()), static_cast<size_t>(prev.getBytes()));
+      r.index_tokens_json = q.getColumn(15).getString();
     }
     f(r);
   }

@@ -210,7 +210,7 @@ TEST_CASE("tail pieces: write() rewrites a tail from inside a piece", "[backends
   CHECK(loads_as(s, "c", other, 35) == "");
 }
 
-TEST_CASE("tail pieces: match and match_loadable walk on through the pieces", "[backends][tail]") {
+TEST_CASE("tail pieces: match and match_loadable find a prompt ending in any piece", "[backends][tail]") {
   TempDir dir;
   const std::string loc = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();

@@ -7,5 +7,9 @@
 -- chunk_meta.prev_hash and chunk_meta.tokens index a tail piece by the tail
 -- up to its end, after the last full chunk's chain hash (docs/format.md,
 -- "chunk_meta"); a schema-1 partial chunk already is such a row.
+COMMENT ON COLUMN chunk_meta.prev_hash IS
+  'The chain hash at the chunk boundary at or before the chunk (a tail piece: after the last full chunk), empty at position 0';
+COMMENT ON COLUMN chunk_meta.tokens IS
+  'The token ids from that boundary to the chunk''s end (a tail piece: the tail up to its end)';
 COMMENT ON TABLE conversation_chunks IS
   'A conversation''s chunk list: seq is an ordinal; full chunks, then up to 32 tail pieces (docs/format.md)';

@@ -85,8 +85,10 @@ class PgTransaction : public Catalog::Transaction {
 const char* compression_of(const EncodedChunk& e) { return e.compressed ? "zstd" : "none"; }
 
 // A conversation's chunk list with its chunks' fields (all rows, without
-// payloads: those are read one chunk at a time, each into the caller's buffer,
-// so memory stays one chunk whatever the conversation's size).
+// payloads). Payloads are read in order, a batch of the next chunks' at a
+// time up to kBatchBytes (at least one chunk), so that a list of many small
+// tail pieces costs a few round trips, not one each, while memory stays
+// about one chunk plus the batch whatever the conversation's size.
 class PgChunkCursor : public ChunkCursor {
  public:
   PgChunkCursor(PgConnection& conn, PgRows rows) : conn_(conn), rows_(std::move(rows)) {}
@@ -102,26 +104,58 @@ class PgChunkCursor : public ChunkCursor {
     r.compression = rows_.text(i, 5);
     r.raw_size = rows_.int64(i, 6);
     r.checksum = rows_.int64(i, 7);
-    r.payload_bytes = rows_.is_null(i, 8) ? std::nullopt : std::optional<int64_t>(rows_.int64(i, 8));
+    r.payload_bytes = stored_bytes(i);
     r.key = rows_.hash(i, 9);
     r.precision = rows_.text(i, 10);
     r.digest = rows_.optional_hash(i, 11);
     return true;
   }
 
+  // The payload of the row next() returned last; `bytes` is its size in that row.
   void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
-    PgParams p;
-    p.add(chunk_id);
-    PgRows r = conn_.query("SELECT payload FROM chunks WHERE chunk_id = $1", p, what + ": reading its payload");
-    if (r.size() != 1 || r.is_null(0, 0) || r.length(0, 0) != bytes)
-      throw Error(ErrorCode::kCorrupt, what + ": reading its payload: the payload is missing or not the size recorded");
-    out.assign(r.bytes(0, 0), r.bytes(0, 0) + bytes);
+    const std::string reading = what + ": reading its payload";
+    if (!batch_ || batch_row_ >= batch_->size() || batch_->int64(batch_row_, 0) != chunk_id) fetch_batch(reading);
+    const int i = batch_row_++;
+    if (i >= batch_->size() || batch_->int64(i, 0) != chunk_id || batch_->is_null(i, 1) ||
+        batch_->length(i, 1) != bytes)
+      throw Error(ErrorCode::kCorrupt, reading + ": the payload is missing or not the size recorded");
+    out.assign(batch_->bytes(i, 1), batch_->bytes(i, 1) + bytes);
   }
 
  private:
+  // Small enough to hold beside a chunk; large enough that tail pieces come a few dozen at a time.
+  static constexpr int64_t kBatchBytes = int64_t{1} << 20;
+
+  std::optional<int64_t> stored_bytes(int i) const {
+    return rows_.is_null(i, 8) ? std::nullopt : std::optional<int64_t>(rows_.int64(i, 8));
+  }
+
+  // The payloads of the current row and of the following ones with a payload
+  // while they fit kBatchBytes, in list order.
+  void fetch_batch(const std::string& what) {
+    std::string ids = "{";
+    int64_t total = 0;
+    for (int i = row_ - 1; i < rows_.size(); ++i) {
+      const std::optional<int64_t> b = stored_bytes(i);
+      if (!b) break;  // evicted: the scan stops there
+      if (i >= row_ && total + *b > kBatchBytes) break;
+      total += *b;
+      ids += (ids.size() > 1 ? "," : "") + std::to_string(rows_.int64(i, 1));
+    }
+    ids += "}";
+    PgParams p;
+    p.add(ids);
+    batch_.emplace(conn_.query("SELECT c.chunk_id, c.payload FROM unnest($1::bigint[]) WITH ORDINALITY AS l(id, n) "
+                               "JOIN chunks c ON c.chunk_id = l.id ORDER BY l.n",
+                               p, what));
+    batch_row_ = 0;
+  }
+
   PgConnection& conn_;
   PgRows rows_;
   int row_ = 0;
+  std::optional<PgRows> batch_;  // payloads of the current row and the next ones
+  int batch_row_ = 0;
 };
 
 }  // namespace

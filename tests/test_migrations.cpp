@@ -24,6 +24,8 @@
 #include "sqlite/migrations.h"
 #include "test_support.h"
 
+using colikv_test::loads_as;
+
 #ifndef COLIKV_SOURCE_DIR
 #error "COLIKV_SOURCE_DIR must name the source tree (tests/CMakeLists.txt)"
 #endif
@@ -236,13 +238,6 @@ V1Store make_v1_store(const std::string& path) {
   return v;
 }
 
-std::string loads_as(Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
-  EngineBuffers out(expect.model, n + 2);
-  out.poison();
-  int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
-  if (got != n) return "load returned " + std::to_string(got) + ", expected " + std::to_string(n);
-  return expect.compare(out, n);
-}
 
 // The highest NNNN of migrations/NNNN_name.sql in the source tree.
 int newest_migration_file() {

@@ -19,6 +19,8 @@
 #include "backend.h"
 #include "test_support.h"
 
+using colikv_test::loads_as;
+
 #ifndef COLIKV_TEST_CHILD_PATH
 #error "COLIKV_TEST_CHILD_PATH must name the colikv_test_child program (tests/CMakeLists.txt)"
 #endif
@@ -96,13 +98,6 @@ class Children {
   std::vector<pid_t> running_;
 };
 
-std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
-  EngineBuffers out(expect.model, n + 1);
-  out.poison();
-  int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
-  if (got != n) return "load returned " + std::to_string(got) + ", expected " + std::to_string(n);
-  return expect.compare(out, n);
-}
 
 void run_two_appenders_and_a_reader(const TempDir& dir, const std::string& store_path, bool reader_read_only) {
   const int64_t turns = 30, per_turn = 3, final_count = turns * per_turn;

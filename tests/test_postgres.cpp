@@ -20,6 +20,8 @@
 #include "proc_util.h"
 #include "test_support.h"
 
+using colikv_test::loads_as;
+
 using colikv::ErrorCode;
 using colikv::ModelSignature;
 using colikv_test::EngineBuffers;
@@ -38,13 +40,6 @@ EngineBuffers history(int64_t n, uint32_t seed) {
   b.fill(0, n, seed);
   b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
   return b;
-}
-std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
-  EngineBuffers out(expect.model, n + 1);
-  out.poison();
-  const int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
-  if (got != n) return "load returned " + std::to_string(got) + ", expected " + std::to_string(n);
-  return expect.compare(out, n);
 }
 
 // The password of a postgresql://user:password@host URI.

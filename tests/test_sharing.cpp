@@ -21,6 +21,8 @@
 #include "backend.h"
 #include "test_support.h"
 
+using colikv_test::loads_as;
+
 using colikv::ErrorCode;
 using colikv::ModelSignature;
 using colikv::Options;
@@ -66,13 +68,6 @@ void set_bits(EngineBuffers& b, int64_t p, int64_t j, uint32_t bits) {
   b.lc[0][static_cast<size_t>(p * b.model.kv_lora + j)] = from_bits(bits);
 }
 
-std::string loads_as(Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
-  EngineBuffers out(expect.model, n + 1);
-  out.poison();
-  const int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
-  if (got != n) return "load returned " + std::to_string(got) + " tokens, expected " + std::to_string(n);
-  return expect.compare(out, n);
-}
 
 void append(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {
   s.append(id, b.model, b.tokens.data(), n, b.source());

@@ -24,6 +24,8 @@
 #include "backend.h"
 #include "test_support.h"
 
+using colikv_test::loads_as;
+
 using colikv::Error;
 using colikv::ErrorCode;
 using colikv::ModelSignature;
@@ -63,36 +65,7 @@ void diverge(EngineBuffers& b, int64_t from, int64_t to, uint32_t seed) {
   if (b.tokens[static_cast<size_t>(from)] == old) b.tokens[static_cast<size_t>(from)] = (old + 1) % b.model.vocab;
 }
 
-// "" when positions [from, capacity) of b still hold what poison() wrote.
-std::string untouched_from(const EngineBuffers& b, int64_t from) {
-  const uint32_t poison = 0x7fc0dead;
-  const auto& m = b.model;
-  for (int64_t p = from; p < b.capacity; ++p)
-    if (b.tokens[static_cast<size_t>(p)] != -7) return "token at position " + std::to_string(p) + " was written";
-  for (int l = 0; l < m.n_layers; ++l) {
-    for (int64_t i = from * m.kv_lora; i < b.capacity * m.kv_lora; ++i)
-      if (bits_of(b.lc[l][static_cast<size_t>(i)]) != poison) return "Lc layer " + std::to_string(l) + " written past the end";
-    for (int64_t i = from * m.qk_rope; i < b.capacity * m.qk_rope; ++i)
-      if (bits_of(b.rc[l][static_cast<size_t>(i)]) != poison) return "Rc layer " + std::to_string(l) + " written past the end";
-    if (b.indexed(l))
-      for (int64_t i = from * m.index_hd; i < b.capacity * m.index_hd; ++i)
-        if (bits_of(b.ic[l][static_cast<size_t>(i)]) != poison) return "Ic layer " + std::to_string(l) + " written past the end";
-  }
-  return "";
-}
 
-// Loads id into poisoned buffers with room to spare and compares positions
-// [0, n) bit for bit with expect; positions past n must stay untouched.
-// Returns "" or what differs.
-std::string loads_as(Store& s, const std::string& id, const EngineBuffers& expect, int64_t n, int64_t limit = -1) {
-  EngineBuffers out(expect.model, n + 3);
-  out.poison();
-  int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target(), limit);
-  if (got != n) return "load returned " + std::to_string(got) + " tokens, expected " + std::to_string(n);
-  std::string d = expect.compare(out, n);
-  if (!d.empty()) return d;
-  return untouched_from(out, n);
-}
 
 std::vector<int32_t> prefix(const EngineBuffers& b, int64_t n) {
   return std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + n);

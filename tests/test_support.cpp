@@ -216,4 +216,30 @@ void write_file(const std::string& path, const std::string& bytes) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+std::string untouched_from(const EngineBuffers& b, int64_t from) {
+  const uint32_t poison = 0x7fc0dead;
+  const auto& m = b.model;
+  for (int64_t p = from; p < b.capacity; ++p)
+    if (b.tokens[static_cast<size_t>(p)] != -7) return "token at position " + std::to_string(p) + " was written";
+  for (int l = 0; l < m.n_layers; ++l) {
+    for (int64_t i = from * m.kv_lora; i < b.capacity * m.kv_lora; ++i)
+      if (bits_of(b.lc[l][static_cast<size_t>(i)]) != poison) return "Lc layer " + std::to_string(l) + " written past the end";
+    for (int64_t i = from * m.qk_rope; i < b.capacity * m.qk_rope; ++i)
+      if (bits_of(b.rc[l][static_cast<size_t>(i)]) != poison) return "Rc layer " + std::to_string(l) + " written past the end";
+    if (b.indexed(l))
+      for (int64_t i = from * m.index_hd; i < b.capacity * m.index_hd; ++i)
+        if (bits_of(b.ic[l][static_cast<size_t>(i)]) != poison) return "Ic layer " + std::to_string(l) + " written past the end";
+  }
+  return "";
+}
+
+std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n, int64_t limit) {
+  EngineBuffers out(expect.model, n + 3);
+  out.poison();
+  const int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target(), limit);
+  if (got != n) return "load returned " + std::to_string(got) + " tokens, expected " + std::to_string(n);
+  const std::string d = expect.compare(out, n);
+  return d.empty() ? untouched_from(out, n) : d;
+}
+
 }  // namespace colikv_test

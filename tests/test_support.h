@@ -94,6 +94,15 @@ inline colikv::ErrorCode error_code_of(const std::function<void()>& f) {
   return colikv::ErrorCode::kOk;
 }
 
+// "" when positions [from, capacity) of b still hold what poison() wrote.
+std::string untouched_from(const EngineBuffers& b, int64_t from);
+
+// Loads id (up to `limit` tokens, -1: all) into poisoned buffers with room to
+// spare and compares positions [0, n) bit for bit with expect; positions past
+// n must stay untouched. Returns "" or what differs.
+std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n,
+                     int64_t limit = -1);
+
 }  // namespace colikv_test
 
 #endif  // COLIKV_TESTS_TEST_SUPPORT_H

@@ -17,6 +17,8 @@
 #include "colikv/store.h"
 #include "test_support.h"
 
+using colikv_test::loads_as;
+
 using colikv::ErrorCode;
 using colikv::ModelSignature;
 using colikv::Store;
@@ -34,14 +36,6 @@ EngineBuffers rows_of(const ModelSignature& m, int64_t n, uint32_t seed) {
   return b;
 }
 
-// "" when id loads as the first n positions of expect, bit for bit.
-std::string loads_as(Store& s, const std::string& id, const EngineBuffers& expect, int64_t n) {
-  EngineBuffers out(expect.model, n + 1);
-  out.poison();
-  const int64_t got = s.load(id, expect.model, out.tokens.data(), out.capacity, out.target());
-  if (got != n) return "load returned " + std::to_string(got) + " tokens, expected " + std::to_string(n);
-  return expect.compare(out, n);
-}
 
 // A chunk list entry as stored: enough to tell a rewritten chunk from an untouched one.
 struct Entry {

@@ -529,32 +529,6 @@ void evict_from_cache(const std::string& path) {
   ::close(fd);
 }
 
-
-// EXPERIMENT (cold3): a second read-only connection reading the payloads of
-// every other chunk (parity 1) into throw-away buffers while the load runs:
-// the page cache holds them when the scan reaches them.
-void read_alternate_payloads(const std::string& db) {
-  sqlite3* h = nullptr;
-  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) { sqlite3_close(h); return; }
-  sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(h, "SELECT cc.chunk_id, length(ch.payload) FROM conversation_chunks cc JOIN chunks ch "
-                        "ON ch.chunk_id = cc.chunk_id ORDER BY cc.conversation_id, cc.seq", -1, &q, nullptr);
-  std::vector<uint8_t> buf;
-  sqlite3_blob* b = nullptr;
-  for (int i = 0; q && sqlite3_step(q) == SQLITE_ROW; ++i) {
-    if (i % 2 == 0 && !std::getenv("COLD3_ALL")) continue;
-    const int64_t id = sqlite3_column_int64(q, 0);
-    const int n = sqlite3_column_int(q, 1);
-    int rc = b ? sqlite3_blob_reopen(b, id) : sqlite3_blob_open(h, "main", "chunks", "payload", id, 0, &b);
-    if (rc != SQLITE_OK) continue;
-    buf.resize(static_cast<size_t>(n));
-    sqlite3_blob_read(b, buf.data(), n, 0);
-  }
-  if (b) sqlite3_blob_close(b);
-  sqlite3_finalize(q);
-  sqlite3_close(h);
-}
-
 // append_async against the engine's own write of the same records, turn by
 // turn in one run, the two alternating which goes first: the engine's stall
 // (how long append_async holds its thread) against the plain fwrite; the time
@@ -661,7 +635,7 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
   // raw file evicted from the page cache first), alternating with fread.
   if (full) {
     const double mb = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes()) / 1e6;
-    std::vector<double> warm_c, warm_b, cold_c, cold_b, cold_h;
+    std::vector<double> warm_c, warm_b, cold_c, cold_b;
     colikv::Store store(db, store_options(sync));
     Baseline b(raw, m, false);
     for (int rep = 0; rep < cfg.load_reps; ++rep)
@@ -684,21 +658,8 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
           b.load(dst);
           (cold ? cold_b : warm_b).push_back(since(t0));
         };
-        auto helped = [&] {
-          evict_from_cache(db);
-          evict_from_cache(db + "-wal");
-          dst.zero(n_tokens);
-          auto t0 = Clock::now();
-          std::thread helper(read_alternate_payloads, db);
-          store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
-          cold_h.push_back(since(t0));
-          helper.join();
-        };
         if (rep % 2 == 0) { ours(); theirs(); } else { theirs(); ours(); }
-        if (cold) helped();
       }
-    row("load", "EXPERIMENT cold helped", "MB/s", mb / median(cold_h), mb / median(cold_b), "", -1,
-        "2nd connection pre-reads every other chunk");
     row("load", "load throughput warm", "MB/s", mb / median(warm_c), mb / median(warm_b), "", -1,
         "median of " + std::to_string(cfg.load_reps) + ", vs fread");
     const double cc = mb / median(cold_c), cb = mb / median(cold_b);

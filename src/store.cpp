@@ -17,10 +17,6 @@
 #include "store_impl.h"
 #include "core/store_limits.h"
 #include "store_location.h"
-#include <sqlite3.h>
-#include <condition_variable>
-#include <cstdlib>
-#include <thread>
 
 namespace colikv {
 
@@ -701,78 +697,6 @@ void Store::Impl::append(const detail::AppendRequest& req) { Appender(*this, req
 
 namespace {
 
-// PROTOTYPE (cold3, not for merge): a second read-only connection on its own
-// thread reads a chunk's payload into the scan's buffer and decodes it. No
-// consistency check against the scan's snapshot: it measures speed only.
-class Cold3Helper {
- public:
-  explicit Cold3Helper(const std::string& path) {
-    sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr);
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~Cold3Helper() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    if (blob_) sqlite3_blob_close(blob_);
-    sqlite3_close(db_);
-  }
-  std::future<void> submit(StoredChunk* c, int64_t bytes, std::function<void()> decode) {
-    Job j{c, bytes, std::move(decode), {}};
-    std::future<void> f = j.done.get_future();
-    {
-      std::lock_guard<std::mutex> l(m_);
-      q_.push_back(std::move(j));
-    }
-    cv_.notify_one();
-    return f;
-  }
-
- private:
-  struct Job {
-    StoredChunk* c;
-    int64_t bytes;
-    std::function<void()> decode;
-    std::promise<void> done;
-  };
-  void loop() {
-    for (;;) {
-      Job j;
-      {
-        std::unique_lock<std::mutex> l(m_);
-        cv_.wait(l, [&] { return stop_ || !q_.empty(); });
-        if (q_.empty()) return;
-        j = std::move(q_.front());
-        q_.pop_front();
-      }
-      try {
-        read(j);
-        j.decode();
-        j.done.set_value();
-      } catch (...) {
-        j.done.set_exception(std::current_exception());
-      }
-    }
-  }
-  void read(Job& j) {
-    int rc = blob_ ? sqlite3_blob_reopen(blob_, j.c->chunk_id)
-                   : sqlite3_blob_open(db_, "main", "chunks", "payload", j.c->chunk_id, 0, &blob_);
-    j.c->payload.resize(static_cast<size_t>(j.bytes));
-    if (rc == SQLITE_OK) rc = sqlite3_blob_read(blob_, j.c->payload.data(), static_cast<int>(j.bytes), 0);
-    if (rc != SQLITE_OK) throw Error(ErrorCode::kIO, "cold3 helper read");
-  }
-  sqlite3* db_ = nullptr;
-  sqlite3_blob* blob_ = nullptr;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<Job> q_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
 // The rows of one scan, as steps: each chunk row is checked (its place in the
 // list, its tokens, its chain hash, its sizes against the model) before its
 // payload is read, then decoded on the pool a window at a time and consumed
@@ -801,15 +725,9 @@ class ChunkScan {
   void run() {
     const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, start_.n);
     detail::ChunkListRow row;
-    if (std::getenv("COLD3_SPLIT") && start_.n > chunk_tokens_) helper_ = std::make_unique<Cold3Helper>(s_.path);
-    size_t k = 0;
     while (rows->next(row)) {
       std::unique_ptr<StoredChunk> c = check_row(row);
       if (inflight_.size() >= s_.window()) finish_front();
-      if (helper_ && k++ % 2 == 1) {
-        hand_to_helper(std::move(c));
-        continue;
-      }
       read_payload(*rows, *c);
       start_decoding(std::move(c));
     }
@@ -909,24 +827,6 @@ class ChunkScan {
       inflight_.emplace_back(raw, s_.pool.submit(job));
   }
 
-  void hand_to_helper(std::unique_ptr<StoredChunk> c) {
-    if (!spare_.empty()) {
-      c->payload = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    StoredChunk* raw = c.get();
-    owned_.push_back(std::move(c));
-    auto job = [raw, decode = &decode_, cw = cw_] {
-      try {
-        (*decode)(*raw);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kCorrupt) throw;
-        throw Error(ErrorCode::kCorrupt, cw + ": " + e.what());
-      }
-    };
-    inflight_.emplace_back(raw, helper_->submit(raw, payload_bytes_, job));
-  }
-
   void finish_front() {
     inflight_.front().second.get();
     consume_(*inflight_.front().first);
@@ -947,7 +847,6 @@ class ChunkScan {
   std::vector<std::unique_ptr<StoredChunk>> owned_;
   std::deque<std::pair<StoredChunk*, std::future<void>>> inflight_;
   std::vector<std::vector<uint8_t>> spare_;
-  std::unique_ptr<Cold3Helper> helper_;
 };
 
 // A scan's conversation, model and length, checked.

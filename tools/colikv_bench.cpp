@@ -635,7 +635,7 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
   // raw file evicted from the page cache first), alternating with fread.
   if (full) {
     const double mb = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes()) / 1e6;
-    std::vector<double> warm_c, warm_b, cold_c, cold_b, cold_s;
+    std::vector<double> warm_c, warm_b, cold_c, cold_b;
     colikv::Store store(db, store_options(sync));
     Baseline b(raw, m, false);
     for (int rep = 0; rep < cfg.load_reps; ++rep)
@@ -658,24 +658,8 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
           b.load(dst);
           (cold ? cold_b : warm_b).push_back(since(t0));
         };
-        // PROTOTYPE (cold3): the same cold load with a second reader (src/store.cpp).
-        auto split = [&] {
-          evict_from_cache(db);
-          evict_from_cache(db + "-wal");
-          dst.zero(n_tokens);
-          ::setenv("COLD3_SPLIT", "1", 1);
-          auto t0 = Clock::now();
-          store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
-          cold_s.push_back(since(t0));
-          ::unsetenv("COLD3_SPLIT");
-          if (!src.same_as(dst, n_tokens)) std::fprintf(stderr, "async: colikv split load mismatch\n");
-        };
-        if (cold && rep % 2 == 1) split();
         if (rep % 2 == 0) { ours(); theirs(); } else { theirs(); ours(); }
-        if (cold && rep % 2 == 0) split();
       }
-    row("load", "PROTOTYPE cold split", "MB/s", mb / median(cold_s), mb / median(cold_b), "", -1,
-        "2nd connection reads+decodes every other chunk");
     row("load", "load throughput warm", "MB/s", mb / median(warm_c), mb / median(warm_b), "", -1,
         "median of " + std::to_string(cfg.load_reps) + ", vs fread");
     const double cc = mb / median(cold_c), cb = mb / median(cold_b);

@@ -1084,6 +1084,11 @@ Cut cut_at(const std::vector<ChunkSummary>& chunks, int64_t len) {
   return cut;
 }
 
+// The chain hash before chunk list entry k: the seed at entry 0.
+ChunkHash chain_before(const ConversationState& st, size_t k) {
+  return k > 0 ? st.chunks[k - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
+}
+
 // The tail kept before the piece a cut at `len` makes: the pieces before it
 // (at most kMaxTailPieces, each of fewer than C tokens).
 TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
@@ -1093,7 +1098,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
   r.first = detail::tail_start(len, C);
   if (r.first == cut.covered) return r;  // the piece starts the tail
   const size_t full = static_cast<size_t>(r.first / C);
-  r.anchor = full > 0 ? st.chunks[full - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
+  r.anchor = chain_before(st, full);
   with_context(here, [&] {
     for (size_t k = full; k < cut.whole; ++k) {
       const std::vector<int32_t> t = chunk_tokens_by_id(*s.catalog, st.chunks[k].chunk_id, st.chunks[k].n_tokens, here);
@@ -1107,7 +1112,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
 std::optional<PrefixChunk> cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
                                      const std::string& here) {
   if (!cut.inside) return std::nullopt;
-  const ChunkHash prev = cut.whole > 0 ? st.chunks[cut.whole - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
+  const ChunkHash prev = chain_before(st, cut.whole);
   PrefixChunk piece = reencode_prefix(s, st.model, st.chunks[cut.whole].chunk_id, static_cast<int64_t>(cut.whole),
                                       len - cut.covered, prev, here);
   piece.region = kept_tail_region(s, st, cut, len, here);

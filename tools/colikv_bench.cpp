@@ -7,6 +7,7 @@
 //   colikv_bench [--quick] [--json FILE] [--dir DIR] [--tokens N] [--turn K]
 //                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
 //                [--only turns,async,bounds,sample,import,many,fork,small] [--keep] [--pg URI]
+//                [--cold-reps N]
 //
 // --pg URI (a PostgreSQL server, e.g. tools/postgres.sh's) runs the turns, load
 // and many workloads again on it, as "pg ..." rows beside SQLite's: each in
@@ -37,6 +38,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +85,18 @@ double pct(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
   return v[std::min(i, v.size() - 1)];
+}
+
+// Each pair's own ratio, baseline time over ours (above 1: ours is faster):
+// "per pair: median 1.14 (quartiles 1.06-1.17), >=1.1 in 6 of 9".
+std::string pair_ratios(const std::vector<double>& baseline, const std::vector<double>& ours) {
+  std::vector<double> r;
+  for (size_t i = 0; i < baseline.size() && i < ours.size(); ++i) r.push_back(baseline[i] / ours[i]);
+  const auto reached = std::count_if(r.begin(), r.end(), [](double x) { return x >= 1.1; });
+  char text[160];
+  std::snprintf(text, sizeof text, "per pair: median %.2f (quartiles %.2f-%.2f), >=1.1 in %d of %zu", median(r),
+                pct(r, 0.25), pct(r, 0.75), static_cast<int>(reached), r.size());
+  return text;
 }
 
 // ---------------------------------------------------------------- engine buffers
@@ -340,6 +354,7 @@ struct Config {
   int64_t many = 10000;
   int64_t fork_tokens = 4096;
   int load_reps = 3;
+  int cold_reps = 9;  // warm and cold loads of the async workload, each: the cold target is judged there
   std::string sample = COLIKV_BENCH_SAMPLE;
   std::vector<std::string> only;
   std::vector<std::string> shapes, kinds, syncs;  // empty: all
@@ -529,6 +544,62 @@ void evict_from_cache(const std::string& path) {
   ::close(fd);
 }
 
+// Loads of the async workload's conversation, each paired with fread of the
+// raw file right before or after it (alternating): warm; cold (the store's
+// files and the raw file evicted from the page cache first) through a Store
+// kept open, whose own page cache still holds the small B-tree pages; and
+// cold through a Store opened after the eviction, as after an engine restart
+// (the open itself not timed). A cold load on a shared virtual disk varies by
+// 2x from one load to the next, so the cold rows also give each pair's own
+// ratio: its median, quartiles and how many pairs reach the target.
+void bench_async_loads(const Config& cfg, const Shape& shape, const std::string& db, const std::string& raw,
+                       const std::string& sn, Engine& src, Engine& dst, int64_t n_tokens) {
+  enum Case { kWarm, kCold, kColdFresh };
+  const colikv::ModelSignature& m = shape.m;
+  const colikv::Options options = store_options(colikv::Synchronous::kFull);
+  std::vector<double> ours_t[3], fread_t[3];
+  ::sync();  // no writeback of the earlier workloads competes with either side
+  std::optional<colikv::Store> kept(std::in_place, db, options);
+  Baseline b(raw, m, false);
+  for (int rep = 0; rep < cfg.cold_reps; ++rep)
+    for (Case c : {kWarm, kCold, kColdFresh}) {
+      auto ours = [&] {
+        if (c == kColdFresh) kept.reset();
+        if (c != kWarm) {
+          evict_from_cache(db);
+          evict_from_cache(db + "-wal");
+        }
+        if (!kept) kept.emplace(db, options);
+        dst.zero(n_tokens);
+        auto t0 = Clock::now();
+        kept->load("conv", m, dst.tokens.data(), dst.cap, dst.target());
+        ours_t[c].push_back(since(t0));
+        if (!src.same_as(dst, n_tokens)) std::fprintf(stderr, "async: colikv load mismatch\n");
+      };
+      auto theirs = [&] {
+        if (c != kWarm) evict_from_cache(raw);
+        dst.zero(n_tokens);
+        auto t0 = Clock::now();
+        b.load(dst);
+        fread_t[c].push_back(since(t0));
+      };
+      if (rep % 2 == 0) { ours(); theirs(); } else { theirs(); ours(); }
+    }
+  const double mb = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes()) / 1e6;
+  const std::string reps = "median of " + std::to_string(cfg.cold_reps);
+  auto row = [&](Case c, const std::string& metric, const std::string& target, const std::string& note) {
+    const double ours_mbs = mb / median(ours_t[c]), fread_mbs = mb / median(fread_t[c]);
+    const int met = target.empty() ? -1 : ours_mbs / fread_mbs >= 1.1;
+    add(Row{"load", shape.name, "full", "f32", sn, metric, "MB/s", ours_mbs, fread_mbs, true, target, met, note});
+  };
+  row(kWarm, "load throughput warm", "", reps + ", vs fread");
+  row(kCold, "load throughput cold", ">=1.1x",
+      reps + "; files fsync'd + POSIX_FADV_DONTNEED first; vs fread; " + pair_ratios(fread_t[kCold], ours_t[kCold]));
+  row(kColdFresh, "load throughput cold, Store just opened", "",
+      reps + "; as above, the Store opened after the eviction; " +
+          pair_ratios(fread_t[kColdFresh], ours_t[kColdFresh]));
+}
+
 // append_async against the engine's own write of the same records, turn by
 // turn in one run, the two alternating which goes first: the engine's stall
 // (how long append_async holds its thread) against the plain fwrite; the time
@@ -633,39 +704,7 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
 
   // Loads of the whole conversation, warm and cold (the store's files and the
   // raw file evicted from the page cache first), alternating with fread.
-  if (full) {
-    const double mb = static_cast<double>(n_tokens) * static_cast<double>(m.record_bytes()) / 1e6;
-    std::vector<double> warm_c, warm_b, cold_c, cold_b;
-    colikv::Store store(db, store_options(sync));
-    Baseline b(raw, m, false);
-    for (int rep = 0; rep < cfg.load_reps; ++rep)
-      for (bool cold : {false, true}) {
-        auto ours = [&] {
-          if (cold) {
-            evict_from_cache(db);
-            evict_from_cache(db + "-wal");
-          }
-          dst.zero(n_tokens);
-          auto t0 = Clock::now();
-          store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
-          (cold ? cold_c : warm_c).push_back(since(t0));
-          if (!src.same_as(dst, n_tokens)) std::fprintf(stderr, "async: colikv load mismatch\n");
-        };
-        auto theirs = [&] {
-          if (cold) evict_from_cache(raw);
-          dst.zero(n_tokens);
-          auto t0 = Clock::now();
-          b.load(dst);
-          (cold ? cold_b : warm_b).push_back(since(t0));
-        };
-        if (rep % 2 == 0) { ours(); theirs(); } else { theirs(); ours(); }
-      }
-    row("load", "load throughput warm", "MB/s", mb / median(warm_c), mb / median(warm_b), "", -1,
-        "median of " + std::to_string(cfg.load_reps) + ", vs fread");
-    const double cc = mb / median(cold_c), cb = mb / median(cold_b);
-    row("load", "load throughput cold", "MB/s", cc, cb, ">=1.1x", cc / cb >= 1.1,
-        "files fsync'd + POSIX_FADV_DONTNEED first; vs fread");
-  }
+  if (full) bench_async_loads(cfg, shape, db, raw, sn, src, dst, n_tokens);
   remove_store(db);
   ::unlink(raw.c_str());
   ::unlink(rawsync.c_str());
@@ -1402,8 +1441,10 @@ int usage() {
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
                "                    [--only turns,async,bounds,sample,import,many,fork,small] [--pg URI]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL] [--page-size N]\n"
+               "                    [--cold-reps N]\n"
                "--shape, --data and --sync narrow the turns workload to those cases; --page-size sets the\n"
-               "page size of every new SQLite store (default: the library's).\n");
+               "page size of every new SQLite store (default: the library's); --cold-reps sets how many\n"
+               "warm and cold load pairs the async workload runs (default 9).\n");
   return 2;
 }
 
@@ -1430,7 +1471,7 @@ int main(int argc, char** argv) {
     ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
     cfg.self = n > 0 ? std::string(buf, static_cast<size_t>(n)) : argv[0];
   }
-  bool tokens_set = false, import_set = false, many_set = false, fork_set = false, turn_set = false;
+  bool tokens_set = false, import_set = false, many_set = false, fork_set = false, turn_set = false, cold_set = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -1447,6 +1488,7 @@ int main(int argc, char** argv) {
     else if (a == "--keep") cfg.keep = true;
     else if (a == "--pg") cfg.pg = next();
     else if (a == "--page-size") g_page_size = std::atoi(next().c_str());
+    else if (a == "--cold-reps") { cfg.cold_reps = std::max(1, std::atoi(next().c_str())); cold_set = true; }
     else if (a == "--only") cfg.only = split_list(next());
     else if (a == "--shape") cfg.shapes = split_list(next());
     else if (a == "--data") cfg.kinds = split_list(next());
@@ -1459,6 +1501,7 @@ int main(int argc, char** argv) {
     if (!import_set) cfg.import_mb = 256;
     if (!many_set) cfg.many = 1000;
     if (!fork_set) cfg.fork_tokens = 512;
+    if (!cold_set) cfg.cold_reps = 3;
   }
 #ifdef COLIKV_BENCH_NO_PRECISION
   cfg.bf16 = false;

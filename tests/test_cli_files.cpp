@@ -694,3 +694,77 @@ TEST_CASE("cli files: read-only commands leave no -wal or -shm behind while a wr
   CHECK(writer.count("w0") == 64);
   CHECK(tool({"verify", store}).code == 0);
 }
+
+namespace {
+
+// The child's exit code, or -1 once it has run for 20 s (then it is killed):
+// a command that blocks fails the test instead of stalling the suite.
+int exit_code_within_20s(ChildProcess& child) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  siginfo_t info{};
+  while (std::chrono::steady_clock::now() < deadline) {
+    info.si_pid = 0;
+    if (::waitid(P_PID, static_cast<id_t>(child.pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0)
+      return exit_code(child.wait());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  child.kill_now();
+  child.wait();
+  return -1;
+}
+
+// Runs the tool with stdin on a pipe fed `input`; stdout is returned in out,
+// stderr is written to err_path.
+int tool_fed(const std::vector<std::string>& args, const std::string& input, const std::string& err_path,
+             std::string& out) {
+  std::vector<std::string> argv{kTool};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess child(argv, true, err_path);
+  child.write_stdin(input);
+  child.close_stdin();
+  out = child.read_rest();
+  return exit_code_within_20s(child);
+}
+
+}  // namespace
+
+TEST_CASE("cli files: a FIFO, a device or a directory as the .coli_kv file is refused at once", "[cli][files]") {
+  TempDir dir;
+  const std::string store = dir.file("s.db");
+  const std::string fifo = dir.file("f.coli_kv");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  ::mkdir(dir.file("d.coli_kv").c_str(), 0755);
+  const struct {
+    std::string path, kind;
+  } inputs[] = {{fifo, "a FIFO"}, {"/dev/zero", "a character device"}, {dir.file("d.coli_kv"), "a directory"}};
+  for (const auto& in : inputs)
+    for (const char* command : {"import", "inspect"}) {
+      std::vector<std::string> argv{kTool, command};
+      if (std::string(command) == "import") argv.push_back(store);
+      argv.push_back(in.path);
+      INFO(command << " " << in.path);
+      ChildProcess child(argv, false, dir.file("err"));
+      CHECK(exit_code_within_20s(child) == 1);  // the old tool blocked forever opening the FIFO
+      const std::string err = read_file(dir.file("err"));
+      CHECK(contains(err, in.path + ": " + in.kind + ", not a .coli_kv file"));
+      ::unlink(dir.file("err").c_str());
+    }
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"d.coli_kv", "f.coli_kv"});  // no store, no temporary
+}
+
+TEST_CASE("cli files: match reads a prompt from a pipe whole", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  std::string prompt;
+  for (int32_t t : colikv::Store(store).tokens("a")) prompt += std::to_string(t) + " ";
+  prompt += "1 2 3\n";
+  std::string out;
+  // The old tool read the pipe's first bytes to look for a .coli_kv magic,
+  // then read the rest as text: "a prefix of the 0 prompt tokens", exit 0.
+  CHECK(tool_fed({"match", store, "--model-of", "a", "--tokens", "/dev/stdin", "--json"}, prompt, dir.file("err"),
+                 out) == 0);
+  INFO(out << read_file(dir.file("err")));
+  CHECK(contains(out, "\"prompt_tokens\": 7,"));
+  CHECK(contains(out, "\"id\": \"a\""));
+  CHECK(contains(out, "\"tokens\": 4,"));
+}

@@ -151,10 +151,19 @@ ParsedHeader parse_header(int fd, const std::string& path) {
   return h;
 }
 
+// Opens a .coli_kv file, refusing anything but a regular file: opening a
+// FIFO would block until a writer came, and a device or a directory has no
+// records to read at offsets. O_NONBLOCK keeps the open itself from blocking.
 Fd open_for_reading(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno(path, errno);
-  return Fd(fd);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) throw_errno(path, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) throw_errno(path, errno);
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument,
+                path + ": " + detail::file_kind(st.st_mode) + ", not a .coli_kv file (a regular file is needed)");
+  if (::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK) != 0) throw_errno(path, errno);
+  return fd;
 }
 
 std::string default_id_for(const std::string& path) {

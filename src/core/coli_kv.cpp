@@ -197,7 +197,9 @@ ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens) {
   int64_t bad = 0;
   for (int64_t p = 0; p < counted; ++p) {
     int32_t token;
-    pread_full(fd.get(), &token, 4, kColiKvHeaderBytes + p * r.record_bytes, path);
+    if (!pread_full(fd.get(), &token, 4, kColiKvHeaderBytes + p * r.record_bytes, path))
+      throw Error(ErrorCode::kIO, path + ": the file shrank while it was inspected (record " + std::to_string(p) +
+                                      " is gone)");
     if (p < first_tokens) r.first_tokens.push_back(token);
     if (token < 0 || token >= h.model.vocab) {
       if (bad++ == 0)

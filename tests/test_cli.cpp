@@ -977,6 +977,8 @@ TEST_CASE("cli: a read-only or full store is refused and unchanged", "[cli]") {
     CHECK(r.code == 1);
     require_error_line(r, "import");
     CHECK((contains_ci(r.err, "full") || contains_ci(r.err, "I/O")));
+    // The limit is named: SQLite says only "disk I/O error".
+    CHECK(contains(r.err, "; this process may write files of at most 262144 B (256.0 KiB) (ulimit -f)"));
     CHECK(dump_store(store) == before);
     // Without the limit it goes in.
     RUN_EXPECT(0, {"import", store, dir.file("big.coli_kv"), "--id", "big"});

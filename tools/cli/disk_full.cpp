@@ -1,5 +1,6 @@
 #include "disk_full.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -44,6 +45,14 @@ std::string disk_full_advice(const std::string& store_path) {
     return advice + "; its WAL " + file + "-wal is " + human_bytes(wal_bytes) + ": free about " +
            human_bytes(wal_bytes) + " there and retry";
   return advice + ": free space there and retry";
+}
+
+std::string file_size_limit_note() {
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
+  return "; this process may write files of at most " + bytes_both(static_cast<int64_t>(lim.rlim_cur)) +
+         " (ulimit -f), and a write past that fails whatever the disk holds: raise the limit if that is what was "
+         "reached";
 }
 
 }  // namespace colikv_cli

@@ -13,6 +13,11 @@ namespace colikv_cli {
 // WAL's size must be freed first (the library's message says why).
 std::string disk_full_advice(const std::string& store_path);
 
+// For an I/O error or a full disk: the file size limit of this process
+// (ulimit -f), when it has one. A write past it fails with EFBIG, which
+// SQLite reports as a plain "disk I/O error" even with a disk half empty.
+std::string file_size_limit_note();
+
 }  // namespace colikv_cli
 
 #endif  // COLIKV_TOOLS_CLI_DISK_FULL_H

@@ -768,3 +768,16 @@ TEST_CASE("cli files: match reads a prompt from a pipe whole", "[cli][files]") {
   CHECK(contains(out, "\"id\": \"a\""));
   CHECK(contains(out, "\"tokens\": 4,"));
 }
+
+TEST_CASE("cli files: copy of an id the source lacks creates no destination", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  const std::string dst = dir.file("new.db");
+  Run r = tool({"copy", store, dst, "a", "absent"});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "copy");
+  CHECK(contains(r.err, "conversation 'absent': no such conversation"));
+  CHECK_FALSE(file_exists(dst));  // the old tool created it and copied 'a' first
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
+}

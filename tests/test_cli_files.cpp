@@ -781,3 +781,26 @@ TEST_CASE("cli files: copy of an id the source lacks creates no destination", "[
   CHECK_FALSE(file_exists(dst));  // the old tool created it and copied 'a' first
   CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
 }
+
+TEST_CASE("cli files: an export that fills OUT's filesystem names OUT and that filesystem", "[cli][files]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot mount a small tmpfs; the full-disk export is not run");
+    return;
+  }
+  TempDir dir;
+  const std::string store = store_with_a(dir, 100);  // 0.7 MB of records, on a roomy disk
+  SmallFilesystem fs(dir.file("mnt"), "256k");
+  REQUIRE(fs.mounted());
+  const std::string out = dir.file("mnt/a.coli_kv");
+  Run r = tool({"export", store, "a", out});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "export");
+  // The old tool named only the temporary file, then advised freeing space
+  // beside the store, where there was plenty.
+  CHECK(contains(r.err, "colikv: export: " + out + " (its temporary file " + dir.file("mnt/.colikv-export-")));
+  CHECK(contains(r.err, "No space left on device; the file takes "));
+  CHECK(contains(r.err, " and the filesystem holding " + dir.file("mnt/") + " has "));
+  CHECK_FALSE(contains(r.err, "WAL"));
+  CHECK(names_in(dir.file("mnt")).empty());  // no partial file, no temporary
+}

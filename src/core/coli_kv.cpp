@@ -467,8 +467,10 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
     }
   } cleanup{tmp_name};
 
-  const int64_t written = write_coli_kv(s, id, fd.get(), tmp_name, options.progress);
-  if (::fsync(fd.get()) != 0) throw_errno(tmp_name + ": fsync", errno);
+  // Errors name the file the caller asked for first, then the one written.
+  const std::string writing = path + " (its temporary file " + tmp_name + ")";
+  const int64_t written = write_coli_kv(s, id, fd.get(), writing, options.progress);
+  if (::fsync(fd.get()) != 0) throw_errno(writing + ": fsync", errno);
   move_into_place(tmp_name, target, options.force);
   cleanup.keep = true;
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

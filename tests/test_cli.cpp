@@ -916,6 +916,18 @@ TEST_CASE("cli: bad input is refused with a message naming the problem, and the 
   CHECK_FALSE(file_exists(dir.file("new.colikv-wal")));
   CHECK_FALSE(file_exists(dir.file("new.colikv-shm")));
 
+  // Empty paths are named as such, before anything is written (the old tool
+  // exported the whole file to a temporary one, then failed to rename it).
+  r = RUN_EXPECT(2, {"import", "", dir.file("keep.coli_kv")});
+  CHECK(contains(r.err, "STORE is empty"));
+  r = RUN_EXPECT(1, {"import", store, ""});
+  CHECK(contains(r.err, "the .coli_kv file's path is empty"));
+  r = RUN_EXPECT(1, {"export", store, "keep", ""});
+  CHECK(contains(r.err, "'keep': export: the output path is empty"));
+  r = RUN_EXPECT(1, {"ls", ""});
+  CHECK(contains(r.err, "colikv: ls: store path is empty"));
+  CHECK(dump_store(store) == before);
+
   // A store in a directory that does not exist.
   r = RUN_EXPECT(1, {"import", dir.file("no/such/dir/s.colikv"), dir.file("keep.coli_kv")});
   require_error_line(r, "import");

@@ -155,6 +155,7 @@ ParsedHeader parse_header(int fd, const std::string& path) {
 // FIFO would block until a writer came, and a device or a directory has no
 // records to read at offsets. O_NONBLOCK keeps the open itself from blocking.
 Fd open_for_reading(const std::string& path) {
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "the .coli_kv file's path is empty");
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw_errno(path, errno);
   struct stat st;
@@ -454,6 +455,8 @@ void move_into_place(const std::string& tmp, const std::string& target, bool rep
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s, id);
+  // Else the whole file would be written to a temporary one, then not renamed.
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": export: the output path is empty");
   const std::string target = export_target(s, path, options.force);
   const std::string dir = directory_of(target);
   remove_stale_export_temps(dir);

@@ -58,6 +58,8 @@ void check_access(const std::string& path, bool write, const std::string& what) 
 // path is checked first, so the library (and the C API) say what is wrong.
 // The -wal and -shm files SQLite opens beside it are held to the same rule.
 void check_store_path(const std::string& path, const Options& o) {
+  // SQLite opens "" as a private temporary database, which cannot use WAL.
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "store path is empty");
   const std::string what = "store " + path;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {

@@ -804,3 +804,26 @@ TEST_CASE("cli files: an export that fills OUT's filesystem names OUT and that f
   CHECK_FALSE(contains(r.err, "WAL"));
   CHECK(names_in(dir.file("mnt")).empty());  // no partial file, no temporary
 }
+
+TEST_CASE("cli files: --weights-id-from refuses a config.json that is a FIFO, a device or a directory", "[cli][files]") {
+  TempDir dir;
+  const std::string sample = std::string(COLIKV_SAMPLE_DIR) + "/glm_tiny_nodsa_51.coli_kv";
+  const struct {
+    std::string model, kind;
+  } cases[] = {{dir.file("fifo"), "a FIFO"}, {dir.file("zero"), "a character device"}, {dir.file("dir"), "a directory"}};
+  for (const auto& c : cases) ::mkdir(c.model.c_str(), 0755);
+  REQUIRE(::mkfifo(dir.file("fifo/config.json").c_str(), 0644) == 0);
+  REQUIRE(::symlink("/dev/zero", dir.file("zero/config.json").c_str()) == 0);
+  REQUIRE(::mkdir(dir.file("dir/config.json").c_str(), 0755) == 0);
+  for (const auto& c : cases) {
+    // The old tool blocked opening the FIFO, read /dev/zero until memory ran
+    // out, and said "basic_filebuf::underflow error reading the file" for the
+    // directory. A hang is killed after 20 s.
+    Run r = colikv_test::run_program("/usr/bin/timeout", {"-s", "KILL", "20", kTool, "import", dir.file("s.db"), sample,
+                                                          "--id", "x", "--weights-id-from", c.model});
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, c.model + "/config.json is " + c.kind + ", not a regular file"));
+  }
+  CHECK_FALSE(file_exists(dir.file("s.db")));
+}

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/file_kind.h"
 #include "store_impl.h"
 
@@ -39,26 +40,7 @@ ErrorCode code_for_errno(int err) {
   throw Error(code_for_errno(err), what + ": " + std::strerror(err));
 }
 
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
+using detail::Fd;
 
 // Reads exactly n bytes at offset; returns false at end of file.
 bool pread_full(int fd, void* buf, size_t n, int64_t offset, const std::string& what) {

@@ -827,3 +827,31 @@ TEST_CASE("cli files: --weights-id-from refuses a config.json that is a FIFO, a 
   }
   CHECK_FALSE(file_exists(dir.file("s.db")));
 }
+
+TEST_CASE("cli files: a store in a directory the user may not write is refused naming the directory", "[cli][files]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot run the tool as another user; the read-only directory case is not run");
+    return;
+  }
+  TempDir dir;
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);  // user nobody may enter, not write
+  const std::string store = store_with_a(dir, 4);
+  const std::string before = read_file(store);  // the whole store: the import left no -wal
+  colikv_test::RunOptions nobody;
+  nobody.as_nobody = true;
+  // The store file itself may be written (0666): the directory is what stops
+  // SQLite, which must create the -shm file even to read.
+  REQUIRE(::chmod(store.c_str(), 0666) == 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"ls", store}, {"info", store, "a"}, {"import", store, dir.file("a.coli_kv"), "--id", "b"}}) {
+    Run r = tool(args, nobody);
+    INFO(colikv_test::describe(args, r));
+    CHECK(r.code == 1);
+    require_error_line(r, args[0]);
+    // The old message: "attempt to write a readonly database".
+    CHECK(contains(r.err, "SQLite must create " + store + "-shm beside it, even to read it, and directory " +
+                              dir.path() + " is not writable by this user (Permission denied)"));
+  }
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
+  CHECK(read_file(store) == before);
+}

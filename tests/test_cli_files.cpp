@@ -855,3 +855,16 @@ TEST_CASE("cli files: a store in a directory the user may not write is refused n
   CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
   CHECK(read_file(store) == before);
 }
+
+TEST_CASE("cli files: export - to a full standard output says so, not what to free beside the store", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  Run r = colikv_test::run_program("/bin/sh", {"-c", "exec \"$0\" export \"$1\" a - > /dev/full", kTool, store});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "export");
+  // The old tool: "the output: write: ...; the filesystem holding it [the
+  // store] has ... free: free space there and retry".
+  CHECK(r.err.rfind("colikv: export: standard output: write: No space left on device", 0) == 0);
+  CHECK_FALSE(contains(r.err, "free space"));
+}

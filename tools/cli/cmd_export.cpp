@@ -25,7 +25,15 @@ int export_to_stdout(const Args& a, colikv::Store& store, const std::string& id,
   std::fflush(stdout);
   Progress progress("export " + shown(id), total_bytes, progress_mode(a));
   eo.progress = progress.fn();
-  colikv::export_coli_kv_to_fd(store, id, STDOUT_FILENO, eo);
+  try {
+    colikv::export_coli_kv_to_fd(store, id, STDOUT_FILENO, eo);
+  } catch (const colikv::Error& e) {
+    // Standard output is full (/dev/full, a full disk behind a redirection):
+    // nothing about the store's disk, which the main error handler would add.
+    const std::string message = e.what(), library_name = "the output: ";
+    if (e.code() != colikv::ErrorCode::kDiskFull || message.rfind(library_name, 0) != 0) throw;
+    throw Failure{"standard output: " + message.substr(library_name.size()) + file_size_limit_note()};
+  }
   return kExitOk;
 }
 

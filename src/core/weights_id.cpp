@@ -46,8 +46,9 @@ std::string read_config(const std::string& dir) {
   char buf[65536];
   for (;;) {
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error(ErrorCode::kIO, what + ": read: " + std::strerror(errno));
+    const int err = errno;
+    if (n < 0 && err == EINTR) continue;
+    if (n < 0) throw Error(ErrorCode::kIO, what + ": read: " + std::strerror(err));
     if (n == 0) return bytes;
     bytes.append(buf, static_cast<size_t>(n));
     if (static_cast<int64_t>(bytes.size()) > kMaxConfigBytes)

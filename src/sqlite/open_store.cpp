@@ -61,9 +61,10 @@ void check_shm_can_be_created(const std::string& path, const std::string& what) 
   if (::access((path + "-shm").c_str(), F_OK) == 0) return;
   const std::string dir = parent_dir(path);
   if (::access(dir.c_str(), W_OK) == 0) return;
+  const int err = errno;
   throw Error(ErrorCode::kReadOnly, what + ": cannot open it: SQLite must create " + path +
                                         "-shm beside it, even to read it, and directory " + dir +
-                                        " is not writable by this user (" + std::strerror(errno) + ")");
+                                        " is not writable by this user (" + std::strerror(err) + ")");
 }
 
 // SQLite blocks forever opening a FIFO, answers "disk I/O error" for a

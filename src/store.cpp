@@ -608,6 +608,10 @@ class Appender {
 
   void check_generation() const {
     auto now_conv = s_.find_conversation(req_.id);
+    // An import or copy that lost the race to create the id: retrying cannot help.
+    if (now_conv && req_.must_create)
+      throw Error(ErrorCode::kConflict, here_ + ": a conversation with this id exists already (another writer "
+                                                "created it meanwhile)");
     if (conv_.has_value() != now_conv.has_value() || (conv_ && now_conv->generation != conv_->generation))
       throw Error(ErrorCode::kConflict, here_ + ": another writer changed the conversation while this append was "
                                                 "prepared; reload and retry");

@@ -430,6 +430,12 @@ int main(int argc, char **argv) {
   colikv_close(bad);
   bad = NULL;
 
+  /* An empty path is refused as such (SQLite would open a temporary database). */
+  CHECK(colikv_open("", COLIKV_CREATE, &bad) == COLIKV_ERR_INVALID);
+  CHECK(strstr(colikv_errmsg(bad), "store path is empty") != NULL);
+  colikv_close(bad);
+  bad = NULL;
+
   /* A file that is not a store is refused with a message, not a crash. */
   {
     char junk_path[4096];

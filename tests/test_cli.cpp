@@ -916,6 +916,18 @@ TEST_CASE("cli: bad input is refused with a message naming the problem, and the 
   CHECK_FALSE(file_exists(dir.file("new.colikv-wal")));
   CHECK_FALSE(file_exists(dir.file("new.colikv-shm")));
 
+  // Empty paths are named as such, before anything is written (the old tool
+  // exported the whole file to a temporary one, then failed to rename it).
+  r = RUN_EXPECT(2, {"import", "", dir.file("keep.coli_kv")});
+  CHECK(contains(r.err, "STORE is empty"));
+  r = RUN_EXPECT(1, {"import", store, ""});
+  CHECK(contains(r.err, "the .coli_kv file's path is empty"));
+  r = RUN_EXPECT(1, {"export", store, "keep", ""});
+  CHECK(contains(r.err, "'keep': export: the output path is empty"));
+  r = RUN_EXPECT(1, {"ls", ""});
+  CHECK(contains(r.err, "colikv: ls: store path is empty"));
+  CHECK(dump_store(store) == before);
+
   // A store in a directory that does not exist.
   r = RUN_EXPECT(1, {"import", dir.file("no/such/dir/s.colikv"), dir.file("keep.coli_kv")});
   require_error_line(r, "import");
@@ -977,6 +989,8 @@ TEST_CASE("cli: a read-only or full store is refused and unchanged", "[cli]") {
     CHECK(r.code == 1);
     require_error_line(r, "import");
     CHECK((contains_ci(r.err, "full") || contains_ci(r.err, "I/O")));
+    // The limit is named: SQLite says only "disk I/O error".
+    CHECK(contains(r.err, "; this process may write files of at most 262144 B (256.0 KiB) (ulimit -f)"));
     CHECK(dump_store(store) == before);
     // Without the limit it goes in.
     RUN_EXPECT(0, {"import", store, dir.file("big.coli_kv"), "--id", "big"});

@@ -694,3 +694,177 @@ TEST_CASE("cli files: read-only commands leave no -wal or -shm behind while a wr
   CHECK(writer.count("w0") == 64);
   CHECK(tool({"verify", store}).code == 0);
 }
+
+namespace {
+
+// The child's exit code, or -1 once it has run for 20 s (then it is killed):
+// a command that blocks fails the test instead of stalling the suite.
+int exit_code_within_20s(ChildProcess& child) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  siginfo_t info{};
+  while (std::chrono::steady_clock::now() < deadline) {
+    info.si_pid = 0;
+    if (::waitid(P_PID, static_cast<id_t>(child.pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0)
+      return exit_code(child.wait());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  child.kill_now();
+  child.wait();
+  return -1;
+}
+
+// Runs the tool with stdin on a pipe fed `input`; stdout is returned in out,
+// stderr is written to err_path.
+int tool_fed(const std::vector<std::string>& args, const std::string& input, const std::string& err_path,
+             std::string& out) {
+  std::vector<std::string> argv{kTool};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess child(argv, true, err_path);
+  child.write_stdin(input);
+  child.close_stdin();
+  out = child.read_rest();
+  return exit_code_within_20s(child);
+}
+
+}  // namespace
+
+TEST_CASE("cli files: a FIFO, a device or a directory as the .coli_kv file is refused at once", "[cli][files]") {
+  TempDir dir;
+  const std::string store = dir.file("s.db");
+  const std::string fifo = dir.file("f.coli_kv");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  ::mkdir(dir.file("d.coli_kv").c_str(), 0755);
+  const struct {
+    std::string path, kind;
+  } inputs[] = {{fifo, "a FIFO"}, {"/dev/zero", "a character device"}, {dir.file("d.coli_kv"), "a directory"}};
+  for (const auto& in : inputs)
+    for (const char* command : {"import", "inspect"}) {
+      std::vector<std::string> argv{kTool, command};
+      if (std::string(command) == "import") argv.push_back(store);
+      argv.push_back(in.path);
+      INFO(command << " " << in.path);
+      ChildProcess child(argv, false, dir.file("err"));
+      CHECK(exit_code_within_20s(child) == 1);  // the old tool blocked forever opening the FIFO
+      const std::string err = read_file(dir.file("err"));
+      CHECK(contains(err, in.path + ": " + in.kind + ", not a .coli_kv file"));
+      ::unlink(dir.file("err").c_str());
+    }
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"d.coli_kv", "f.coli_kv"});  // no store, no temporary
+}
+
+TEST_CASE("cli files: match reads a prompt from a pipe whole", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  std::string prompt;
+  for (int32_t t : colikv::Store(store).tokens("a")) prompt += std::to_string(t) + " ";
+  prompt += "1 2 3\n";
+  std::string out;
+  // The old tool read the pipe's first bytes to look for a .coli_kv magic,
+  // then read the rest as text: "a prefix of the 0 prompt tokens", exit 0.
+  CHECK(tool_fed({"match", store, "--model-of", "a", "--tokens", "/dev/stdin", "--json"}, prompt, dir.file("err"),
+                 out) == 0);
+  INFO(out << read_file(dir.file("err")));
+  CHECK(contains(out, "\"prompt_tokens\": 7,"));
+  CHECK(contains(out, "\"id\": \"a\""));
+  CHECK(contains(out, "\"tokens\": 4,"));
+}
+
+TEST_CASE("cli files: copy of an id the source lacks creates no destination", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  const std::string dst = dir.file("new.db");
+  Run r = tool({"copy", store, dst, "a", "absent"});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "copy");
+  CHECK(contains(r.err, "conversation 'absent': no such conversation"));
+  CHECK_FALSE(file_exists(dst));  // the old tool created it and copied 'a' first
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
+}
+
+TEST_CASE("cli files: an export that fills OUT's filesystem names OUT and that filesystem", "[cli][files]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot mount a small tmpfs; the full-disk export is not run");
+    return;
+  }
+  TempDir dir;
+  const std::string store = store_with_a(dir, 100);  // 0.7 MB of records, on a roomy disk
+  SmallFilesystem fs(dir.file("mnt"), "256k");
+  REQUIRE(fs.mounted());
+  const std::string out = dir.file("mnt/a.coli_kv");
+  Run r = tool({"export", store, "a", out});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "export");
+  // The old tool named only the temporary file, then advised freeing space
+  // beside the store, where there was plenty.
+  CHECK(contains(r.err, "colikv: export: " + out + " (its temporary file " + dir.file("mnt/.colikv-export-")));
+  CHECK(contains(r.err, "No space left on device; the file takes "));
+  CHECK(contains(r.err, " and the filesystem holding " + dir.file("mnt/") + " has "));
+  CHECK_FALSE(contains(r.err, "WAL"));
+  CHECK(names_in(dir.file("mnt")).empty());  // no partial file, no temporary
+}
+
+TEST_CASE("cli files: --weights-id-from refuses a config.json that is a FIFO, a device or a directory", "[cli][files]") {
+  TempDir dir;
+  const std::string sample = std::string(COLIKV_SAMPLE_DIR) + "/glm_tiny_nodsa_51.coli_kv";
+  const struct {
+    std::string model, kind;
+  } cases[] = {{dir.file("fifo"), "a FIFO"}, {dir.file("zero"), "a character device"}, {dir.file("dir"), "a directory"}};
+  for (const auto& c : cases) ::mkdir(c.model.c_str(), 0755);
+  REQUIRE(::mkfifo(dir.file("fifo/config.json").c_str(), 0644) == 0);
+  REQUIRE(::symlink("/dev/zero", dir.file("zero/config.json").c_str()) == 0);
+  REQUIRE(::mkdir(dir.file("dir/config.json").c_str(), 0755) == 0);
+  for (const auto& c : cases) {
+    // The old tool blocked opening the FIFO, read /dev/zero until memory ran
+    // out, and said "basic_filebuf::underflow error reading the file" for the
+    // directory. A hang is killed after 20 s.
+    Run r = colikv_test::run_program("/usr/bin/timeout", {"-s", "KILL", "20", kTool, "import", dir.file("s.db"), sample,
+                                                          "--id", "x", "--weights-id-from", c.model});
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, c.model + "/config.json is " + c.kind + ", not a regular file"));
+  }
+  CHECK_FALSE(file_exists(dir.file("s.db")));
+}
+
+TEST_CASE("cli files: a store in a directory the user may not write is refused naming the directory", "[cli][files]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot run the tool as another user; the read-only directory case is not run");
+    return;
+  }
+  TempDir dir;
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);  // user nobody may enter, not write
+  const std::string store = store_with_a(dir, 4);
+  const std::string before = read_file(store);  // the whole store: the import left no -wal
+  colikv_test::RunOptions nobody;
+  nobody.as_nobody = true;
+  // The store file itself may be written (0666): the directory is what stops
+  // SQLite, which must create the -shm file even to read.
+  REQUIRE(::chmod(store.c_str(), 0666) == 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"ls", store}, {"info", store, "a"}, {"import", store, dir.file("a.coli_kv"), "--id", "b"}}) {
+    Run r = tool(args, nobody);
+    INFO(colikv_test::describe(args, r));
+    CHECK(r.code == 1);
+    require_error_line(r, args[0]);
+    // The old message: "attempt to write a readonly database".
+    CHECK(contains(r.err, "SQLite must create " + store + "-shm beside it, even to read it, and directory " +
+                              dir.path() + " is not writable by this user (Permission denied)"));
+  }
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
+  CHECK(read_file(store) == before);
+}
+
+TEST_CASE("cli files: export - to a full standard output says so, not what to free beside the store", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  Run r = colikv_test::run_program("/bin/sh", {"-c", "exec \"$0\" export \"$1\" a - > /dev/full", kTool, store});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "export");
+  // The old tool: "the output: write: ...; the filesystem holding it [the
+  // store] has ... free: free space there and retry".
+  CHECK(r.err.rfind("colikv: export: standard output: write: No space left on device", 0) == 0);
+  CHECK_FALSE(contains(r.err, "free space"));
+}

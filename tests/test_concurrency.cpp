@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include <sqlite3.h>
+
+#include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "crash_workload.h"
@@ -174,4 +177,41 @@ TEST_CASE("concurrency: processes and threads write while a sqlite3 shell holds 
   CHECK(r.ok());
   std::printf("concurrency: %zu conversations, %lld tokens, %d operations per writer, all exact\n", expect.size(),
               static_cast<long long>(tokens), nops);
+}
+
+TEST_CASE("concurrency: of two imports racing to create one id, the loser is told it exists", "[concurrency]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  const colikv::ModelSignature m = colikv_test::tiny_model();
+  colikv_test::EngineBuffers b(m, 40);
+  b.fill(0, 40, 3);
+  colikv_test::write_coli_kv(dir.file("same.coli_kv"), b, 40);
+  colikv::Store first(path), second(path);
+  // A shell holds the write lock until both imports have read the store (no
+  // "same" yet) and wait for it: both then race for the one id.
+  sqlite3* shell = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &shell) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(shell, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  std::vector<std::string> failures;
+  std::mutex mu;
+  auto import_into = [&](colikv::Store& s) {
+    try {
+      colikv::import_coli_kv(s, dir.file("same.coli_kv"));
+    } catch (const colikv::Error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(std::to_string(static_cast<int>(e.code())) + " " + e.what());
+    }
+  };
+  std::thread a(import_into, std::ref(first)), c(import_into, std::ref(second));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  sqlite3_exec(shell, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(shell);
+  a.join();
+  c.join();
+  REQUIRE(failures.size() == 1);
+  INFO(failures[0]);
+  CHECK(failures[0].rfind(std::to_string(static_cast<int>(colikv::ErrorCode::kConflict)) + " ", 0) == 0);
+  // Not "reload and retry": a retry can only fail again.
+  CHECK(failures[0].find("'same': a conversation with this id exists already") != std::string::npos);
+  CHECK(first.count("same") == 40);
 }

@@ -104,6 +104,8 @@ int run_command(const CommandSpec& c, const std::vector<std::string>& argv) {
     std::string message = e.what();
     if (e.code() == colikv::ErrorCode::kDiskFull && c.store_first && !a.positional.empty())
       message += colikv_cli::disk_full_advice(a.positional[0]);
+    if (e.code() == colikv::ErrorCode::kDiskFull || e.code() == colikv::ErrorCode::kIO)
+      message += colikv_cli::file_size_limit_note();
     error_line(c.name, message);
     return kExitFailure;
   } catch (const std::bad_alloc&) {

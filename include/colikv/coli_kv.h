@@ -36,7 +36,9 @@ struct ColiKvInspection {
 
 // Reads the header and scans the token ids of the counted records (checking
 // each is in [0, vocab)). Throws Error(kNotFound/kIO) only when the file cannot
-// be opened or read; every format problem goes into problems.
+// be opened or read (kIO too when it shrinks meanwhile), kInvalidArgument when
+// it is not a regular file (a FIFO, a device, a directory); every format
+// problem goes into problems.
 COLIKV_API ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens = 16);
 
 struct ImportOptions {
@@ -61,8 +63,9 @@ struct ImportResult {
 // Imports a whole file as a new conversation in one transaction: either all of
 // it is stored or nothing. Streams: memory stays bounded whatever the size.
 // Throws kInvalidArgument naming the file and the problem (short file, wrong
-// magic, bad header field, missing records, token id out of range), kConflict
-// when the id exists, kReadOnly, kDiskFull, kIO.
+// magic, bad header field, missing records, token id out of range, not a
+// regular file), kConflict when the id exists, kReadOnly, kDiskFull, kIO
+// (also when the file shrinks meanwhile).
 COLIKV_API ImportResult import_coli_kv(Store& store, const std::string& path,
                             const ImportOptions& options = ImportOptions());
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/file_kind.h"
 #include "store_impl.h"
 
@@ -39,26 +40,7 @@ ErrorCode code_for_errno(int err) {
   throw Error(code_for_errno(err), what + ": " + std::strerror(err));
 }
 
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
+using detail::Fd;
 
 // Reads exactly n bytes at offset; returns false at end of file.
 bool pread_full(int fd, void* buf, size_t n, int64_t offset, const std::string& what) {
@@ -151,10 +133,20 @@ ParsedHeader parse_header(int fd, const std::string& path) {
   return h;
 }
 
+// Opens a .coli_kv file, refusing anything but a regular file: opening a
+// FIFO would block until a writer came, and a device or a directory has no
+// records to read at offsets. O_NONBLOCK keeps the open itself from blocking.
 Fd open_for_reading(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno(path, errno);
-  return Fd(fd);
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "the .coli_kv file's path is empty");
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) throw_errno(path, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) throw_errno(path, errno);
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument,
+                path + ": " + detail::file_kind(st.st_mode) + ", not a .coli_kv file (a regular file is needed)");
+  if (::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK) != 0) throw_errno(path, errno);
+  return fd;
 }
 
 std::string default_id_for(const std::string& path) {
@@ -188,7 +180,9 @@ ColiKvInspection inspect_coli_kv(const std::string& path, int first_tokens) {
   int64_t bad = 0;
   for (int64_t p = 0; p < counted; ++p) {
     int32_t token;
-    pread_full(fd.get(), &token, 4, kColiKvHeaderBytes + p * r.record_bytes, path);
+    if (!pread_full(fd.get(), &token, 4, kColiKvHeaderBytes + p * r.record_bytes, path))
+      throw Error(ErrorCode::kIO, path + ": the file shrank while it was inspected (record " + std::to_string(p) +
+                                      " is gone)");
     if (p < first_tokens) r.first_tokens.push_back(token);
     if (token < 0 || token >= h.model.vocab) {
       if (bad++ == 0)
@@ -443,6 +437,8 @@ void move_into_place(const std::string& tmp, const std::string& target, bool rep
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s, id);
+  // Else the whole file would be written to a temporary one, then not renamed.
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": export: the output path is empty");
   const std::string target = export_target(s, path, options.force);
   const std::string dir = directory_of(target);
   remove_stale_export_temps(dir);
@@ -456,8 +452,10 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
     }
   } cleanup{tmp_name};
 
-  const int64_t written = write_coli_kv(s, id, fd.get(), tmp_name, options.progress);
-  if (::fsync(fd.get()) != 0) throw_errno(tmp_name + ": fsync", errno);
+  // Errors name the file the caller asked for first, then the one written.
+  const std::string writing = path + " (its temporary file " + tmp_name + ")";
+  const int64_t written = write_coli_kv(s, id, fd.get(), writing, options.progress);
+  if (::fsync(fd.get()) != 0) throw_errno(writing + ": fsync", errno);
   move_into_place(tmp_name, target, options.force);
   cleanup.keep = true;
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

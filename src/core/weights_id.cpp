@@ -1,19 +1,21 @@
 // The weights identity of a model folder: what an engine without one of its
 // own (colibri) can compute cheaply and the CLI can compute the same way.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/chunk_codec.h"
+#include "core/fd.h"
+#include "core/file_kind.h"
 #include "colikv/error.h"
 #include "colikv/model.h"
 
@@ -26,20 +28,33 @@ namespace {
 
 constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;
 
+// Reads config.json, refusing anything but a regular file (a FIFO would block
+// the open, /dev/zero would never end) and reading no more than the limit
+// whatever the file grows to meanwhile.
 std::string read_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
+  const std::string what = "weights identity of " + dir + ": " + path;
+  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   struct stat st;
-  if (stat(path.c_str(), &st) != 0)
-    throw Error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIO,
-                "weights identity of " + dir + ": " + path + ": " + std::strerror(errno));
-  if (st.st_size > kMaxConfigBytes)
-    throw Error(ErrorCode::kInvalidArgument, "weights identity of " + dir + ": " + path + " is larger than " +
-                                                 std::to_string(kMaxConfigBytes >> 20) + " MiB");
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad() || static_cast<int64_t>(bytes.size()) > kMaxConfigBytes)
-    throw Error(ErrorCode::kIO, "weights identity of " + dir + ": cannot read " + path);
-  return bytes;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+    const int err = errno;
+    throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIO, what + ": " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument, what + " is " + detail::file_kind(st.st_mode) + ", not a regular file");
+  std::string bytes;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    const int err = errno;
+    if (n < 0 && err == EINTR) continue;
+    if (n < 0) throw Error(ErrorCode::kIO, what + ": read: " + std::strerror(err));
+    if (n == 0) return bytes;
+    bytes.append(buf, static_cast<size_t>(n));
+    if (static_cast<int64_t>(bytes.size()) > kMaxConfigBytes)
+      throw Error(ErrorCode::kInvalidArgument,
+                  what + " is larger than " + std::to_string(kMaxConfigBytes >> 20) + " MiB");
+  }
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {

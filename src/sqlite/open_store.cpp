@@ -53,11 +53,27 @@ void check_access(const std::string& path, bool write, const std::string& what) 
     throw Error(ErrorCode::kReadOnly, what + ": cannot write it: " + std::strerror(errno) + "; open it read-only to read it");
 }
 
+// A WAL store is opened, even to read it, through its -shm file, which SQLite
+// creates beside it when no connection left one: in a directory this user may
+// not write that fails as "attempt to write a readonly database", whatever
+// the file's own permissions. Said plainly, naming the directory.
+void check_shm_can_be_created(const std::string& path, const std::string& what) {
+  if (::access((path + "-shm").c_str(), F_OK) == 0) return;
+  const std::string dir = parent_dir(path);
+  if (::access(dir.c_str(), W_OK) == 0) return;
+  const int err = errno;
+  throw Error(ErrorCode::kReadOnly, what + ": cannot open it: SQLite must create " + path +
+                                        "-shm beside it, even to read it, and directory " + dir +
+                                        " is not writable by this user (" + std::strerror(err) + ")");
+}
+
 // SQLite blocks forever opening a FIFO, answers "disk I/O error" for a
 // directory and "unable to open database file" for a missing directory: the
 // path is checked first, so the library (and the C API) say what is wrong.
 // The -wal and -shm files SQLite opens beside it are held to the same rule.
 void check_store_path(const std::string& path, const Options& o) {
+  // SQLite opens "" as a private temporary database, which cannot use WAL.
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "store path is empty");
   const std::string what = "store " + path;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -83,6 +99,7 @@ void check_store_path(const std::string& path, const Options& o) {
                                                    " file");
   }
   check_access(path, !o.read_only, what);
+  check_shm_can_be_created(path, what);
 }
 
 

@@ -32,10 +32,12 @@ int cmd_copy(const Args& a) {
   const std::string& src_path = a.positional[0];
   const std::string& dst_path = a.positional[1];
   colikv::Store src(src_path, read_options(a));
+  const std::vector<std::string> ids = ids_to_copy(a, src);
+  // An id SRC lacks fails here, before DST exists: not after creating it empty.
+  for (const std::string& id : ids) src.info(id);  // kNotFound naming the id
   colikv::Options dst_options = base_options(a);
   dst_options.create_if_missing = true;
   colikv::Store dst(dst_path, dst_options);
-  const std::vector<std::string> ids = ids_to_copy(a, src);
 
   Json copied = Json::array();
   int64_t tokens = 0;
@@ -81,9 +83,10 @@ CommandSpec copy_command() {
     "from one read snapshot of SRC. Chunks DST holds already are stored once.\n"
     "Each copy is read back from both stores and compared byte for byte (records\n"
     "SHA-256), then verified in DST. An id DST has already is refused (nothing is\n"
-    "overwritten); conversations copied before it stay. Fork parents and times are\n"
-    "not carried. SRC or DST may be a file or a postgresql:// URI: this is how a\n"
-    "store moves onto a server and back.\n",
+    "overwritten); conversations copied before it stay. An id SRC lacks is refused\n"
+    "before DST is opened or created. Fork parents and times are not carried. SRC\n"
+    "or DST may be a file or a postgresql:// URI: this is how a store moves onto a\n"
+    "server and back.\n",
     "  --json              print the result as JSON\n",
     "  source, destination, conversations [{id, tokens, records_sha256}], tokens\n", 2, SIZE_MAX,
     {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},

@@ -10,6 +10,7 @@
 #include "args.h"
 #include "cli_output.h"
 #include "commands.h"
+#include "disk_full.h"
 #include "json.h"
 #include "progress.h"
 
@@ -24,8 +25,29 @@ int export_to_stdout(const Args& a, colikv::Store& store, const std::string& id,
   std::fflush(stdout);
   Progress progress("export " + shown(id), total_bytes, progress_mode(a));
   eo.progress = progress.fn();
-  colikv::export_coli_kv_to_fd(store, id, STDOUT_FILENO, eo);
+  try {
+    colikv::export_coli_kv_to_fd(store, id, STDOUT_FILENO, eo);
+  } catch (const colikv::Error& e) {
+    // Standard output is full (/dev/full, a full disk behind a redirection):
+    // nothing about the store's disk, which the main error handler would add.
+    const std::string message = e.what(), library_name = "the output: ";
+    if (e.code() != colikv::ErrorCode::kDiskFull || message.rfind(library_name, 0) != 0) throw;
+    throw Failure{"standard output: " + message.substr(library_name.size()) + file_size_limit_note()};
+  }
   return kExitOk;
+}
+
+// A full disk where OUT is written: the advice is about OUT's filesystem,
+// not the store's (which the main error handler would give).
+int64_t export_to_file(colikv::Store& store, const std::string& id, const std::string& out_path,
+                       const colikv::ExportOptions& eo, int64_t file_bytes) {
+  try {
+    return colikv::export_coli_kv(store, id, out_path, eo);
+  } catch (const colikv::Error& e) {
+    const std::string message = e.what();
+    if (e.code() != colikv::ErrorCode::kDiskFull || message.rfind(out_path + " (its temporary file ", 0) != 0) throw;
+    throw Failure{message + file_disk_full_advice(out_path, file_bytes)};
+  }
 }
 
 int cmd_export(const Args& a) {
@@ -45,7 +67,7 @@ int cmd_export(const Args& a) {
   {
     Progress progress("export " + shown(id), total_bytes, mode);
     eo.progress = progress.fn();
-    bytes = colikv::export_coli_kv(store, id, out_path, eo);
+    bytes = export_to_file(store, id, out_path, eo, total_bytes);
   }
   int64_t tokens = record_bytes > 0 ? (bytes - colikv::kColiKvHeaderBytes) / record_bytes : 0;
   if (a.has("--json")) {

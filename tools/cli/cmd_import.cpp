@@ -113,6 +113,8 @@ void take_weights_id_from_dir(const Args& a, const std::string& file, colikv::Im
 int cmd_import(const Args& a) {
   const std::string& store_path = a.positional[0];
   const std::string& file = a.positional[1];
+  // An empty STORE would be built aside, imported, and then fail to be named.
+  if (store_path.empty()) throw UsageError{"STORE is empty"};
   colikv::Options opts = base_options(a);
   opts.create_if_missing = true;
   ProgressMode mode = progress_mode(a);

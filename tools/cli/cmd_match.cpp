@@ -1,4 +1,6 @@
 // colikv match: the conversation holding the longest prefix of a prompt.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -21,7 +23,11 @@
 namespace colikv_cli {
 namespace {
 
+// A pipe (--tokens <(...), /dev/stdin) is read once, as text: peeking at its
+// first bytes here would take them away from the reader that follows.
 bool is_coli_kv(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return false;
   char magic[8] = {};
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw Failure{path + ": " + std::strerror(errno)};

@@ -1,5 +1,6 @@
 #include "disk_full.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -44,6 +45,22 @@ std::string disk_full_advice(const std::string& store_path) {
     return advice + "; its WAL " + file + "-wal is " + human_bytes(wal_bytes) + ": free about " +
            human_bytes(wal_bytes) + " there and retry";
   return advice + ": free space there and retry";
+}
+
+std::string file_disk_full_advice(const std::string& file, int64_t file_bytes) {
+  const int64_t free_bytes = free_bytes_beside(file);
+  const std::string dir = file.find('/') == std::string::npos ? "." : file.substr(0, file.find_last_of('/') + 1);
+  return "; the file takes " + bytes_both(file_bytes) +
+         (free_bytes < 0 ? "" : " and the filesystem holding " + dir + " has " + bytes_both(free_bytes) + " free") +
+         ": free space there and retry" + file_size_limit_note();
+}
+
+std::string file_size_limit_note() {
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
+  return "; this process may write files of at most " + bytes_both(static_cast<int64_t>(lim.rlim_cur)) +
+         " (ulimit -f), and a write past that fails whatever the disk holds: raise the limit if that is what was "
+         "reached";
 }
 
 }  // namespace colikv_cli

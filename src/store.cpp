@@ -1431,7 +1431,9 @@ class Verifier {
       return;
     }
     Walk walk{c, m, detail::chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
-    s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
+    read_rows(s_.where(c.name), [&] {
+      s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
+    });
     const int64_t covered = walk.layout.covered();
     if (covered != c.count)
       problem(c, -1, -1, std::min(covered, c.count), std::max(covered, c.count),

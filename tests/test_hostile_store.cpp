@@ -309,3 +309,54 @@ TEST_CASE("hostile store: the chunk sizes colikv writes stay within what it acce
   expect_error([&] { s.create("h", huge); }, ErrorCode::kInvalidArgument, {"'h'", "more than the 16 MiB"});
   CHECK_FALSE(s.exists("h"));
 }
+
+TEST_CASE("hostile store: text, a real or a blob where an integer is stored is corrupt, never read as a number",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("types.db");
+  // SQLite keeps what INTEGER affinity cannot convert, and CHECK (n >= 0)
+  // holds for text: plain UPDATEs, the schema stays colikv's. c1's chunk at
+  // seq 1 holds positions [8, 16).
+  const std::string c1_chunk1 =
+      "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c USING (conversation_id) "
+      "WHERE c.name = 'c1' AND cc.seq = 1)";
+  struct Case {
+    const char* what;
+    std::string sql;
+    std::string column;
+  };
+  const std::vector<Case> cases = {
+      {"a text count", "UPDATE conversations SET token_count = 'abc' WHERE name = 'c1'", "conversations.token_count holds text"},
+      {"a blob count spelling 17", "UPDATE conversations SET token_count = x'3137' WHERE name = 'c1'",
+       "conversations.token_count holds a blob"},
+      {"a real n_tokens", "UPDATE chunks SET n_tokens = 8.5 WHERE chunk_id = " + c1_chunk1, "chunks.n_tokens holds a real"},
+      {"a real first_pos", "UPDATE chunks SET first_pos = 8.25 WHERE chunk_id = " + c1_chunk1, "chunks.first_pos holds a real"},
+      {"a real seq, still in order",
+       "UPDATE conversation_chunks SET seq = 1.5 WHERE seq = 1 AND conversation_id = "
+       "(SELECT conversation_id FROM conversations WHERE name = 'c1')",
+       "conversation_chunks.seq holds a real"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.what) {
+      make_store(path);
+      tamper(path, {c.sql});
+      const std::string before = dump(path);
+      Store s(path, wl::options(false));
+      CHECK(wl::check_content(s, "c1", 17).find(c.column) != std::string::npos);
+      expect_error([&] { colikv::export_coli_kv(s, "c1", dir.file("c1.coli_kv"), {}); }, ErrorCode::kCorrupt,
+                   {path, "'c1'", c.column});
+      expect_error([&] { s.verify(); }, ErrorCode::kCorrupt, {path, "'c1'", c.column});
+      expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {path, "'c1'", c.column});
+      CHECK(wl::check_content(s, "c0", 40) == "");
+      CHECK(dump(path) == before);
+    }
+  }
+  SECTION("a model dimension past 32 bits whose low bits the signature matches") {
+    make_store(path);
+    tamper(path, {"UPDATE models SET n_layers = n_layers + 4294967296"});
+    Store s(path, wl::options(false));
+    expect_error([&] { s.info("c0"); }, ErrorCode::kCorrupt, {path, "models.n_layers holds 42949672"});
+    CHECK(wl::check_content(s, "c0", 40).find("models.n_layers") != std::string::npos);
+  }
+}

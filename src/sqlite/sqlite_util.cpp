@@ -79,6 +79,15 @@ void SqlTransaction::commit() {
   open_ = false;
 }
 
+int64_t stored_int(const SQLite::Column& col, const char* column) {
+  if (col.getType() == SQLITE_INTEGER) return col.getInt64();
+  static const char* const kTypeNames[] = {"", "an integer", "a real", "text", "a blob", "NULL"};
+  const int type = col.getType();
+  throw SQLite::Exception(std::string(column) + " holds " + (type >= 1 && type <= 5 ? kTypeNames[type] : "a value") +
+                              ", not an integer (a damaged or hostile store)",
+                          SQLITE_CORRUPT);
+}
+
 ChunkHash blob_to_hash(const SQLite::Column& col) {
   ChunkHash h{};
   if (col.getBytes() == static_cast<int>(h.size())) std::memcpy(h.data(), col.getBlob(), h.size());

@@ -1258,6 +1258,23 @@ void Store::set_metadata(const std::string& id, const std::string& metadata_json
 
 namespace {
 
+// Sizes derived from a store's counts: a hostile count (one no colikv
+// writes) must not overflow them, which would be undefined and then shown.
+int64_t checked_product(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw Error(ErrorCode::kCorrupt, what + ": " + std::to_string(a) + " tokens of " + std::to_string(b) +
+                                         " bytes overflow a 64-bit size (a count no colikv writes)");
+  return out;
+}
+
+int64_t checked_sum(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw Error(ErrorCode::kCorrupt, what + ": the totals overflow a 64-bit size (counts no colikv writes)");
+  return out;
+}
+
 ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) {
   ConversationInfo i;
   i.id = std::move(r.name);
@@ -1272,7 +1289,7 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
   i.updated_ms = r.updated_ms;
   i.last_used_ms = r.last_used_ms;
   i.stored_bytes = r.stored_bytes;
-  i.raw_bytes = i.tokens * m.sig.record_bytes();
+  i.raw_bytes = checked_product(i.tokens, m.sig.record_bytes(), s.where(i.id));
   i.evicted = r.evicted;
   i.precision = std::move(r.precision);
   return i;
@@ -1576,18 +1593,20 @@ StoreStats Store::stats() {
       UsageStats u;
       u.model = s.model_by_id(row.model_id).sig;
       u.chunk_tokens = row.chunk_tokens;
-      const int64_t rb = row.record_bytes;
+      // The model's own record size, not the stored column no check covers.
+      const int64_t rb = u.model.record_bytes();
+      const std::string what = s.where() + ": model row " + std::to_string(row.model_id);
       u.conversations = row.conversations;
       u.tokens = row.tokens;
       u.chunks = row.chunks;
-      u.logical_bytes = u.tokens * rb;
-      u.unique_bytes = row.chunk_tokens_sum * rb;
+      u.logical_bytes = checked_product(u.tokens, rb, what);
+      u.unique_bytes = checked_product(row.chunk_tokens_sum, rb, what);
       u.stored_bytes = row.stored_bytes;
       out.total.conversations += u.conversations;
-      out.total.tokens += u.tokens;
+      out.total.tokens = checked_sum(out.total.tokens, u.tokens, what);
       out.total.chunks += u.chunks;
-      out.total.logical_bytes += u.logical_bytes;
-      out.total.unique_bytes += u.unique_bytes;
+      out.total.logical_bytes = checked_sum(out.total.logical_bytes, u.logical_bytes, what);
+      out.total.unique_bytes = checked_sum(out.total.unique_bytes, u.unique_bytes, what);
       out.total.stored_bytes += u.stored_bytes;
       out.models.push_back(u);
     }

@@ -360,3 +360,24 @@ TEST_CASE("hostile store: text, a real or a blob where an integer is stored is c
     CHECK(wl::check_content(s, "c0", 40).find("models.n_layers") != std::string::npos);
   }
 }
+
+TEST_CASE("hostile store: a count whose size overflows 64 bits is corrupt, never shown wrapped", "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("overflow.db");
+  make_store(path);
+  const int64_t record = wl::model().record_bytes();
+  {
+    // The stored record_bytes column is nobody's check: stats uses the model's.
+    tamper(path, {"UPDATE models SET record_bytes = 9223372036854775807"});
+    Store s(path, wl::options(false));
+    const colikv::StoreStats st = s.stats();
+    CHECK(st.total.logical_bytes == 57 * record);
+  }
+  tamper(path, {"UPDATE conversations SET token_count = 4611686018427387904 WHERE name = 'c1'"});
+  Store s(path, wl::options(false));
+  expect_error([&] { s.info("c1"); }, ErrorCode::kCorrupt, {path, "'c1'", "4611686018427387904 tokens", "overflow"});
+  expect_error([&] { s.list(); }, ErrorCode::kCorrupt, {path, "'c1'", "overflow"});
+  expect_error([&] { s.stats(); }, ErrorCode::kCorrupt, {path, "model row", "overflow"});
+  CHECK(s.info("c0").raw_bytes == 40 * record);
+}

@@ -261,7 +261,7 @@ void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const 
     const std::string why = walk.next(c.seq, c.first_pos, c.n_tokens);
     if (!why.empty())
       throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(c.chunk_id) + " (seq " + std::to_string(c.seq) +
-                                           ", " + range_text(c.first_pos, c.first_pos + c.n_tokens) + ") " + why);
+                                           ", " + range_text(c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens)) + ") " + why);
   }
   if (walk.covered() != conv.count)
     throw Error(ErrorCode::kCorrupt, here + ": its chunks cover " + range_text(0, walk.covered()) +
@@ -746,7 +746,7 @@ class ChunkScan {
     c->first_pos = row.first_pos;
     c->n_tokens = row.n_tokens;
     cw_ = here_ + ": chunk " + std::to_string(c->chunk_id) + " (seq " + std::to_string(c->seq) + ", " +
-          range_text(c->first_pos, c->first_pos + c->n_tokens) + ")";
+          range_text(c->first_pos, detail::saturating_add(c->first_pos, c->n_tokens)) + ")";
     check_place(*c);
     c->wanted = std::min(c->n_tokens, start_.n - c->first_pos);
     c->tokens = parse_tokens_or_throw(row.tokens_json.data(), static_cast<int64_t>(row.tokens_json.size()),
@@ -1397,11 +1397,11 @@ class Verifier {
     check_integrity();
     list_conversations();
     int64_t total_tokens = 0, done_tokens = 0;
-    for (auto& c : convs_) total_tokens += c.count;
+    for (auto& c : convs_) total_tokens = detail::saturating_add(total_tokens, c.count);
     for (auto& c : convs_) {
       ++report_.conversations;
       verify_conversation(c);
-      done_tokens += c.count;
+      done_tokens = detail::saturating_add(done_tokens, c.count);
       if (progress_) progress_(done_tokens, total_tokens);
     }
     report_.uncompared_shares = find_uncompared_shares(*s_.catalog, only_);
@@ -1470,7 +1470,7 @@ class Verifier {
     const int64_t chunk_id = *row.chunk_id;
     const std::string misplaced = walk.layout.next(seq, first, n);
     if (!misplaced.empty() || row.model_id != c.model_id) {
-      problem(c, seq, chunk_id, first, first + std::max<int64_t>(n, 0),
+      problem(c, seq, chunk_id, first, detail::saturating_add(first, std::max<int64_t>(n, 0)),
               misplaced.empty() ? "the chunk belongs to another model" : "the chunk " + misplaced);
       walk.layout.skip(seq, first, n);
       walk.chain_ok = false;
@@ -1561,7 +1561,7 @@ class Verifier {
 
   void find_unused_chunks() {
     for (const detail::ChunkPlace& c : s_.catalog->unused_chunks())
-      report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, c.first_pos + c.n_tokens,
+      report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens),
                                   "chunk is not used by any conversation"});
   }
 

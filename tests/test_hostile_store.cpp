@@ -381,3 +381,48 @@ TEST_CASE("hostile store: a count whose size overflows 64 bits is corrupt, never
   expect_error([&] { s.stats(); }, ErrorCode::kCorrupt, {path, "model row", "overflow"});
   CHECK(s.info("c0").raw_bytes == 40 * record);
 }
+
+TEST_CASE("hostile store: positions, sizes and seqs at the 64-bit limits are corrupt, never overflowed on the way",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("limits.db");
+  const std::string c1 = "(SELECT conversation_id FROM conversations WHERE name = 'c1')";
+  const std::string c1_seq2 = "(SELECT chunk_id FROM conversation_chunks WHERE seq = 2 AND conversation_id = " + c1 + ")";
+  // Every problem's range is read back as stored, its end saturated: never before its start.
+  auto check_ranges = [](const colikv::VerifyReport& r) {
+    REQUIRE_FALSE(r.ok());
+    for (const auto& p : r.problems) {
+      INFO(p.what);
+      CHECK(p.end_pos >= p.first_pos);
+    }
+  };
+  make_store(path);
+  SECTION("a chunk at position 2^63 - 1") {
+    tamper(path, {"UPDATE chunks SET first_pos = 9223372036854775807 WHERE chunk_id = " + c1_seq2});
+    Store s(path, wl::options(false));
+    expect_error([&] { s.truncate("c1", 4); }, ErrorCode::kCorrupt,
+                 {"'c1'", "positions [9223372036854775807, 9223372036854775807)"});
+    check_ranges(s.verify());
+  }
+  SECTION("a tail piece of 2^63 - 1 tokens") {
+    tamper(path, {"UPDATE chunks SET n_tokens = 9223372036854775807 WHERE chunk_id = " + c1_seq2});
+    Store s(path, wl::options(false));
+    expect_error([&] { s.fork("c1", "f", -1); }, ErrorCode::kCorrupt, {"'c1'", "ends at position 9223372036854775807,"});
+    check_ranges(s.verify());
+  }
+  SECTION("an unused chunk at position 2^63 - 1") {
+    tamper(path, {"UPDATE chunks SET first_pos = 9223372036854775807 WHERE chunk_id = " + c1_seq2,
+                  "DELETE FROM conversation_chunks WHERE seq = 2 AND conversation_id = " + c1});
+    Store s(path, wl::options(false));
+    check_ranges(s.verify());
+  }
+  // No message shows these; the sanitizer build sees the overflow.
+  SECTION("seq 2^63 - 1 and a count of 2^63 - 1") {
+    tamper(path, {"UPDATE conversation_chunks SET seq = 9223372036854775807 WHERE seq = 0 AND conversation_id = " + c1,
+                  "UPDATE conversations SET token_count = 9223372036854775807 WHERE name = 'c0'"});
+    Store s(path, wl::options(false));
+    check_ranges(s.verify());
+    expect_error([&] { s.truncate("c1", 4); }, ErrorCode::kCorrupt, {"'c1'", "(seq 1, positions [8, 16)) leaves positions [0, 8) uncovered"});
+  }
+}

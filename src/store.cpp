@@ -752,14 +752,13 @@ class ChunkScan {
     c->tokens = parse_tokens_or_throw(row.tokens_json.data(), static_cast<int64_t>(row.tokens_json.size()),
                                       c->n_tokens, cw_);
     check_tokens(*c, row.key, row.digest);
-    c->compressed = row.compression == "zstd";
     c->raw_size = row.raw_size;
     c->checksum = static_cast<uint32_t>(row.checksum);
     if (!detail::parse_precision(row.precision, c->precision))
       throw Error(ErrorCode::kCorrupt, cw_ + ": unknown precision '" + row.precision + "'");
     if (!row.payload_bytes)
       throw Error(ErrorCode::kEvicted, cw_ + ": its KV data was evicted; only its token ids are kept", c->first_pos);
-    if (!c->compressed && row.compression != "none")
+    if (!detail::parse_compression(row.compression, c->compressed))
       throw Error(ErrorCode::kCorrupt, cw_ + ": unknown compression '" + row.compression + "'");
     payload_bytes_ = *row.payload_bytes;
     check_sizes(*c);
@@ -1048,8 +1047,11 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
     }
     std::vector<float> buf(static_cast<size_t>(n * model.sig.floats_per_token()));
     PlaneList packed = detail::packed_planes(model.sig, buf.data(), n);
+    bool compressed = false;
+    if (!detail::parse_compression(stored->compression, compressed))
+      throw Error(ErrorCode::kCorrupt, cw + ": unknown compression '" + stored->compression + "'");
     try {
-      detail::decode_chunk(stored->payload->data(), stored->payload->size(), stored->compression == "zstd",
+      detail::decode_chunk(stored->payload->data(), stored->payload->size(), compressed,
                            stored->raw_size, static_cast<uint32_t>(stored->checksum), n, toks.data(), packed,
                            precision);
     } catch (const Error& e) {
@@ -1540,13 +1542,15 @@ class Verifier {
     const int64_t n = static_cast<int64_t>(toks.size());
     const std::string& comp = row.compression;
     try {
-      if (comp != "zstd" && comp != "none") throw Error(ErrorCode::kCorrupt, "unknown compression '" + comp + "'");
+      bool compressed = false;
+      if (!detail::parse_compression(comp, compressed))
+        throw Error(ErrorCode::kCorrupt, "unknown compression '" + comp + "'");
       detail::ChunkPrecision precision;
       if (!detail::parse_precision(row.precision, precision))
         throw Error(ErrorCode::kCorrupt, "unknown precision '" + row.precision + "'");
       std::vector<float> buf(static_cast<size_t>(n * walk.model.sig.floats_per_token()));
       ChunkHash decoded_digest;
-      detail::decode_chunk(row.payload, row.payload_bytes, comp == "zstd", row.raw_size, static_cast<uint32_t>(row.checksum),
+      detail::decode_chunk(row.payload, row.payload_bytes, compressed, row.raw_size, static_cast<uint32_t>(row.checksum),
                            n, toks.data(), detail::packed_planes(walk.model.sig, buf.data(), n), precision,
                            &decoded_digest);
       if (row.digest && decoded_digest != *row.digest)

@@ -8,6 +8,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -425,4 +426,39 @@ TEST_CASE("hostile store: positions, sizes and seqs at the 64-bit limits are cor
     check_ranges(s.verify());
     expect_error([&] { s.truncate("c1", 4); }, ErrorCode::kCorrupt, {"'c1'", "(seq 1, positions [8, 16)) leaves positions [0, 8) uncovered"});
   }
+}
+
+TEST_CASE("hostile store: a compression name load refuses is refused by fork and truncate too", "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("compression.db");
+  make_store(path);
+  {
+    // c1's chunk at seq 1 ([8, 16)) stored raw under the name 'NONE'.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    SQLite::Statement q(db,
+                        "SELECT ch.chunk_id, ch.payload, ch.compression, ch.raw_size FROM chunks ch JOIN conversation_chunks cc "
+                        "USING (chunk_id) JOIN conversations c USING (conversation_id) WHERE c.name = 'c1' AND cc.seq = 1");
+    REQUIRE(q.executeStep());
+    const int64_t chunk = q.getColumn(0).getInt64();
+    std::string raw(static_cast<size_t>(q.getColumn(3).getInt64()), '\0');
+    const std::string stored = q.getColumn(1).getString();
+    if (q.getColumn(2).getString() == "zstd")
+      REQUIRE(ZSTD_decompress(raw.data(), raw.size(), stored.data(), stored.size()) == raw.size());
+    else
+      raw = stored;
+    q.reset();
+    db.exec("PRAGMA ignore_check_constraints = ON");
+    SQLite::Statement u(db, "UPDATE chunks SET payload = ?, compression = 'NONE' WHERE chunk_id = ?");
+    u.bind(1, raw.data(), static_cast<int>(raw.size()));
+    u.bind(2, chunk);
+    REQUIRE(u.exec() == 1);
+  }
+  const std::string before = dump(path);
+  Store s(path, wl::options(false));
+  CHECK(wl::check_content(s, "c1", 17).find("unknown compression 'NONE'") != std::string::npos);
+  expect_error([&] { s.fork("c1", "f", 12); }, ErrorCode::kCorrupt, {"'c1'", "unknown compression 'NONE'"});
+  expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {"'c1'", "unknown compression 'NONE'"});
+  CHECK_FALSE(s.exists("f"));
+  CHECK(dump(path) == before);
 }

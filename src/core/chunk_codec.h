@@ -41,6 +41,9 @@ enum class ChunkPrecision { kF32, kBf16 };
 const char* precision_name(ChunkPrecision p);
 // Parses "f32" / "bf16"; false for anything else.
 bool parse_precision(const std::string& text, ChunkPrecision& out);
+// Parses a chunk's compression, "zstd" (compressed = true) / "none"; false
+// for anything else, which every reader refuses alike.
+bool parse_compression(const std::string& text, bool& compressed);
 // Bytes of one value in the raw payload: 4 or 2.
 inline int64_t precision_value_bytes(ChunkPrecision p) { return p == ChunkPrecision::kBf16 ? 2 : 4; }
 

@@ -45,6 +45,9 @@ struct ConversationRow {
   int64_t count = 0;
   int64_t generation = 0;
   std::string precision;
+  // conversations_to_verify only: why a stored field could not be read as
+  // what it is ("" when it could); verify reports it instead of throwing.
+  std::string malformed;
 };
 
 // One entry of a conversation's chunk list, without its tokens or payload.

@@ -1442,6 +1442,10 @@ class Verifier {
   }
 
   void verify_conversation(const Conv& c) {
+    if (!c.malformed.empty()) {
+      problem(c, -1, -1, -1, -1, c.malformed);
+      return;
+    }
     ModelRow m;
     try {
       m = s_.model_by_id(c.model_id);
@@ -1450,9 +1454,15 @@ class Verifier {
       return;
     }
     Walk walk{c, m, detail::chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
-    read_rows(s_.where(c.name), [&] {
-      s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
-    });
+    try {
+      read_rows("its chunk list", [&] {
+        s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
+      });
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kCorrupt) throw;
+      problem(c, -1, -1, -1, -1, e.what());  // a row it cannot read: the rest of its list is not checked
+      return;
+    }
     const int64_t covered = walk.layout.covered();
     if (covered != c.count)
       problem(c, -1, -1, std::min(covered, c.count), std::max(covered, c.count),
@@ -1579,11 +1589,25 @@ class Verifier {
 
 }  // namespace
 
+namespace {
+
+// kNotFound for a missing id; a row that exists but cannot be read is the
+// Verifier's to report, not an error.
+void require_exists_for_verify(Store::Impl& s, const std::string& id) {
+  try {
+    s.get_conversation(id);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kCorrupt) throw;
+  }
+}
+
+}  // namespace
+
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
-  if (!id.empty()) s.get_conversation(id);
+  if (!id.empty()) require_exists_for_verify(s, id);
   return read_rows(s.where(id), [&] { return Verifier(s, id, progress).run(); });
 }
 

@@ -137,7 +137,7 @@ std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::s
       r.model_id = stored_int(q.getColumn(2), "conversations.model_id");
       r.count = stored_int(q.getColumn(3), "conversations.token_count");
     } catch (const SQLite::Exception& e) {
-      throw SQLite::Exception("conversation '" + r.name + "': " + e.what(), e.getErrorCode());
+      r.malformed = e.what();
     }
     r.precision = q.getColumn(4).getString();
     out.push_back(r);

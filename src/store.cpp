@@ -326,11 +326,49 @@ void set_token_lists(detail::ChunkRecord& r, const WriteChunk& w) {
   r.index_tokens_json = detail::tokens_to_json(region.data(), static_cast<int64_t>(region.size()));
 }
 
+// A stored chunk found under the key of the content about to be linked must
+// hold that content. colikv never stores a key its payload disagrees with,
+// but a store from elsewhere may (a load checks the key against the digest
+// column, not against the decoded values): linking it would give this
+// conversation values it never wrote. So its tokens and decoded digest are
+// compared first; verify names the chunk.
+void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature& sig, const detail::ChunkRecord& r,
+                          const std::vector<int32_t>& tokens, const std::string& here) {
+  if (s.linked_content_checked(chunk_id, r.key)) return;
+  detail::Catalog& catalog = *s.catalog;
+  const std::string what = here + ": stored chunk " + std::to_string(chunk_id) + " under this content's key";
+  const std::optional<detail::ChunkContent> c = detail::read_rows(what, [&] { return catalog.read_chunk(chunk_id); });
+  if (!c || !c->payload) return;  // freed or evicted meanwhile: the caller's find_chunk said otherwise
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  detail::ChunkPrecision precision;
+  bool compressed = false;
+  ChunkHash digest{};
+  if (c->n_tokens == n && c->tokens_json == detail::tokens_to_json(tokens.data(), n) &&
+      detail::parse_precision(c->precision, precision) && detail::parse_compression(c->compression, compressed)) {
+    std::vector<float> buf(static_cast<size_t>(n * sig.floats_per_token()));
+    try {
+      detail::decode_chunk(c->payload->data(), c->payload->size(), compressed, c->raw_size,
+                           static_cast<uint32_t>(c->checksum), n, tokens.data(),
+                           detail::packed_planes(sig, buf.data(), n), precision, &digest);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kCorrupt, what + ": " + e.what());
+    }
+    if (digest == r.digest) {
+      s.remember_linked_content(chunk_id, r.key);
+      return;
+    }
+  }
+  throw Error(ErrorCode::kCorrupt, what + " holds other tokens or values (a damaged or hostile store; verify reports it)");
+}
+
 // Stores one chunk, or finds the stored chunk with the same key (the same
 // place and the same content), and returns its id; 0 when the chunk was
 // skipped as stored already but is no longer there with its values (the
 // caller encodes it and calls again).
-int64_t put_chunk(detail::Catalog& catalog, int64_t model_id, const WriteChunk& w, const std::string& precision) {
+int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
+                  const std::string& here) {
+  detail::Catalog& catalog = *s.catalog;
+  const int64_t model_id = model.id;
   const EncodedChunk& e = w.produced.encoded;
   detail::ChunkRecord r;
   r.model_id = model_id;
@@ -346,7 +384,11 @@ int64_t put_chunk(detail::Catalog& catalog, int64_t model_id, const WriteChunk& 
   r.index_first = starts_region ? w.first_pos : w.region.first;
   r.index_prev = starts_region ? w.prev : w.region.anchor;
   if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
-    if (!stored->evicted || token_only(e)) return stored->chunk_id;
+    if (token_only(e)) return stored->chunk_id;
+    if (!stored->evicted) {
+      check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);
+      return stored->chunk_id;
+    }
     if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
     // The same content evicted: its values come back for every conversation using it.
     set_token_lists(r, w);
@@ -595,7 +637,7 @@ class Appender {
       check_generation();
       const ModelRow m = model_for_write();
       const int64_t conv_id = conv_ ? conv_->id : insert_conversation(m.id);
-      write_chunks(m.id, conv_id);
+      write_chunks(m, conv_id);
       update_conversation(conv_id);
       // A replaced chunk stays when it is linked still: by another conversation,
       // or by this one when the same content was re-saved into it.
@@ -635,7 +677,7 @@ class Appender {
   }
 
   // Stores and links each chunk as its encoding comes in, in order.
-  void write_chunks(int64_t model_id, int64_t conv_id) {
+  void write_chunks(const ModelRow& model, int64_t conv_id) {
     if (rewrite_tail_) s_.catalog->unlink_from(conv_id, keep_chunks_);  // the pieces re-packed or merged
     ChunkHash h = chain_;
     while (!encoded_->done()) {
@@ -647,18 +689,18 @@ class Appender {
         h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
         w.hash = h;
       }
-      s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model_id, w));
+      s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model, w));
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
     }
   }
 
-  int64_t store_chunk(int64_t model_id, WriteChunk& w) const {
-    int64_t id = put_chunk(*s_.catalog, model_id, w, precision_);
+  int64_t store_chunk(const ModelRow& model, WriteChunk& w) const {
+    int64_t id = put_chunk(s_, model, w, precision_, here_);
     if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
       w.produced.stored_digests.clear();
       req_.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
-      id = put_chunk(*s_.catalog, model_id, w, precision_);
+      id = put_chunk(s_, model, w, precision_, here_);
     }
     return id;
   }
@@ -1131,7 +1173,7 @@ void link_cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut,
   w.prev = piece.prev;
   w.n = static_cast<int64_t>(w.produced.tokens.size());
   w.region = std::move(piece.region);
-  s.catalog->insert_link(conv_id, w.seq, put_chunk(*s.catalog, st.model.id, w, st.conv.precision));
+  s.catalog->insert_link(conv_id, w.seq, put_chunk(s, st.model, w, st.conv.precision, s.where(st.conv.name)));
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "core/chunk_codec.h"
+#include "core/crc32c.h"
 #include "crash_workload.h"
 #include "fault_vfs.h"
 #include "proc_util.h"
@@ -48,6 +50,47 @@ void tamper_in_shell(const std::string& path, const std::vector<std::string>& sq
   argv.insert(argv.end(), sql.begin(), sql.end());
   colikv_test::ChildProcess shell(argv);
   REQUIRE(shell.wait() == 0);
+}
+
+// The chunk at `seq` of conversation `name`, its payload decompressed.
+struct RawChunk {
+  int64_t id = 0;
+  std::string raw;
+  std::vector<int32_t> tokens;
+};
+
+RawChunk raw_chunk(SQLite::Database& db, const std::string& name, int seq) {
+  SQLite::Statement q(db,
+                      "SELECT ch.chunk_id, ch.payload, ch.compression, ch.raw_size, ch.tokens FROM chunks ch "
+                      "JOIN conversation_chunks cc USING (chunk_id) JOIN conversations c USING (conversation_id) "
+                      "WHERE c.name = ? AND cc.seq = ?");
+  q.bind(1, name);
+  q.bind(2, seq);
+  REQUIRE(q.executeStep());
+  RawChunk c;
+  c.id = q.getColumn(0).getInt64();
+  c.raw.assign(static_cast<size_t>(q.getColumn(3).getInt64()), '\0');
+  const std::string stored = q.getColumn(1).getString();
+  if (q.getColumn(2).getString() == "zstd")
+    REQUIRE(ZSTD_decompress(c.raw.data(), c.raw.size(), stored.data(), stored.size()) == c.raw.size());
+  else
+    c.raw = stored;
+  REQUIRE(colikv::detail::parse_tokens_json(q.getColumn(4).getText(), static_cast<size_t>(q.getColumn(4).getBytes()), c.tokens));
+  return c;
+}
+
+// Stores c's raw payload uncompressed under `compression`, with the
+// checksum a load checks (CRC-32C of the token ids, then the raw payload).
+void store_raw(SQLite::Database& db, const RawChunk& c, const std::string& compression) {
+  uint32_t crc = colikv::detail::crc32c(0, c.tokens.data(), c.tokens.size() * 4);
+  crc = colikv::detail::crc32c(crc, c.raw.data(), c.raw.size());
+  db.exec("PRAGMA ignore_check_constraints = ON");
+  SQLite::Statement u(db, "UPDATE chunks SET payload = ?, compression = ?, checksum = ? WHERE chunk_id = ?");
+  u.bind(1, c.raw.data(), static_cast<int>(c.raw.size()));
+  u.bind(2, compression);
+  u.bind(3, static_cast<int64_t>(crc));
+  u.bind(4, c.id);
+  REQUIRE(u.exec() == 1);
 }
 
 std::string dump(const std::string& path) {
@@ -443,23 +486,7 @@ TEST_CASE("hostile store: a compression name load refuses is refused by fork and
   {
     // c1's chunk at seq 1 ([8, 16)) stored raw under the name 'NONE'.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
-    SQLite::Statement q(db,
-                        "SELECT ch.chunk_id, ch.payload, ch.compression, ch.raw_size FROM chunks ch JOIN conversation_chunks cc "
-                        "USING (chunk_id) JOIN conversations c USING (conversation_id) WHERE c.name = 'c1' AND cc.seq = 1");
-    REQUIRE(q.executeStep());
-    const int64_t chunk = q.getColumn(0).getInt64();
-    std::string raw(static_cast<size_t>(q.getColumn(3).getInt64()), '\0');
-    const std::string stored = q.getColumn(1).getString();
-    if (q.getColumn(2).getString() == "zstd")
-      REQUIRE(ZSTD_decompress(raw.data(), raw.size(), stored.data(), stored.size()) == raw.size());
-    else
-      raw = stored;
-    q.reset();
-    db.exec("PRAGMA ignore_check_constraints = ON");
-    SQLite::Statement u(db, "UPDATE chunks SET payload = ?, compression = 'NONE' WHERE chunk_id = ?");
-    u.bind(1, raw.data(), static_cast<int>(raw.size()));
-    u.bind(2, chunk);
-    REQUIRE(u.exec() == 1);
+    store_raw(db, raw_chunk(db, "c1", 1), "NONE");
   }
   const std::string before = dump(path);
   Store s(path, wl::options(false));
@@ -468,4 +495,32 @@ TEST_CASE("hostile store: a compression name load refuses is refused by fork and
   expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {"'c1'", "unknown compression 'NONE'"});
   CHECK_FALSE(s.exists("f"));
   CHECK(dump(path) == before);
+}
+
+TEST_CASE("hostile store: a chunk whose values are not its key's is never linked for another conversation's content",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("poisoned.db");
+  make_store(path);
+  {
+    // c1's first full chunk holds other values under its key and digest, with
+    // a checksum that matches them: a load of c1 cannot tell.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    RawChunk c = raw_chunk(db, "c1", 0);
+    for (size_t i = c.raw.size() * 3 / 4; i < c.raw.size(); ++i) c.raw[i] ^= 0x40;  // the floats' top bytes
+    store_raw(db, c, "none");
+  }
+  const std::string before = dump(path);
+  Store s(path, wl::options(false));
+  // Another conversation with c1's content: linking that chunk would load
+  // the store's values, not the ones appended.
+  const auto& b = wl::history_of("c1").buffers;
+  expect_error([&] { s.append("v", wl::model(), b.tokens.data(), 17, b.source()); }, ErrorCode::kCorrupt,
+               {path, "'v'", "holds other tokens or values"});
+  CHECK_FALSE(s.exists("v"));
+  CHECK(dump(path) == before);
+  const colikv::VerifyReport r = s.verify("c1");
+  REQUIRE(r.problems.size() == 1);
+  CHECK(r.problems.front().what.find("content digest does not match") != std::string::npos);
 }

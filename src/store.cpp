@@ -1658,7 +1658,7 @@ StoreStats Store::stats() {
   Impl& s = *impl_;
   StoreStats out;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
-  with_context(s.where(), [&] {
+  read_rows(s.where(), [&] {
     for (const detail::ModelUsageRow& row : s.catalog->model_usage()) {
       UsageStats u;
       u.model = s.model_by_id(row.model_id).sig;

@@ -431,6 +431,9 @@ TEST_CASE("hostile store: a count whose size overflows 64 bits is corrupt, never
   expect_error([&] { s.list(); }, ErrorCode::kCorrupt, {path, "'c1'", "overflow"});
   expect_error([&] { s.stats(); }, ErrorCode::kCorrupt, {path, "model row", "overflow"});
   CHECK(s.info("c0").raw_bytes == 40 * record);
+  // Counts whose sum overflows in SQL: corrupt too, not an internal error.
+  tamper(path, {"UPDATE conversations SET token_count = 6000000000000000000"});
+  expect_error([&] { s.stats(); }, ErrorCode::kCorrupt, {path, "add up past 64 bits"});
 }
 
 TEST_CASE("hostile store: positions, sizes and seqs at the 64-bit limits are corrupt, never overflowed on the way",

@@ -47,6 +47,9 @@ void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& 
   if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
     throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
                                          std::to_string(kMaxStoredValueBytes) + " bytes)");
+  // sum() of stored counts (stats): SQLite's one arithmetic error, for counts no colikv writes.
+  if (e.getErrorCode() == SQLITE_ERROR && std::strcmp(e.what(), "integer overflow") == 0)
+    throw Error(ErrorCode::kCorrupt, what + ": stored counts add up past 64 bits (counts no colikv writes)");
   rethrow_sqlite(e, what);
 }
 

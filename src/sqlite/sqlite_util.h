@@ -27,7 +27,8 @@ ErrorCode error_code_for_sqlite(int extended_code);
 
 // rethrow_sqlite for a read of stored rows: SQLITE_TOOBIG there means a
 // value over the connection's SQLITE_LIMIT_LENGTH, one no colikv writes, so
-// the store is damaged or hostile (kCorrupt), not the caller's argument.
+// the store is damaged or hostile (kCorrupt), not the caller's argument; so
+// does an integer overflow of sum() over stored counts.
 [[noreturn]] void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& what);
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what);

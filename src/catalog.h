@@ -217,6 +217,7 @@ struct VerifyChunkRow {
   bool has_index = false;
   std::optional<std::string> index_prev;  // prev_hash's bytes; none: NULL (unknown)
   std::string index_tokens_json;
+  std::optional<ChunkHash> index_chain;  // chain_hash; none: NULL
 };
 
 // A database's own consistency check.
@@ -260,7 +261,15 @@ class PrefixIndex {
                                  const std::string& from, const std::string& to) = 0;
   virtual bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                               const std::string& exact) = 0;
-  virtual std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) = 0;
+  // The chain hash the index holds for a conversation's entry at seq, with
+  // the chunk's key and digest to check it against (match trusts no index
+  // row the key does not confirm).
+  struct ChainEntry {
+    ChunkHash chain{};
+    ChunkHash key{};
+    std::optional<ChunkHash> digest;
+  };
+  virtual std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq) = 0;
   // The token list the index holds for a chunk that follows `prev` (a tail
   // piece: the tail's tokens up to its end).
   virtual std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,

@@ -49,11 +49,7 @@ int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes) {
   return c;
 }
 
-
-// Does a stored chunk's key (chunks.hash) say it sits at chain hash `chain`?
-bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest, const ChunkHash& chain) {
-  return stored == (digest ? detail::chunk_key(chain, *digest) : chain);
-}
+using detail::key_matches;
 
 std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int64_t expect_n,
                                            const std::string& where) {
@@ -1585,6 +1581,10 @@ class Verifier {
     if (row.index_tokens_json != detail::tokens_to_json(walk.region.data(), region_n))
       problem(walk.conv, row.seq, *row.chunk_id, row.first_pos, end,
               "chunk_meta.tokens is not the token ids of " + range_text(region_first, end) + ", the chunk's region");
+    // match finds conversations by it (and checks it against the chunk's key).
+    if (row.index_chain != walk.chain)
+      problem(walk.conv, row.seq, *row.chunk_id, row.first_pos, end,
+              "chunk_meta.chain_hash is not the chain hash of " + range_text(0, end) + ", the chunk's end");
   }
 
   // A chunk's payload decoded and checked: "" when sound (or evicted: only

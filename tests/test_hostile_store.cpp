@@ -527,3 +527,27 @@ TEST_CASE("hostile store: a chunk whose values are not its key's is never linked
   REQUIRE(r.problems.size() == 1);
   CHECK(r.problems.front().what.find("content digest does not match") != std::string::npos);
 }
+
+TEST_CASE("hostile store: match trusts no chain hash of the index that the chunk's own key does not confirm",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("index.db");
+  make_store(path);
+  // c1's first two chunks indexed under c0's chain hashes, c1 the most recently used.
+  const std::string meta_of = "(SELECT k.chain_hash FROM chunk_meta k JOIN conversation_chunks cc USING (chunk_id) "
+                              "JOIN conversations c USING (conversation_id) WHERE c.name = 'c0' AND cc.seq = ";
+  const std::string c1_chunk = "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c USING (conversation_id) "
+                               "WHERE c.name = 'c1' AND cc.seq = ";
+  tamper(path, {"UPDATE chunk_meta SET chain_hash = " + meta_of + "0) WHERE chunk_id = " + c1_chunk + "0)",
+                "UPDATE chunk_meta SET chain_hash = " + meta_of + "1) WHERE chunk_id = " + c1_chunk + "1)",
+                "UPDATE conversations SET last_used_ms = last_used_ms + 100000 WHERE name = 'c1'"});
+  Store s(path, wl::options(false));
+  const auto& c0 = wl::history_of("c0").buffers;
+  const colikv::PrefixMatch m = s.match(wl::model(), c0.tokens.data(), 16);
+  CHECK(m.id == "c0");
+  CHECK(m.tokens == 16);
+  const colikv::VerifyReport r = s.verify("c1");
+  REQUIRE(r.problems.size() == 2);
+  for (const auto& p : r.problems) CHECK(p.what.find("chunk_meta.chain_hash is not the chain hash") != std::string::npos);
+}

@@ -149,7 +149,7 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
   SQLite::Statement q(db_,
                       "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
                       "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest, "
-                      "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens "
+                      "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens, k.chain_hash "
                       "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                       "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
@@ -177,6 +177,7 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
       if (!prev.isNull())
         r.index_prev.emplace(static_cast<const char*>(prev.getBlob()), static_cast<size_t>(prev.getBytes()));
       r.index_tokens_json = q.getColumn(15).getString();
+      r.index_chain = digest_column(q.getColumn(16));
     }
     f(r);
   }

@@ -45,6 +45,9 @@ struct ConversationRow {
   int64_t count = 0;
   int64_t generation = 0;
   std::string precision;
+  // conversations_to_verify only: why a stored field could not be read as
+  // what it is ("" when it could); verify reports it instead of throwing.
+  std::string malformed;
 };
 
 // One entry of a conversation's chunk list, without its tokens or payload.
@@ -214,6 +217,7 @@ struct VerifyChunkRow {
   bool has_index = false;
   std::optional<std::string> index_prev;  // prev_hash's bytes; none: NULL (unknown)
   std::string index_tokens_json;
+  std::optional<ChunkHash> index_chain;  // chain_hash; none: NULL
 };
 
 // A database's own consistency check.
@@ -257,7 +261,15 @@ class PrefixIndex {
                                  const std::string& from, const std::string& to) = 0;
   virtual bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                               const std::string& exact) = 0;
-  virtual std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) = 0;
+  // The chain hash the index holds for a conversation's entry at seq, with
+  // the chunk's key and digest to check it against (match trusts no index
+  // row the key does not confirm).
+  struct ChainEntry {
+    ChunkHash chain{};
+    ChunkHash key{};
+    std::optional<ChunkHash> digest;
+  };
+  virtual std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq) = 0;
   // The token list the index holds for a chunk that follows `prev` (a tail
   // piece: the tail's tokens up to its end).
   virtual std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,

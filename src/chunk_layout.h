@@ -19,6 +19,15 @@ namespace detail {
 // and encoding the tail once per kMaxTailPieces turns (docs/benchmarks.md).
 constexpr int64_t kMaxTailPieces = 32;
 
+// a + b, saturating. For positions and seqs read from a store before they
+// are checked (a chunk's end first_pos + n_tokens, for a message or to go on
+// past an entry): a hostile store's values may overflow the sum.
+inline int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
 // The first position of the tail of a conversation of `count` tokens.
 inline int64_t tail_start(int64_t count, int64_t chunk_tokens) { return count / chunk_tokens * chunk_tokens; }
 
@@ -42,8 +51,8 @@ class ChunkListWalk {
   // Goes on after an entry that did not fit, as if it had: one misplaced
   // entry is reported once, not again for every entry after it.
   void skip(int64_t seq, int64_t first_pos, int64_t n) {
-    seq_ = seq + 1;
-    covered_ = first_pos + std::max<int64_t>(n, 0);
+    seq_ = saturating_add(seq, 1);
+    covered_ = saturating_add(first_pos, std::max<int64_t>(n, 0));
   }
 
   int64_t covered() const { return covered_; }  // positions [0, covered) are placed
@@ -56,7 +65,7 @@ class ChunkListWalk {
     if (seq != seq_) return "has seq " + std::to_string(seq) + " where seq " + std::to_string(seq_) + " comes next";
     if (n < 1) return "holds " + std::to_string(n) + " tokens; a chunk holds at least one";
     if (n > count_ - first_pos)
-      return "ends at position " + std::to_string(first_pos + n) + ", past the count of " + std::to_string(count_);
+      return "ends at position " + std::to_string(saturating_add(first_pos, n)) + ", past the count of " + std::to_string(count_);
     if (first_pos < tail_ && n != chunk_tokens_)
       return "holds " + std::to_string(n) + " tokens before position " + std::to_string(tail_) +
              ", where only full chunks of " + std::to_string(chunk_tokens_) + " sit";

@@ -66,7 +66,9 @@ class SourceReader {
     auto content = detail::read_rows(what, [&] { return s_.catalog->read_chunk(c.chunk_id); });
     if (!content || !content->payload) throw Error(ErrorCode::kCorrupt, what + ": missing or evicted meanwhile");
     detail::ChunkPrecision precision;
-    if (!detail::parse_precision(content->precision, precision) || content->n_tokens != c.n_tokens ||
+    bool compressed = false;
+    if (!detail::parse_precision(content->precision, precision) ||
+        !detail::parse_compression(content->compression, compressed) || content->n_tokens != c.n_tokens ||
         !detail::parse_tokens_json(content->tokens_json.data(), content->tokens_json.size(), chunk_tokens_) ||
         static_cast<int64_t>(chunk_tokens_.size()) != c.n_tokens)
       throw Error(ErrorCode::kCorrupt, what + ": its stored fields are malformed");
@@ -74,7 +76,7 @@ class SourceReader {
     chunk_records_.assign(static_cast<size_t>(c.n_tokens * rb), 0);
     for (int64_t i = 0; i < c.n_tokens; ++i)
       std::memcpy(chunk_records_.data() + i * rb, &chunk_tokens_[static_cast<size_t>(i)], 4);
-    detail::decode_chunk(content->payload->data(), content->payload->size(), content->compression == "zstd",
+    detail::decode_chunk(content->payload->data(), content->payload->size(), compressed,
                          content->raw_size, static_cast<uint32_t>(content->checksum), c.n_tokens,
                          chunk_tokens_.data(), detail::record_planes(model_, chunk_records_.data()), precision);
     decoded_ = c.chunk_id;

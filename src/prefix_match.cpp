@@ -209,11 +209,19 @@ class Matcher {
   // Does conversation conv hold the prefix: its entry at `depth - 1` ends the
   // walk's chain, and (k > 0) its entries from `depth` on start with region_?
   bool holds(int64_t conv, int64_t depth, int64_t k) {
-    if (depth > 0 && index_.chain_at(conv, depth - 1) != chain_) return false;  // must end the matched chain
+    if (depth > 0 && !ends_matched_chain(conv, depth - 1)) return false;
     if (k == 0) return true;
     const std::optional<int64_t> covering = chunk_holding_region(conv, depth);
     // The index agrees with the authoritative token lists (chunks.tokens).
     return covering && region_.holds(index_.indexed_tokens(*covering, m_.id, precision_, prev(depth)));
+  }
+
+  // Does conv's entry at seq end the walk's chain? The index's chain hash
+  // must say so, and the chunk's own key must confirm it: a store from
+  // elsewhere may index a chunk under a chain hash its tokens do not make.
+  bool ends_matched_chain(int64_t conv, int64_t seq) {
+    const std::optional<detail::PrefixIndex::ChainEntry> e = index_.chain_at(conv, seq);
+    return e && e->chain == chain_ && detail::key_matches(e->key, e->digest, chain_);
   }
 
   // The entry of conv, from `depth` on, that holds region_'s last token, when

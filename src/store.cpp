@@ -49,11 +49,7 @@ int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes) {
   return c;
 }
 
-
-// Does a stored chunk's key (chunks.hash) say it sits at chain hash `chain`?
-bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest, const ChunkHash& chain) {
-  return stored == (digest ? detail::chunk_key(chain, *digest) : chain);
-}
+using detail::key_matches;
 
 std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int64_t expect_n,
                                            const std::string& where) {
@@ -261,7 +257,7 @@ void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const 
     const std::string why = walk.next(c.seq, c.first_pos, c.n_tokens);
     if (!why.empty())
       throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(c.chunk_id) + " (seq " + std::to_string(c.seq) +
-                                           ", " + range_text(c.first_pos, c.first_pos + c.n_tokens) + ") " + why);
+                                           ", " + range_text(c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens)) + ") " + why);
   }
   if (walk.covered() != conv.count)
     throw Error(ErrorCode::kCorrupt, here + ": its chunks cover " + range_text(0, walk.covered()) +
@@ -326,11 +322,49 @@ void set_token_lists(detail::ChunkRecord& r, const WriteChunk& w) {
   r.index_tokens_json = detail::tokens_to_json(region.data(), static_cast<int64_t>(region.size()));
 }
 
+// A stored chunk found under the key of the content about to be linked must
+// hold that content. colikv never stores a key its payload disagrees with,
+// but a store from elsewhere may (a load checks the key against the digest
+// column, not against the decoded values): linking it would give this
+// conversation values it never wrote. So its tokens and decoded digest are
+// compared first; verify names the chunk.
+void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature& sig, const detail::ChunkRecord& r,
+                          const std::vector<int32_t>& tokens, const std::string& here) {
+  if (s.linked_content_checked(chunk_id, r.key)) return;
+  detail::Catalog& catalog = *s.catalog;
+  const std::string what = here + ": stored chunk " + std::to_string(chunk_id) + " under this content's key";
+  const std::optional<detail::ChunkContent> c = detail::read_rows(what, [&] { return catalog.read_chunk(chunk_id); });
+  if (!c || !c->payload) return;  // freed or evicted meanwhile: the caller's find_chunk said otherwise
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  detail::ChunkPrecision precision;
+  bool compressed = false;
+  ChunkHash digest{};
+  if (c->n_tokens == n && c->tokens_json == detail::tokens_to_json(tokens.data(), n) &&
+      detail::parse_precision(c->precision, precision) && detail::parse_compression(c->compression, compressed)) {
+    std::vector<float> buf(static_cast<size_t>(n * sig.floats_per_token()));
+    try {
+      detail::decode_chunk(c->payload->data(), c->payload->size(), compressed, c->raw_size,
+                           static_cast<uint32_t>(c->checksum), n, tokens.data(),
+                           detail::packed_planes(sig, buf.data(), n), precision, &digest);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kCorrupt, what + ": " + e.what());
+    }
+    if (digest == r.digest) {
+      s.remember_linked_content(chunk_id, r.key);
+      return;
+    }
+  }
+  throw Error(ErrorCode::kCorrupt, what + " holds other tokens or values (a damaged or hostile store; verify reports it)");
+}
+
 // Stores one chunk, or finds the stored chunk with the same key (the same
 // place and the same content), and returns its id; 0 when the chunk was
 // skipped as stored already but is no longer there with its values (the
 // caller encodes it and calls again).
-int64_t put_chunk(detail::Catalog& catalog, int64_t model_id, const WriteChunk& w, const std::string& precision) {
+int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
+                  const std::string& here) {
+  detail::Catalog& catalog = *s.catalog;
+  const int64_t model_id = model.id;
   const EncodedChunk& e = w.produced.encoded;
   detail::ChunkRecord r;
   r.model_id = model_id;
@@ -346,7 +380,11 @@ int64_t put_chunk(detail::Catalog& catalog, int64_t model_id, const WriteChunk& 
   r.index_first = starts_region ? w.first_pos : w.region.first;
   r.index_prev = starts_region ? w.prev : w.region.anchor;
   if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
-    if (!stored->evicted || token_only(e)) return stored->chunk_id;
+    if (token_only(e)) return stored->chunk_id;
+    if (!stored->evicted) {
+      check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);
+      return stored->chunk_id;
+    }
     if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
     // The same content evicted: its values come back for every conversation using it.
     set_token_lists(r, w);
@@ -595,7 +633,7 @@ class Appender {
       check_generation();
       const ModelRow m = model_for_write();
       const int64_t conv_id = conv_ ? conv_->id : insert_conversation(m.id);
-      write_chunks(m.id, conv_id);
+      write_chunks(m, conv_id);
       update_conversation(conv_id);
       // A replaced chunk stays when it is linked still: by another conversation,
       // or by this one when the same content was re-saved into it.
@@ -639,7 +677,7 @@ class Appender {
   }
 
   // Stores and links each chunk as its encoding comes in, in order.
-  void write_chunks(int64_t model_id, int64_t conv_id) {
+  void write_chunks(const ModelRow& model, int64_t conv_id) {
     if (rewrite_tail_) s_.catalog->unlink_from(conv_id, keep_chunks_);  // the pieces re-packed or merged
     ChunkHash h = chain_;
     while (!encoded_->done()) {
@@ -651,18 +689,18 @@ class Appender {
         h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
         w.hash = h;
       }
-      s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model_id, w));
+      s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model, w));
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
     }
   }
 
-  int64_t store_chunk(int64_t model_id, WriteChunk& w) const {
-    int64_t id = put_chunk(*s_.catalog, model_id, w, precision_);
+  int64_t store_chunk(const ModelRow& model, WriteChunk& w) const {
+    int64_t id = put_chunk(s_, model, w, precision_, here_);
     if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
       w.produced.stored_digests.clear();
       req_.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
-      id = put_chunk(*s_.catalog, model_id, w, precision_);
+      id = put_chunk(s_, model, w, precision_, here_);
     }
     return id;
   }
@@ -750,20 +788,19 @@ class ChunkScan {
     c->first_pos = row.first_pos;
     c->n_tokens = row.n_tokens;
     cw_ = here_ + ": chunk " + std::to_string(c->chunk_id) + " (seq " + std::to_string(c->seq) + ", " +
-          range_text(c->first_pos, c->first_pos + c->n_tokens) + ")";
+          range_text(c->first_pos, detail::saturating_add(c->first_pos, c->n_tokens)) + ")";
     check_place(*c);
     c->wanted = std::min(c->n_tokens, start_.n - c->first_pos);
     c->tokens = parse_tokens_or_throw(row.tokens_json.data(), static_cast<int64_t>(row.tokens_json.size()),
                                       c->n_tokens, cw_);
     check_tokens(*c, row.key, row.digest);
-    c->compressed = row.compression == "zstd";
     c->raw_size = row.raw_size;
     c->checksum = static_cast<uint32_t>(row.checksum);
     if (!detail::parse_precision(row.precision, c->precision))
       throw Error(ErrorCode::kCorrupt, cw_ + ": unknown precision '" + row.precision + "'");
     if (!row.payload_bytes)
       throw Error(ErrorCode::kEvicted, cw_ + ": its KV data was evicted; only its token ids are kept", c->first_pos);
-    if (!c->compressed && row.compression != "none")
+    if (!detail::parse_compression(row.compression, c->compressed))
       throw Error(ErrorCode::kCorrupt, cw_ + ": unknown compression '" + row.compression + "'");
     payload_bytes_ = *row.payload_bytes;
     check_sizes(*c);
@@ -1052,8 +1089,11 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
     }
     std::vector<float> buf(static_cast<size_t>(n * model.sig.floats_per_token()));
     PlaneList packed = detail::packed_planes(model.sig, buf.data(), n);
+    bool compressed = false;
+    if (!detail::parse_compression(stored->compression, compressed))
+      throw Error(ErrorCode::kCorrupt, cw + ": unknown compression '" + stored->compression + "'");
     try {
-      detail::decode_chunk(stored->payload->data(), stored->payload->size(), stored->compression == "zstd",
+      detail::decode_chunk(stored->payload->data(), stored->payload->size(), compressed,
                            stored->raw_size, static_cast<uint32_t>(stored->checksum), n, toks.data(), packed,
                            precision);
     } catch (const Error& e) {
@@ -1133,7 +1173,7 @@ void link_cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut,
   w.prev = piece.prev;
   w.n = static_cast<int64_t>(w.produced.tokens.size());
   w.region = std::move(piece.region);
-  s.catalog->insert_link(conv_id, w.seq, put_chunk(*s.catalog, st.model.id, w, st.conv.precision));
+  s.catalog->insert_link(conv_id, w.seq, put_chunk(s, st.model, w, st.conv.precision, s.where(st.conv.name)));
 }
 
 }  // namespace
@@ -1262,6 +1302,23 @@ void Store::set_metadata(const std::string& id, const std::string& metadata_json
 
 namespace {
 
+// Sizes derived from a store's counts: a hostile count (one no colikv
+// writes) must not overflow them, which would be undefined and then shown.
+int64_t checked_product(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw Error(ErrorCode::kCorrupt, what + ": " + std::to_string(a) + " tokens of " + std::to_string(b) +
+                                         " bytes overflow a 64-bit size (a count no colikv writes)");
+  return out;
+}
+
+int64_t checked_sum(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw Error(ErrorCode::kCorrupt, what + ": the totals overflow a 64-bit size (counts no colikv writes)");
+  return out;
+}
+
 ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) {
   ConversationInfo i;
   i.id = std::move(r.name);
@@ -1276,7 +1333,7 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
   i.updated_ms = r.updated_ms;
   i.last_used_ms = r.last_used_ms;
   i.stored_bytes = r.stored_bytes;
-  i.raw_bytes = i.tokens * m.sig.record_bytes();
+  i.raw_bytes = checked_product(i.tokens, m.sig.record_bytes(), s.where(i.id));
   i.evicted = r.evicted;
   i.precision = std::move(r.precision);
   return i;
@@ -1384,11 +1441,11 @@ class Verifier {
     check_integrity();
     list_conversations();
     int64_t total_tokens = 0, done_tokens = 0;
-    for (auto& c : convs_) total_tokens += c.count;
+    for (auto& c : convs_) total_tokens = detail::saturating_add(total_tokens, c.count);
     for (auto& c : convs_) {
       ++report_.conversations;
       verify_conversation(c);
-      done_tokens += c.count;
+      done_tokens = detail::saturating_add(done_tokens, c.count);
       if (progress_) progress_(done_tokens, total_tokens);
     }
     report_.uncompared_shares = find_uncompared_shares(*s_.catalog, only_);
@@ -1427,6 +1484,10 @@ class Verifier {
   }
 
   void verify_conversation(const Conv& c) {
+    if (!c.malformed.empty()) {
+      problem(c, -1, -1, -1, -1, c.malformed);
+      return;
+    }
     ModelRow m;
     try {
       m = s_.model_by_id(c.model_id);
@@ -1435,7 +1496,15 @@ class Verifier {
       return;
     }
     Walk walk{c, m, detail::chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
-    s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
+    try {
+      read_rows("its chunk list", [&] {
+        s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
+      });
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kCorrupt) throw;
+      problem(c, -1, -1, -1, -1, e.what());  // a row it cannot read: the rest of its list is not checked
+      return;
+    }
     const int64_t covered = walk.layout.covered();
     if (covered != c.count)
       problem(c, -1, -1, std::min(covered, c.count), std::max(covered, c.count),
@@ -1455,7 +1524,7 @@ class Verifier {
     const int64_t chunk_id = *row.chunk_id;
     const std::string misplaced = walk.layout.next(seq, first, n);
     if (!misplaced.empty() || row.model_id != c.model_id) {
-      problem(c, seq, chunk_id, first, first + std::max<int64_t>(n, 0),
+      problem(c, seq, chunk_id, first, detail::saturating_add(first, std::max<int64_t>(n, 0)),
               misplaced.empty() ? "the chunk belongs to another model" : "the chunk " + misplaced);
       walk.layout.skip(seq, first, n);
       walk.chain_ok = false;
@@ -1516,6 +1585,10 @@ class Verifier {
     if (row.index_tokens_json != detail::tokens_to_json(walk.region.data(), region_n))
       problem(walk.conv, row.seq, *row.chunk_id, row.first_pos, end,
               "chunk_meta.tokens is not the token ids of " + range_text(region_first, end) + ", the chunk's region");
+    // match finds conversations by it (and checks it against the chunk's key).
+    if (row.index_chain != walk.chain)
+      problem(walk.conv, row.seq, *row.chunk_id, row.first_pos, end,
+              "chunk_meta.chain_hash is not the chain hash of " + range_text(0, end) + ", the chunk's end");
   }
 
   // A chunk's payload decoded and checked: "" when sound (or evicted: only
@@ -1525,13 +1598,15 @@ class Verifier {
     const int64_t n = static_cast<int64_t>(toks.size());
     const std::string& comp = row.compression;
     try {
-      if (comp != "zstd" && comp != "none") throw Error(ErrorCode::kCorrupt, "unknown compression '" + comp + "'");
+      bool compressed = false;
+      if (!detail::parse_compression(comp, compressed))
+        throw Error(ErrorCode::kCorrupt, "unknown compression '" + comp + "'");
       detail::ChunkPrecision precision;
       if (!detail::parse_precision(row.precision, precision))
         throw Error(ErrorCode::kCorrupt, "unknown precision '" + row.precision + "'");
       std::vector<float> buf(static_cast<size_t>(n * walk.model.sig.floats_per_token()));
       ChunkHash decoded_digest;
-      detail::decode_chunk(row.payload, row.payload_bytes, comp == "zstd", row.raw_size, static_cast<uint32_t>(row.checksum),
+      detail::decode_chunk(row.payload, row.payload_bytes, compressed, row.raw_size, static_cast<uint32_t>(row.checksum),
                            n, toks.data(), detail::packed_planes(walk.model.sig, buf.data(), n), precision,
                            &decoded_digest);
       if (row.digest && decoded_digest != *row.digest)
@@ -1546,7 +1621,7 @@ class Verifier {
 
   void find_unused_chunks() {
     for (const detail::ChunkPlace& c : s_.catalog->unused_chunks())
-      report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, c.first_pos + c.n_tokens,
+      report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens),
                                   "chunk is not used by any conversation"});
   }
 
@@ -1560,11 +1635,25 @@ class Verifier {
 
 }  // namespace
 
+namespace {
+
+// kNotFound for a missing id; a row that exists but cannot be read is the
+// Verifier's to report, not an error.
+void require_exists_for_verify(Store::Impl& s, const std::string& id) {
+  try {
+    s.get_conversation(id);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kCorrupt) throw;
+  }
+}
+
+}  // namespace
+
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
-  if (!id.empty()) s.get_conversation(id);
+  if (!id.empty()) require_exists_for_verify(s, id);
   return read_rows(s.where(id), [&] { return Verifier(s, id, progress).run(); });
 }
 
@@ -1573,23 +1662,25 @@ StoreStats Store::stats() {
   Impl& s = *impl_;
   StoreStats out;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
-  with_context(s.where(), [&] {
+  read_rows(s.where(), [&] {
     for (const detail::ModelUsageRow& row : s.catalog->model_usage()) {
       UsageStats u;
       u.model = s.model_by_id(row.model_id).sig;
       u.chunk_tokens = row.chunk_tokens;
-      const int64_t rb = row.record_bytes;
+      // The model's own record size, not the stored column no check covers.
+      const int64_t rb = u.model.record_bytes();
+      const std::string what = s.where() + ": model row " + std::to_string(row.model_id);
       u.conversations = row.conversations;
       u.tokens = row.tokens;
       u.chunks = row.chunks;
-      u.logical_bytes = u.tokens * rb;
-      u.unique_bytes = row.chunk_tokens_sum * rb;
+      u.logical_bytes = checked_product(u.tokens, rb, what);
+      u.unique_bytes = checked_product(row.chunk_tokens_sum, rb, what);
       u.stored_bytes = row.stored_bytes;
       out.total.conversations += u.conversations;
-      out.total.tokens += u.tokens;
+      out.total.tokens = checked_sum(out.total.tokens, u.tokens, what);
       out.total.chunks += u.chunks;
-      out.total.logical_bytes += u.logical_bytes;
-      out.total.unique_bytes += u.unique_bytes;
+      out.total.logical_bytes = checked_sum(out.total.logical_bytes, u.logical_bytes, what);
+      out.total.unique_bytes = checked_sum(out.total.unique_bytes, u.unique_bytes, what);
       out.total.stored_bytes += u.stored_bytes;
       out.models.push_back(u);
     }

@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "async_writer.h"
@@ -146,8 +148,21 @@ class Store::Impl {
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
   size_t window() const { return pool.size() * 2; }
 
+  // Stored chunks (id, key) whose values this Store checked before linking
+  // them for new content (store.cpp, check_linked_content): checked once,
+  // not on every append that shares them. Bounded: forgotten past a limit.
+  bool linked_content_checked(int64_t chunk_id, const detail::ChunkHash& key) const {
+    return linked_checked_.count({chunk_id, key}) != 0;
+  }
+  void remember_linked_content(int64_t chunk_id, const detail::ChunkHash& key) {
+    if (linked_checked_.size() >= kMaxLinkedChecked) linked_checked_.clear();
+    linked_checked_.insert({chunk_id, key});
+  }
+
  private:
+  static constexpr size_t kMaxLinkedChecked = 1 << 16;
   std::map<int64_t, detail::ModelRow> models_by_id_;
+  std::set<std::pair<int64_t, detail::ChunkHash>> linked_checked_;
 };
 
 namespace detail {

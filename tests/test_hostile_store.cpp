@@ -8,6 +8,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,8 @@
 #include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "core/chunk_codec.h"
+#include "core/crc32c.h"
 #include "crash_workload.h"
 #include "fault_vfs.h"
 #include "proc_util.h"
@@ -47,6 +50,47 @@ void tamper_in_shell(const std::string& path, const std::vector<std::string>& sq
   argv.insert(argv.end(), sql.begin(), sql.end());
   colikv_test::ChildProcess shell(argv);
   REQUIRE(shell.wait() == 0);
+}
+
+// The chunk at `seq` of conversation `name`, its payload decompressed.
+struct RawChunk {
+  int64_t id = 0;
+  std::string raw;
+  std::vector<int32_t> tokens;
+};
+
+RawChunk raw_chunk(SQLite::Database& db, const std::string& name, int seq) {
+  SQLite::Statement q(db,
+                      "SELECT ch.chunk_id, ch.payload, ch.compression, ch.raw_size, ch.tokens FROM chunks ch "
+                      "JOIN conversation_chunks cc USING (chunk_id) JOIN conversations c USING (conversation_id) "
+                      "WHERE c.name = ? AND cc.seq = ?");
+  q.bind(1, name);
+  q.bind(2, seq);
+  REQUIRE(q.executeStep());
+  RawChunk c;
+  c.id = q.getColumn(0).getInt64();
+  c.raw.assign(static_cast<size_t>(q.getColumn(3).getInt64()), '\0');
+  const std::string stored = q.getColumn(1).getString();
+  if (q.getColumn(2).getString() == "zstd")
+    REQUIRE(ZSTD_decompress(c.raw.data(), c.raw.size(), stored.data(), stored.size()) == c.raw.size());
+  else
+    c.raw = stored;
+  REQUIRE(colikv::detail::parse_tokens_json(q.getColumn(4).getText(), static_cast<size_t>(q.getColumn(4).getBytes()), c.tokens));
+  return c;
+}
+
+// Stores c's raw payload uncompressed under `compression`, with the
+// checksum a load checks (CRC-32C of the token ids, then the raw payload).
+void store_raw(SQLite::Database& db, const RawChunk& c, const std::string& compression) {
+  uint32_t crc = colikv::detail::crc32c(0, c.tokens.data(), c.tokens.size() * 4);
+  crc = colikv::detail::crc32c(crc, c.raw.data(), c.raw.size());
+  db.exec("PRAGMA ignore_check_constraints = ON");
+  SQLite::Statement u(db, "UPDATE chunks SET payload = ?, compression = ?, checksum = ? WHERE chunk_id = ?");
+  u.bind(1, c.raw.data(), static_cast<int>(c.raw.size()));
+  u.bind(2, compression);
+  u.bind(3, static_cast<int64_t>(crc));
+  u.bind(4, c.id);
+  REQUIRE(u.exec() == 1);
 }
 
 std::string dump(const std::string& path) {
@@ -308,4 +352,202 @@ TEST_CASE("hostile store: the chunk sizes colikv writes stay within what it acce
   huge.kv_lora = 4 << 20;
   expect_error([&] { s.create("h", huge); }, ErrorCode::kInvalidArgument, {"'h'", "more than the 16 MiB"});
   CHECK_FALSE(s.exists("h"));
+}
+
+TEST_CASE("hostile store: text, a real or a blob where an integer is stored is corrupt, never read as a number",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("types.db");
+  // SQLite keeps what INTEGER affinity cannot convert, and CHECK (n >= 0)
+  // holds for text: plain UPDATEs, the schema stays colikv's. c1's chunk at
+  // seq 1 holds positions [8, 16).
+  const std::string c1_chunk1 =
+      "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c USING (conversation_id) "
+      "WHERE c.name = 'c1' AND cc.seq = 1)";
+  struct Case {
+    const char* what;
+    std::string sql;
+    std::string column;
+  };
+  const std::vector<Case> cases = {
+      {"a text count", "UPDATE conversations SET token_count = 'abc' WHERE name = 'c1'", "conversations.token_count holds text"},
+      {"a blob count spelling 17", "UPDATE conversations SET token_count = x'3137' WHERE name = 'c1'",
+       "conversations.token_count holds a blob"},
+      {"a real n_tokens", "UPDATE chunks SET n_tokens = 8.5 WHERE chunk_id = " + c1_chunk1, "chunks.n_tokens holds a real"},
+      {"a real first_pos", "UPDATE chunks SET first_pos = 8.25 WHERE chunk_id = " + c1_chunk1, "chunks.first_pos holds a real"},
+      {"a real seq, still in order",
+       "UPDATE conversation_chunks SET seq = 1.5 WHERE seq = 1 AND conversation_id = "
+       "(SELECT conversation_id FROM conversations WHERE name = 'c1')",
+       "conversation_chunks.seq holds a real"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.what) {
+      make_store(path);
+      tamper(path, {c.sql});
+      const std::string before = dump(path);
+      Store s(path, wl::options(false));
+      CHECK(wl::check_content(s, "c1", 17).find(c.column) != std::string::npos);
+      expect_error([&] { colikv::export_coli_kv(s, "c1", dir.file("c1.coli_kv"), {}); }, ErrorCode::kCorrupt,
+                   {path, "'c1'", c.column});
+      // verify reports it, as it does every problem in the data, and goes on.
+      for (const std::string& only : {std::string(), std::string("c1")}) {
+        const colikv::VerifyReport r = s.verify(only);
+        REQUIRE(r.problems.size() == 1);
+        CHECK(r.problems.front().conversation == "c1");
+        CHECK(r.problems.front().what.find(c.column) != std::string::npos);
+        CHECK(r.conversations == (only.empty() ? 2 : 1));
+      }
+      expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {path, "'c1'", c.column});
+      CHECK(wl::check_content(s, "c0", 40) == "");
+      CHECK(dump(path) == before);
+    }
+  }
+  SECTION("a model dimension past 32 bits whose low bits the signature matches") {
+    make_store(path);
+    tamper(path, {"UPDATE models SET n_layers = n_layers + 4294967296"});
+    Store s(path, wl::options(false));
+    expect_error([&] { s.info("c0"); }, ErrorCode::kCorrupt, {path, "models.n_layers holds 42949672"});
+    CHECK(wl::check_content(s, "c0", 40).find("models.n_layers") != std::string::npos);
+  }
+}
+
+TEST_CASE("hostile store: a count whose size overflows 64 bits is corrupt, never shown wrapped", "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("overflow.db");
+  make_store(path);
+  const int64_t record = wl::model().record_bytes();
+  {
+    // The stored record_bytes column is nobody's check: stats uses the model's.
+    tamper(path, {"UPDATE models SET record_bytes = 9223372036854775807"});
+    Store s(path, wl::options(false));
+    const colikv::StoreStats st = s.stats();
+    CHECK(st.total.logical_bytes == 57 * record);
+  }
+  tamper(path, {"UPDATE conversations SET token_count = 4611686018427387904 WHERE name = 'c1'"});
+  Store s(path, wl::options(false));
+  expect_error([&] { s.info("c1"); }, ErrorCode::kCorrupt, {path, "'c1'", "4611686018427387904 tokens", "overflow"});
+  expect_error([&] { s.list(); }, ErrorCode::kCorrupt, {path, "'c1'", "overflow"});
+  expect_error([&] { s.stats(); }, ErrorCode::kCorrupt, {path, "model row", "overflow"});
+  CHECK(s.info("c0").raw_bytes == 40 * record);
+  // Counts whose sum overflows in SQL: corrupt too, not an internal error.
+  tamper(path, {"UPDATE conversations SET token_count = 6000000000000000000"});
+  expect_error([&] { s.stats(); }, ErrorCode::kCorrupt, {path, "add up past 64 bits"});
+}
+
+TEST_CASE("hostile store: positions, sizes and seqs at the 64-bit limits are corrupt, never overflowed on the way",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("limits.db");
+  const std::string c1 = "(SELECT conversation_id FROM conversations WHERE name = 'c1')";
+  const std::string c1_seq2 = "(SELECT chunk_id FROM conversation_chunks WHERE seq = 2 AND conversation_id = " + c1 + ")";
+  // Every problem's range is read back as stored, its end saturated: never before its start.
+  auto check_ranges = [](const colikv::VerifyReport& r) {
+    REQUIRE_FALSE(r.ok());
+    for (const auto& p : r.problems) {
+      INFO(p.what);
+      CHECK(p.end_pos >= p.first_pos);
+    }
+  };
+  make_store(path);
+  SECTION("a chunk at position 2^63 - 1") {
+    tamper(path, {"UPDATE chunks SET first_pos = 9223372036854775807 WHERE chunk_id = " + c1_seq2});
+    Store s(path, wl::options(false));
+    expect_error([&] { s.truncate("c1", 4); }, ErrorCode::kCorrupt,
+                 {"'c1'", "positions [9223372036854775807, 9223372036854775807)"});
+    check_ranges(s.verify());
+  }
+  SECTION("a tail piece of 2^63 - 1 tokens") {
+    tamper(path, {"UPDATE chunks SET n_tokens = 9223372036854775807 WHERE chunk_id = " + c1_seq2});
+    Store s(path, wl::options(false));
+    expect_error([&] { s.fork("c1", "f", -1); }, ErrorCode::kCorrupt, {"'c1'", "ends at position 9223372036854775807,"});
+    check_ranges(s.verify());
+  }
+  SECTION("an unused chunk at position 2^63 - 1") {
+    tamper(path, {"UPDATE chunks SET first_pos = 9223372036854775807 WHERE chunk_id = " + c1_seq2,
+                  "DELETE FROM conversation_chunks WHERE seq = 2 AND conversation_id = " + c1});
+    Store s(path, wl::options(false));
+    check_ranges(s.verify());
+  }
+  // No message shows these; the sanitizer build sees the overflow.
+  SECTION("seq 2^63 - 1 and a count of 2^63 - 1") {
+    tamper(path, {"UPDATE conversation_chunks SET seq = 9223372036854775807 WHERE seq = 0 AND conversation_id = " + c1,
+                  "UPDATE conversations SET token_count = 9223372036854775807 WHERE name = 'c0'"});
+    Store s(path, wl::options(false));
+    check_ranges(s.verify());
+    expect_error([&] { s.truncate("c1", 4); }, ErrorCode::kCorrupt, {"'c1'", "(seq 1, positions [8, 16)) leaves positions [0, 8) uncovered"});
+  }
+}
+
+TEST_CASE("hostile store: a compression name load refuses is refused by fork and truncate too", "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("compression.db");
+  make_store(path);
+  {
+    // c1's chunk at seq 1 ([8, 16)) stored raw under the name 'NONE'.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    store_raw(db, raw_chunk(db, "c1", 1), "NONE");
+  }
+  const std::string before = dump(path);
+  Store s(path, wl::options(false));
+  CHECK(wl::check_content(s, "c1", 17).find("unknown compression 'NONE'") != std::string::npos);
+  expect_error([&] { s.fork("c1", "f", 12); }, ErrorCode::kCorrupt, {"'c1'", "unknown compression 'NONE'"});
+  expect_error([&] { s.truncate("c1", 12); }, ErrorCode::kCorrupt, {"'c1'", "unknown compression 'NONE'"});
+  CHECK_FALSE(s.exists("f"));
+  CHECK(dump(path) == before);
+}
+
+TEST_CASE("hostile store: a chunk whose values are not its key's is never linked for another conversation's content",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("poisoned.db");
+  make_store(path);
+  {
+    // c1's first full chunk holds other values under its key and digest, with
+    // a checksum that matches them: a load of c1 cannot tell.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    RawChunk c = raw_chunk(db, "c1", 0);
+    for (size_t i = c.raw.size() * 3 / 4; i < c.raw.size(); ++i) c.raw[i] ^= 0x40;  // the floats' top bytes
+    store_raw(db, c, "none");
+  }
+  const std::string before = dump(path);
+  Store s(path, wl::options(false));
+  // Another conversation with c1's content: linking that chunk would load
+  // the store's values, not the ones appended.
+  const auto& b = wl::history_of("c1").buffers;
+  expect_error([&] { s.append("v", wl::model(), b.tokens.data(), 17, b.source()); }, ErrorCode::kCorrupt,
+               {path, "'v'", "holds other tokens or values"});
+  CHECK_FALSE(s.exists("v"));
+  CHECK(dump(path) == before);
+  const colikv::VerifyReport r = s.verify("c1");
+  REQUIRE(r.problems.size() == 1);
+  CHECK(r.problems.front().what.find("content digest does not match") != std::string::npos);
+}
+
+TEST_CASE("hostile store: match trusts no chain hash of the index that the chunk's own key does not confirm",
+          "[hostile]") {
+  colikv_test::RamTmpdir ram;
+  TempDir dir;
+  const std::string path = dir.file("index.db");
+  make_store(path);
+  // c1's first two chunks indexed under c0's chain hashes, c1 the most recently used.
+  const std::string meta_of = "(SELECT k.chain_hash FROM chunk_meta k JOIN conversation_chunks cc USING (chunk_id) "
+                              "JOIN conversations c USING (conversation_id) WHERE c.name = 'c0' AND cc.seq = ";
+  const std::string c1_chunk = "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c USING (conversation_id) "
+                               "WHERE c.name = 'c1' AND cc.seq = ";
+  tamper(path, {"UPDATE chunk_meta SET chain_hash = " + meta_of + "0) WHERE chunk_id = " + c1_chunk + "0)",
+                "UPDATE chunk_meta SET chain_hash = " + meta_of + "1) WHERE chunk_id = " + c1_chunk + "1)",
+                "UPDATE conversations SET last_used_ms = last_used_ms + 100000 WHERE name = 'c1'"});
+  Store s(path, wl::options(false));
+  const auto& c0 = wl::history_of("c0").buffers;
+  const colikv::PrefixMatch m = s.match(wl::model(), c0.tokens.data(), 16);
+  CHECK(m.id == "c0");
+  CHECK(m.tokens == 16);
+  const colikv::VerifyReport r = s.verify("c1");
+  REQUIRE(r.problems.size() == 2);
+  for (const auto& p : r.problems) CHECK(p.what.find("chunk_meta.chain_hash is not the chain hash") != std::string::npos);
 }

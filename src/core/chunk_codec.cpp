@@ -735,6 +735,16 @@ const uint8_t* contiguous(ThreadCodec& tc, const Pieces& pieces, size_t raw) {
 
 const char* precision_name(ChunkPrecision p) { return p == ChunkPrecision::kBf16 ? "bf16" : "f32"; }
 
+bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest, const ChunkHash& chain) {
+  return stored == (digest ? chunk_key(chain, *digest) : chain);
+}
+
+bool parse_compression(const std::string& text, bool& compressed) {
+  if (text != "zstd" && text != "none") return false;
+  compressed = text == "zstd";
+  return true;
+}
+
 bool parse_precision(const std::string& text, ChunkPrecision& out) {
   if (text == "f32") {
     out = ChunkPrecision::kF32;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ enum class ChunkPrecision { kF32, kBf16 };
 const char* precision_name(ChunkPrecision p);
 // Parses "f32" / "bf16"; false for anything else.
 bool parse_precision(const std::string& text, ChunkPrecision& out);
+// Parses a chunk's compression, "zstd" (compressed = true) / "none"; false
+// for anything else, which every reader refuses alike.
+bool parse_compression(const std::string& text, bool& compressed);
 // Bytes of one value in the raw payload: 4 or 2.
 inline int64_t precision_value_bytes(ChunkPrecision p) { return p == ChunkPrecision::kBf16 ? 2 : 4; }
 
@@ -116,6 +120,11 @@ ChunkHash content_digest(ChunkPrecision precision, const int32_t* tokens, int64_
 // SHA-256("colikv chunk key v1" NUL || chain || digest). Chunks are shared
 // only when their keys are equal.
 ChunkHash chunk_key(const ChunkHash& chain, const ChunkHash& digest);
+
+// Does a stored chunk's key (chunks.hash) say it sits at chain hash `chain`
+// with content digest `digest` (none: written before schema 5, keyed by its
+// chain hash alone)?
+bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest, const ChunkHash& chain);
 
 // Token ids as a compact JSON array "[1,2,3]" and back. parse returns false
 // (leaving out unspecified) on anything but a well-formed array of int32s.

@@ -201,7 +201,7 @@ void PgCatalog::for_each_verify_row(int64_t conversation_id, const std::function
   p.add(conversation_id);
   PgRows r = run("SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
                  "ch.checksum, ch.payload IS NOT NULL, ch.hash, ch.model_id, ch.precision, k.digest, "
-                 "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens "
+                 "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens, k.chain_hash "
                  "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                  "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = $1 ORDER BY cc.seq",
                  p, "reading a chunk list");
@@ -228,6 +228,7 @@ void PgCatalog::for_each_verify_row(int64_t conversation_id, const std::function
       if (!r.is_null(i, 14))
         v.index_prev.emplace(reinterpret_cast<const char*>(r.bytes(i, 14)), static_cast<size_t>(r.length(i, 14)));
       if (v.has_index) v.index_tokens_json = r.text(i, 15);
+      v.index_chain = r.optional_hash(i, 16);
       if (v.has_payload) {
         PgParams id;
         id.add(*v.chunk_id);
@@ -438,14 +439,16 @@ bool PgPrefixIndex::follower_equal(int64_t model_id, const std::string& precisio
              .size() > 0;
 }
 
-std::optional<ChunkHash> PgPrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
+std::optional<PrefixIndex::ChainEntry> PgPrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
   PgParams p;
   p.add(conversation_id).add(seq);
-  PgRows r = conn_.query("SELECT k.chain_hash FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+  PgRows r = conn_.query("SELECT k.chain_hash, ch.hash, k.digest FROM conversation_chunks cc "
+                         "JOIN chunk_meta k ON k.chunk_id = cc.chunk_id JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                          "WHERE cc.conversation_id = $1 AND cc.seq = $2",
                          p, "matching");
   if (r.size() == 0) return std::nullopt;
-  return r.hash(0, 0);  // all zero, which no chain hash is, when not 32 bytes
+  // All zero, which no chain hash is, when not 32 bytes.
+  return ChainEntry{r.hash(0, 0), r.hash(0, 1), r.optional_hash(0, 2)};
 }
 
 std::optional<std::string> PgPrefixIndex::indexed_tokens(int64_t chunk_id, int64_t model_id,

@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "sqlite/open_store.h"
@@ -102,16 +103,16 @@ class SqliteChunkCursor : public ChunkCursor {
 
   bool next(ChunkListRow& r) override {
     if (!q_.executeStep()) return false;
-    r.seq = q_.getColumn(0).getInt64();
+    r.seq = stored_int(q_.getColumn(0), "conversation_chunks.seq");
     r.chunk_id = q_.getColumn(1).getInt64();
-    r.first_pos = q_.getColumn(2).getInt64();
-    r.n_tokens = q_.getColumn(3).getInt64();
+    r.first_pos = stored_int(q_.getColumn(2), "chunks.first_pos");
+    r.n_tokens = stored_int(q_.getColumn(3), "chunks.n_tokens");
     SQLite::Column tokens = q_.getColumn(4);
     const char* text = static_cast<const char*>(tokens.getBlob());
     r.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
     r.compression = q_.getColumn(5).getString();
-    r.raw_size = q_.getColumn(6).getInt64();
-    r.checksum = q_.getColumn(7).getInt64();
+    r.raw_size = stored_int(q_.getColumn(6), "chunks.raw_size");
+    r.checksum = stored_int(q_.getColumn(7), "chunks.checksum");
     SQLite::Column payload = q_.getColumn(8);
     r.payload_bytes = payload.isNull() ? std::nullopt : std::optional<int64_t>(payload.getInt64());
     r.key = blob_to_hash(q_.getColumn(9));
@@ -150,9 +151,9 @@ std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::strin
   ConversationRow r;
   r.id = q.getColumn(0).getInt64();
   r.name = name;
-  r.model_id = q.getColumn(1).getInt64();
-  r.count = q.getColumn(2).getInt64();
-  r.generation = q.getColumn(3).getInt64();
+  r.model_id = stored_int(q.getColumn(1), "conversations.model_id");
+  r.count = stored_int(q.getColumn(2), "conversations.token_count");
+  r.generation = stored_int(q.getColumn(3), "conversations.generation");
   r.precision = q.getColumn(4).getString();
   return r;
 }
@@ -234,6 +235,20 @@ std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature
   return q.getColumn(0).getInt64();
 }
 
+namespace {
+
+// A model dimension (an int): getInt() would keep the low 32 bits of a
+// larger stored value, which the signature text could then match.
+int stored_dimension(const SQLite::Column& col, const char* column) {
+  const int64_t v = stored_int(col, column);
+  if (v < INT32_MIN || v > INT32_MAX)
+    throw SQLite::Exception(std::string(column) + " holds " + std::to_string(v) + ", out of a dimension's range",
+                            SQLITE_CORRUPT);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
 std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) {
   SQLite::Statement q(db_,
                       "SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
@@ -241,14 +256,14 @@ std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) {
   q.bind(1, model_id);
   if (!q.executeStep()) return std::nullopt;
   StoredModel m;
-  m.sig.n_layers = q.getColumn(0).getInt();
-  m.sig.kv_lora = q.getColumn(1).getInt();
-  m.sig.qk_rope = q.getColumn(2).getInt();
-  m.sig.index_hd = q.getColumn(3).getInt();
-  m.sig.n_indexed = q.getColumn(4).getInt();
-  m.sig.vocab = q.getColumn(5).getInt();
+  m.sig.n_layers = stored_dimension(q.getColumn(0), "models.n_layers");
+  m.sig.kv_lora = stored_dimension(q.getColumn(1), "models.kv_lora");
+  m.sig.qk_rope = stored_dimension(q.getColumn(2), "models.qk_rope");
+  m.sig.index_hd = stored_dimension(q.getColumn(3), "models.index_hd");
+  m.sig.n_indexed = stored_dimension(q.getColumn(4), "models.n_indexed");
+  m.sig.vocab = stored_dimension(q.getColumn(5), "models.vocab");
   m.sig.weights_id = q.getColumn(6).getString();
-  m.chunk_tokens = q.getColumn(7).getInt64();
+  m.chunk_tokens = stored_int(q.getColumn(7), "models.chunk_tokens");
   m.signature = q.getColumn(8).getString();
   return m;
 }
@@ -283,8 +298,9 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
   q.bind(1, conversation_id);
   while (q.executeStep())
     out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
-                   digest_column(q.getColumn(3)), q.getColumn(4).getInt64(), q.getColumn(5).getInt() != 0,
-                   q.getColumn(6).getInt64(), q.getColumn(7).getInt64()});
+                   digest_column(q.getColumn(3)), stored_int(q.getColumn(4), "chunks.n_tokens"),
+                   q.getColumn(5).getInt() != 0, stored_int(q.getColumn(6), "conversation_chunks.seq"),
+                   stored_int(q.getColumn(7), "chunks.first_pos")});
   return out;
 }
 
@@ -308,13 +324,13 @@ std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) {
   q.bind(1, chunk_id);
   if (!q.executeStep()) return std::nullopt;
   ChunkContent c;
-  c.n_tokens = q.getColumn(0).getInt64();
+  c.n_tokens = stored_int(q.getColumn(0), "chunks.n_tokens");
   SQLite::Column tokens = q.getColumn(1);
   const char* text = static_cast<const char*>(tokens.getBlob());
   c.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
   c.compression = q.getColumn(2).getString();
-  c.raw_size = q.getColumn(3).getInt64();
-  c.checksum = q.getColumn(4).getInt64();
+  c.raw_size = stored_int(q.getColumn(3), "chunks.raw_size");
+  c.checksum = stored_int(q.getColumn(4), "chunks.checksum");
   SQLite::Column payload = q.getColumn(5);
   if (!payload.isNull()) {
     const uint8_t* p = static_cast<const uint8_t*>(payload.getBlob());

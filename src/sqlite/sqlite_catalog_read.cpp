@@ -28,12 +28,12 @@ const char* kInfoSelect =
 ConversationInfoRow info_from_row(SQLite::Statement& q) {
   ConversationInfoRow i;
   i.name = q.getColumn(0).getString();
-  i.model_id = q.getColumn(1).getInt64();
-  i.count = q.getColumn(2).getInt64();
+  i.model_id = stored_int(q.getColumn(1), "conversations.model_id");
+  i.count = stored_int(q.getColumn(2), "conversations.token_count");
   i.title = q.getColumn(3).getString();
   i.metadata = q.getColumn(4).getString();
   i.parent = q.getColumn(5).getString();
-  i.forked_at = q.getColumn(6).getInt64();
+  i.forked_at = stored_int(q.getColumn(6), "conversations.forked_at");
   i.created_ms = q.getColumn(7).getInt64();
   i.updated_ms = q.getColumn(8).getInt64();
   i.last_used_ms = q.getColumn(9).getInt64();
@@ -133,8 +133,12 @@ std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::s
     ConversationRow r;
     r.id = q.getColumn(0).getInt64();
     r.name = q.getColumn(1).getString();
-    r.model_id = q.getColumn(2).getInt64();
-    r.count = q.getColumn(3).getInt64();
+    try {
+      r.model_id = stored_int(q.getColumn(2), "conversations.model_id");
+      r.count = stored_int(q.getColumn(3), "conversations.token_count");
+    } catch (const SQLite::Exception& e) {
+      r.malformed = e.what();
+    }
     r.precision = q.getColumn(4).getString();
     out.push_back(r);
   }
@@ -145,21 +149,21 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
   SQLite::Statement q(db_,
                       "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
                       "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest, "
-                      "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens "
+                      "k.chunk_id IS NOT NULL, k.prev_hash, k.tokens, k.chain_hash "
                       "FROM conversation_chunks cc LEFT JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
                       "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
   while (q.executeStep()) {
     VerifyChunkRow r;
-    r.seq = q.getColumn(0).getInt64();
+    r.seq = stored_int(q.getColumn(0), "conversation_chunks.seq");
     if (!q.getColumn(1).isNull()) {
       r.chunk_id = q.getColumn(1).getInt64();
-      r.first_pos = q.getColumn(2).getInt64();
-      r.n_tokens = q.getColumn(3).getInt64();
+      r.first_pos = stored_int(q.getColumn(2), "chunks.first_pos");
+      r.n_tokens = stored_int(q.getColumn(3), "chunks.n_tokens");
       r.tokens_json = text_view(q.getColumn(4));
       r.compression = q.getColumn(5).getString();
-      r.raw_size = q.getColumn(6).getInt64();
-      r.checksum = q.getColumn(7).getInt64();
+      r.raw_size = stored_int(q.getColumn(6), "chunks.raw_size");
+      r.checksum = stored_int(q.getColumn(7), "chunks.checksum");
       SQLite::Column payload = q.getColumn(8);
       r.has_payload = !payload.isNull();
       r.payload = static_cast<const uint8_t*>(payload.getBlob());
@@ -173,6 +177,7 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
       if (!prev.isNull())
         r.index_prev.emplace(static_cast<const char*>(prev.getBlob()), static_cast<size_t>(prev.getBytes()));
       r.index_tokens_json = q.getColumn(15).getString();
+      r.index_chain = digest_column(q.getColumn(16));
     }
     f(r);
   }

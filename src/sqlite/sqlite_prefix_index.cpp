@@ -81,14 +81,15 @@ bool SqlitePrefixIndex::follower_equal(int64_t model_id, const std::string& prec
   return q->executeStep();
 }
 
-std::optional<ChunkHash> SqlitePrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
+std::optional<PrefixIndex::ChainEntry> SqlitePrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
   auto q = cache_.use(
-      "SELECT k.chain_hash FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
-      "WHERE cc.conversation_id = ? AND cc.seq = ?");
+      "SELECT k.chain_hash, ch.hash, k.digest FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+      "JOIN chunks ch ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq = ?");
   q->bind(1, conversation_id);
   q->bind(2, seq);
   if (!q->executeStep()) return std::nullopt;
-  return blob_to_hash(q->getColumn(0));  // all zero, which no chain hash is, when not 32 bytes
+  // All zero, which no chain hash is, when not 32 bytes.
+  return ChainEntry{blob_to_hash(q->getColumn(0)), blob_to_hash(q->getColumn(1)), digest_column(q->getColumn(2))};
 }
 
 std::optional<std::string> SqlitePrefixIndex::indexed_tokens(int64_t chunk_id, int64_t model_id,

@@ -27,7 +27,7 @@ class SqlitePrefixIndex : public PrefixIndex {
                          const std::string& from, const std::string& to) override;
   bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                       const std::string& exact) override;
-  std::optional<ChunkHash> chain_at(int64_t conversation_id, int64_t seq) override;
+  std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq) override;
   std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
                                             const ChunkHash* prev) override;
   std::vector<ListedTokens> token_lists_from(int64_t conversation_id, int64_t seq, int64_t limit) override;

@@ -47,6 +47,9 @@ void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& 
   if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
     throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
                                          std::to_string(kMaxStoredValueBytes) + " bytes)");
+  // sum() of stored counts (stats): SQLite's one arithmetic error, for counts no colikv writes.
+  if (e.getErrorCode() == SQLITE_ERROR && std::strcmp(e.what(), "integer overflow") == 0)
+    throw Error(ErrorCode::kCorrupt, what + ": stored counts add up past 64 bits (counts no colikv writes)");
   rethrow_sqlite(e, what);
 }
 
@@ -77,6 +80,15 @@ SqlTransaction::~SqlTransaction() {
 void SqlTransaction::commit() {
   exec(db_, nested_ ? "RELEASE colikv_nested" : "COMMIT", what_);
   open_ = false;
+}
+
+int64_t stored_int(const SQLite::Column& col, const char* column) {
+  if (col.getType() == SQLITE_INTEGER) return col.getInt64();
+  static const char* const kTypeNames[] = {"", "an integer", "a real", "text", "a blob", "NULL"};
+  const int type = col.getType();
+  throw SQLite::Exception(std::string(column) + " holds " + (type >= 1 && type <= 5 ? kTypeNames[type] : "a value") +
+                              ", not an integer (a damaged or hostile store)",
+                          SQLITE_CORRUPT);
 }
 
 ChunkHash blob_to_hash(const SQLite::Column& col) {

@@ -27,11 +27,19 @@ ErrorCode error_code_for_sqlite(int extended_code);
 
 // rethrow_sqlite for a read of stored rows: SQLITE_TOOBIG there means a
 // value over the connection's SQLITE_LIMIT_LENGTH, one no colikv writes, so
-// the store is damaged or hostile (kCorrupt), not the caller's argument.
+// the store is damaged or hostile (kCorrupt), not the caller's argument; so
+// does an integer overflow of sum() over stored counts.
 [[noreturn]] void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& what);
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what);
 int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what);
+
+// An INTEGER column of a stored row, `column` naming it ("chunks.n_tokens").
+// SQLite keeps text, reals and blobs its INTEGER affinity cannot convert, and
+// CHECK (n > 0) holds for text: a hostile store's 'abc', 0.5 or x'3531' would
+// otherwise be read as some other number. Anything but an integer is an
+// SQLITE_CORRUPT exception, which the caller's context names kCorrupt.
+int64_t stored_int(const SQLite::Column& col, const char* column);
 
 // A 32-byte hash column (chunks.hash, chunk_meta.chain_hash); all zero when
 // the stored value has another size, which no chain hash or key equals.

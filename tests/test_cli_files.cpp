@@ -405,6 +405,10 @@ class SmallFilesystem {
   SmallFilesystem(const SmallFilesystem&) = delete;
   SmallFilesystem& operator=(const SmallFilesystem&) = delete;
   bool mounted() const { return mounted_; }
+  // Even root can then create nothing in it.
+  bool remount_read_only() {
+    return mounted_ && ::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+  }
 
  private:
   std::string dir_;
@@ -828,31 +832,37 @@ TEST_CASE("cli files: --weights-id-from refuses a config.json that is a FIFO, a 
   CHECK_FALSE(file_exists(dir.file("s.db")));
 }
 
-TEST_CASE("cli files: a store in a directory the user may not write is refused naming the directory", "[cli][files]") {
+TEST_CASE("cli files: a store in a directory that cannot be written is refused naming the directory", "[cli][files]") {
   if (::geteuid() != 0) {
-    WARN("not root: cannot run the tool as another user; the read-only directory case is not run");
+    WARN("not root: cannot mount a read-only tmpfs; the unwritable-directory case is not run");
     return;
   }
   TempDir dir;
-  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);  // user nobody may enter, not write
-  const std::string store = store_with_a(dir, 4);
+  SmallFilesystem fs(dir.file("mnt"), "8m");
+  REQUIRE(fs.mounted());
+  write_file(dir.file("a.coli_kv"), coli_bytes(colikv_test::wide_model(), 4, 5));
+  const std::string store = dir.file("mnt/s.db");
+  REQUIRE(tool({"import", store, dir.file("a.coli_kv"), "--id", "a"}).code == 0);
   const std::string before = read_file(store);  // the whole store: the import left no -wal
-  colikv_test::RunOptions nobody;
-  nobody.as_nobody = true;
-  // The store file itself may be written (0666): the directory is what stops
-  // SQLite, which must create the -shm file even to read.
-  REQUIRE(::chmod(store.c_str(), 0666) == 0);
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"ls", store}, {"info", store, "a"}, {"import", store, dir.file("a.coli_kv"), "--id", "b"}}) {
-    Run r = tool(args, nobody);
+  // Root writes any directory it may enter, whatever its mode; a read-only
+  // filesystem stops root as a directory without write permission stops
+  // another user. SQLite must create the -shm file even to read.
+  REQUIRE(fs.remount_read_only());
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"ls", store}, {"info", store, "a"}}) {
+    Run r = tool(args);
     INFO(colikv_test::describe(args, r));
     CHECK(r.code == 1);
     require_error_line(r, args[0]);
     // The old message: "attempt to write a readonly database".
     CHECK(contains(r.err, "SQLite must create " + store + "-shm beside it, even to read it, and directory " +
-                              dir.path() + " is not writable by this user (Permission denied)"));
+                              dir.file("mnt") + " is not writable (Read-only file system)"));
   }
-  CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
+  Run r = tool({"import", store, dir.file("a.coli_kv"), "--id", "b"});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "import");
+  CHECK(contains(r.err, "Read-only file system"));
+  CHECK(names_in(dir.file("mnt")) == std::vector<std::string>{"s.db"});
   CHECK(read_file(store) == before);
 }
 

@@ -55,8 +55,9 @@ void check_access(const std::string& path, bool write, const std::string& what) 
 
 // A WAL store is opened, even to read it, through its -shm file, which SQLite
 // creates beside it when no connection left one: in a directory this user may
-// not write that fails as "attempt to write a readonly database", whatever
-// the file's own permissions. Said plainly, naming the directory.
+// not write, or on a read-only filesystem, that fails as "attempt to write a
+// readonly database", whatever the file's own permissions. Said plainly,
+// naming the directory.
 void check_shm_can_be_created(const std::string& path, const std::string& what) {
   if (::access((path + "-shm").c_str(), F_OK) == 0) return;
   const std::string dir = parent_dir(path);
@@ -64,7 +65,7 @@ void check_shm_can_be_created(const std::string& path, const std::string& what) 
   const int err = errno;
   throw Error(ErrorCode::kReadOnly, what + ": cannot open it: SQLite must create " + path +
                                         "-shm beside it, even to read it, and directory " + dir +
-                                        " is not writable by this user (" + std::strerror(err) + ")");
+                                        " is not writable (" + std::strerror(err) + ")");
 }
 
 // SQLite blocks forever opening a FIFO, answers "disk I/O error" for a

@@ -739,9 +739,11 @@ bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest
   return stored == (digest ? chunk_key(chain, *digest) : chain);
 }
 
+const char* compression_name(bool compressed) { return compressed ? "zstd" : "none"; }
+
 bool parse_compression(const std::string& text, bool& compressed) {
-  if (text != "zstd" && text != "none") return false;
-  compressed = text == "zstd";
+  if (text != compression_name(true) && text != compression_name(false)) return false;
+  compressed = text == compression_name(true);
   return true;
 }
 

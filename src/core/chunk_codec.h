@@ -42,6 +42,8 @@ enum class ChunkPrecision { kF32, kBf16 };
 const char* precision_name(ChunkPrecision p);
 // Parses "f32" / "bf16"; false for anything else.
 bool parse_precision(const std::string& text, ChunkPrecision& out);
+// A chunk's compression as stored: "zstd" or "none".
+const char* compression_name(bool compressed);
 // Parses a chunk's compression, "zstd" (compressed = true) / "none"; false
 // for anything else, which every reader refuses alike.
 bool parse_compression(const std::string& text, bool& compressed);

@@ -82,7 +82,6 @@ class PgTransaction : public Catalog::Transaction {
   bool done_ = false;
 };
 
-const char* compression_of(const EncodedChunk& e) { return e.compressed ? "zstd" : "none"; }
 
 // A conversation's chunk list with its chunks' fields (all rows, without
 // payloads). Payloads are read in order, a batch of the next chunks' at a
@@ -364,7 +363,7 @@ int64_t PgCatalog::insert_chunk(const ChunkRecord& c) {
   const EncodedChunk& e = *c.encoded;
   PgParams p;
   p.add(c.model_id).add_hash(c.key).add(c.first_pos).add(c.n_tokens).add(c.tokens_json).add(c.precision);
-  p.add(compression_of(e)).add(static_cast<int64_t>(e.raw_size)).add(static_cast<int64_t>(e.checksum));
+  p.add(compression_name(e.compressed)).add(static_cast<int64_t>(e.raw_size)).add(static_cast<int64_t>(e.checksum));
   if (e.payload.empty())
     p.add_null();  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
   else
@@ -381,7 +380,7 @@ int64_t PgCatalog::insert_chunk(const ChunkRecord& c) {
 void PgCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
   const EncodedChunk& e = *c.encoded;
   PgParams p;
-  p.add(compression_of(e)).add(static_cast<int64_t>(e.raw_size)).add(static_cast<int64_t>(e.checksum));
+  p.add(compression_name(e.compressed)).add(static_cast<int64_t>(e.raw_size)).add(static_cast<int64_t>(e.checksum));
   p.add_bytes(e.payload.data(), e.payload.size()).add(chunk_id);
   run("UPDATE chunks SET compression = $1, raw_size = $2, checksum = $3, payload = $4 WHERE chunk_id = $5", p,
       "restoring a chunk's payload");

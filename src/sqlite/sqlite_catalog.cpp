@@ -370,7 +370,7 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
   ins.bind(4, c.n_tokens);
   ins.bind(5, c.tokens_json);
   ins.bind(6, c.precision);
-  ins.bind(7, e.compressed ? "zstd" : "none");
+  ins.bind(7, compression_name(e.compressed));
   ins.bind(8, static_cast<int64_t>(e.raw_size));
   ins.bind(9, static_cast<int64_t>(e.checksum));
   if (e.payload.empty())
@@ -386,7 +386,7 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
 void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
   const EncodedChunk& e = *c.encoded;
   SQLite::Statement u(db_, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
-  u.bind(1, e.compressed ? "zstd" : "none");
+  u.bind(1, compression_name(e.compressed));
   u.bind(2, static_cast<int64_t>(e.raw_size));
   u.bind(3, static_cast<int64_t>(e.checksum));
   u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));

@@ -1633,10 +1633,6 @@ class Verifier {
   std::map<int64_t, std::string> chunk_result_;  // chunk_id -> "" or its problem
 };
 
-}  // namespace
-
-namespace {
-
 // kNotFound for a missing id; a row that exists but cannot be read is the
 // Verifier's to report, not an error.
 void require_exists_for_verify(Store::Impl& s, const std::string& id) {

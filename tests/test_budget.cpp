@@ -19,9 +19,11 @@
 
 #include "colikv/copy.h"
 #include "colikv/store.h"
+#include "async_writer.h"
 #include "backend.h"
 #include "cli_run.h"
 #include "core/chunk_codec.h"
+#include "kv_planes.h"
 #include "sqlite/checkpointer.h"
 #include "sqlite/open_store.h"
 #include "store_impl.h"

@@ -23,28 +23,27 @@ int64_t free_bytes_beside(const std::string& file) {
   return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
 }
 
-bool truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
+int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(busy_timeout_ms, 1000));
   sqlite3_busy_timeout(db, 0);
-  bool copied = false;
+  int rc = SQLITE_OK;
   for (;;) {
     int log = -1, done = -1;
-    const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
-    if (rc == SQLITE_OK) {
-      copied = true;
-      break;
-    }
-    // BUSY: a frame a reader's snapshot needs, or the write lock taken. PASSIVE copies what no snapshot needs.
-    sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+    if (rc != SQLITE_BUSY) break;
+    // A frame a reader's snapshot needs, or the write lock taken. PASSIVE copies what no snapshot needs.
+    rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) break;
     if (log >= 0 && done == log) {
-      copied = true;  // the database file is cut; only the WAL's own file stays as large
+      rc = SQLITE_OK;  // the database file is cut; only the WAL's own file stays as large
       break;
     }
-    if (rc != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) break;
+    rc = SQLITE_BUSY;
+    if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   sqlite3_busy_timeout(db, busy_timeout_ms);
-  return copied;
+  return rc;
 }
 
 Checkpointer::Checkpointer(sqlite3* main, std::string path, int soft_pages)

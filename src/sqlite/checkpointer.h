@@ -35,9 +35,12 @@ namespace detail {
 // busy handler, so a reader on an older snapshot or a writer makes it give
 // up at once, and it tries again a few times within busy_timeout_ms (at most
 // a second), letting the lock go in between. Restores db's busy timeout to
-// busy_timeout_ms. Returns whether every frame was copied back. For vacuum;
-// anything that must empty the WAL (rm's wiping of deleted rows) can call it.
-bool truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms);
+// busy_timeout_ms. Returns SQLITE_OK when every frame was copied back,
+// SQLITE_BUSY when a reader's snapshot or a writer kept some in the WAL, else
+// the error that stopped it (SQLITE_FULL: no room to copy them back). For
+// vacuum; anything that must empty the WAL (rm's wiping of deleted rows) can
+// call it.
+int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms);
 
 // The WAL size to checkpoint at: `configured` (Options::wal_checkpoint_bytes),
 // or less on a filesystem with little free space (free_bytes; < 0: unknown),

@@ -130,7 +130,11 @@ Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms,
                                         "the WAL and a temporary copy); later vacuums need one step at a time");
     }
   }
-  if (!truncate_wal_without_waiting(db.getHandle(), busy_timeout_ms))
+  const int rc = truncate_wal_without_waiting(db.getHandle(), busy_timeout_ms);
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+    throw Error(error_code_for_sqlite(rc),
+                what + ": copying the WAL back into the database: " + sqlite3_errstr(rc));
+  if (rc == SQLITE_BUSY)
     out.held_back = "another connection holds a read transaction on an older snapshot (an open sqlite3 shell, a "
                     "long load or export) or is writing, so the WAL (" +
                     std::to_string(file_size_or_zero(db.getFilename() + "-wal")) +

@@ -668,6 +668,12 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
 the file name without .coli_kv; model without weights_id). Raises
 InvalidArgument naming the file and every format problem, NotFound, IO.)doc");
 
+  // The classes show as colikv.X (help, repr, pickling by name), not as the extension's.
+  for (const char* cls : {"Model", "KV", "ConversationInfo", "UsageStats", "StoreStats", "VerifyProblem",
+                          "UncomparedShare", "VerifyReport", "EvictionReport", "VacuumReport", "ImportResult",
+                          "CopyResult", "Store"})
+    mod.attr(cls).attr("__module__") = "colikv";
+
   mod.def("is_postgres_location", &colikv::is_postgres_location, py::arg("location"),
           "True for a postgresql:// or postgres:// URI.");
   mod.def("shown_store_location", &colikv::shown_store_location, py::arg("location"),

@@ -117,3 +117,26 @@ def bits(a):
 def assert_bits_equal(a, b):
     assert a.shape == b.shape
     np.testing.assert_array_equal(bits(a), bits(b))
+
+
+def store_exec(location, sql):
+    """Plain SQL on a store through a connection of its own (the same SQL on both backends)."""
+    if POSTGRES:
+        subprocess.run([psql(), "-X", "-q", "-v", "ON_ERROR_STOP=1", location, "-c", sql], check=True,
+                       stdout=subprocess.DEVNULL)
+        return
+    import sqlite3
+    con = sqlite3.connect(location, isolation_level=None)
+    try:
+        con.execute(sql)
+    finally:
+        con.close()
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python")
+
+
+def run_example(name, *args):
+    """Runs examples/python/NAME with this interpreter and the module under test."""
+    import sys
+    return subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args], capture_output=True, text=True)

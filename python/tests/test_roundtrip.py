@@ -109,3 +109,11 @@ def test_any_c_contiguous_float32_buffer_is_accepted(location):
         kv = s.load("c", MODEL)
     assert_bits_equal(kv.lc, lc)
     assert_bits_equal(kv.rc, rc)
+
+
+def test_empty_conversation_loads_as_empty_arrays(location):
+    with colikv.Store(location) as s:
+        s.create("e", MODEL_IX)
+        kv = s.load("e", MODEL_IX)
+    assert len(kv) == 0 and kv.tokens.shape == (0,)
+    assert kv.lc.shape == (3, 0, 16) and kv.rc.shape == (3, 0, 8) and kv.ic.shape == (2, 0, 4)

@@ -5,14 +5,17 @@
 //   colikv_py_bench STORE ID load
 //   colikv_py_bench STORE ID append NEW_ID FIRST_TOKEN   (appends ID's KV under NEW_ID with
 //                                                        token 0 set to FIRST_TOKEN, then deletes NEW_ID)
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -33,16 +36,34 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
+// Allocated as numpy allocates an array's data (malloc, and transparent huge
+// pages asked for over a block of 4 MiB or more), so that the comparison is
+// of the binding, not of two allocators.
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <class T>
+std::unique_ptr<T[], FreeDeleter> numpy_like_alloc(size_t count) {
+  const size_t bytes = count * sizeof(T);
+  void* p = std::malloc(bytes ? bytes : 1);
+  if (!p) throw std::bad_alloc();
+  if (bytes >= (size_t{1} << 22)) {
+    const size_t offset = 4096 - reinterpret_cast<uintptr_t>(p) % 4096;
+    madvise(static_cast<char*>(p) + offset, bytes - offset, MADV_HUGEPAGE);
+  }
+  return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(p));
+}
+
 // Fresh, uninitialised buffers in the layout the Python module gives numpy:
 // one block per array, layer l at l * n * width.
 struct Buffers {
-  std::unique_ptr<int32_t[]> tokens;
-  std::unique_ptr<float[]> lc, rc;
+  std::unique_ptr<int32_t[], FreeDeleter> tokens;
+  std::unique_ptr<float[], FreeDeleter> lc, rc;
   std::vector<float*> lp, rp;
   Buffers(const colikv::ModelSignature& m, int64_t n)
-      : tokens(new int32_t[static_cast<size_t>(n)]),
-        lc(new float[static_cast<size_t>(m.n_layers * n * m.kv_lora)]),
-        rc(new float[static_cast<size_t>(m.n_layers * n * m.qk_rope)]) {
+      : tokens(numpy_like_alloc<int32_t>(static_cast<size_t>(n))),
+        lc(numpy_like_alloc<float>(static_cast<size_t>(m.n_layers * n * m.kv_lora))),
+        rc(numpy_like_alloc<float>(static_cast<size_t>(m.n_layers * n * m.qk_rope))) {
     for (int l = 0; l < m.n_layers; ++l) {
       lp.push_back(lc.get() + l * n * m.kv_lora);
       rp.push_back(rc.get() + l * n * m.qk_rope);

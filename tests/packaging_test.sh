@@ -68,7 +68,10 @@ check_python_module() {
   local so
   so=$(ls "$pkg"/colikv/_colikv*.so) || fail "no extension module in $pkg/colikv"
   if [ "$SHARED" = ON ]; then
-    ldd "$so" | grep -q "$libdir/libcolikv.so" || fail "$so does not find $libdir/libcolikv.so: $(ldd "$so")"
+    local found
+    found=$(ldd "$so" | awk '/libcolikv\.so/ { print $3 }')
+    [ -n "$found" ] && [ "$(dirname "$(readlink -f "$found")")" = "$(readlink -f "$libdir")" ] ||
+      fail "$so does not find $libdir/libcolikv.so by itself: $(ldd "$so" | grep colikv)"
   fi
   (cd "$tmp" && PYTHONPATH=$pkg "$PYTHON" -c '
 import sys, colikv, numpy as np

@@ -1,5 +1,6 @@
 #include "errors.h"
 
+#include <cstring>
 #include <exception>
 #include <map>
 #include <string>
@@ -40,7 +41,12 @@ PyObject* new_class(const std::string& name, const char* doc, PyObject* bases) {
 void raise(const colikv::Error& e) {
   auto it = classes().find(static_cast<int>(e.code()));
   PyObject* cls = it != classes().end() ? it->second : base_class;
-  py::object inst = py::reinterpret_steal<py::object>(PyObject_CallFunction(cls, "s", e.what()));
+  // A message may quote a store's bytes that are not UTF-8: escaped, never a UnicodeDecodeError instead.
+  const char* what = e.what();
+  py::object message = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "backslashreplace"));
+  if (!message) return;
+  py::object inst = py::reinterpret_steal<py::object>(PyObject_CallOneArg(cls, message.ptr()));
   if (!inst) return;  // the constructor's own error stays set
   inst.attr("code") = static_cast<int>(e.code());
   inst.attr("code_name") = colikv::error_code_name(e.code());

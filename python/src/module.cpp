@@ -85,6 +85,21 @@ class PyStore {
   std::string location_;
 };
 
+// A file path argument: str (encoded as os.fsencode does, so a name that is
+// not UTF-8 round-trips), bytes or os.PathLike; TypeError otherwise.
+std::string fs_path(py::handle obj) {
+  PyObject* out = nullptr;
+  if (!PyUnicode_FSConverter(obj.ptr(), &out)) throw py::error_already_set();
+  py::bytes b = py::reinterpret_steal<py::bytes>(out);
+  return std::string(b);
+}
+
+// A path back to Python as os.fsdecode gives it.
+py::object fs_str(const std::string& path) {
+  return py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+}
+
 colikv::Synchronous parse_synchronous(const std::string& s) {
   if (s == "full") return colikv::Synchronous::kFull;
   if (s == "normal") return colikv::Synchronous::kNormal;
@@ -253,7 +268,8 @@ raises colikv.InvalidArgument naming the first bad field.)doc")
 
   mod.def(
       "weights_id_from_dir",
-      [](const std::string& dir) {
+      [](py::handle dir_arg) {
+        const std::string dir = fs_path(dir_arg);
         py::gil_scoped_release nogil;
         return colikv::weights_id_from_dir(dir);
       },
@@ -372,7 +388,8 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("records_sha256", &colikv::CopyResult::records_sha256);
 
   py::class_<PyStore>(mod, "Store", R"doc(
-A store of conversations: a SQLite file path, or a postgresql:// URI.
+A store of conversations: a SQLite file path (str, bytes or os.PathLike), or
+a postgresql:// URI.
 
 Store(location, create=True, read_only=False, synchronous="full",
       busy_timeout_ms=5000, precision="f32", zstd_level=1, threads=0,
@@ -385,7 +402,7 @@ releases the GIL while the library works. Arrays are float32, C-contiguous:
 lc (n_layers, n, kv_lora), rc (n_layers, n, qk_rope), ic (n_indexed, n,
 index_hd) for tokens of shape (n,); a buffer may hold more positions than n
 (an engine's preallocated buffer), its rows past n are not read.)doc")
-      .def(py::init([](const std::string& location, bool create, bool read_only, const std::string& synchronous,
+      .def(py::init([](py::handle location_arg, bool create, bool read_only, const std::string& synchronous,
                        int busy_timeout_ms, const std::string& precision, int zstd_level, int threads,
                        int64_t max_store_bytes, int64_t max_queued_bytes) {
              colikv::Options o;
@@ -403,13 +420,13 @@ index_hd) for tokens of shape (n,); a buffer may hold more positions than n
              o.max_store_bytes = max_store_bytes;
              if (max_queued_bytes <= 0) throw colikv::Error(ErrorCode::kInvalidArgument, "max_queued_bytes must be > 0");
              o.max_queued_bytes = max_queued_bytes;
-             return std::make_unique<PyStore>(location, o);
+             return std::make_unique<PyStore>(fs_path(location_arg), o);
            }),
            py::arg("location"), py::kw_only(), py::arg("create") = true, py::arg("read_only") = false,
            py::arg("synchronous") = "full", py::arg("busy_timeout_ms") = 5000, py::arg("precision") = "f32",
            py::arg("zstd_level") = 1, py::arg("threads") = 0, py::arg("max_store_bytes") = 0,
            py::arg("max_queued_bytes") = int64_t{1} << 30)
-      .def_property_readonly("location", &PyStore::location, "The path or URI as given.")
+      .def_property_readonly("location", [](PyStore& ps) { return fs_str(ps.location()); }, "The path or URI as given (a str).")
       .def_property_readonly("closed", &PyStore::closed)
       .def_property_readonly("schema_version", [](PyStore& ps) { return locked_call(ps, [](colikv::Store& s) { return s.schema_version(); }); })
       .def("close", &PyStore::close,
@@ -418,7 +435,7 @@ index_hd) for tokens of shape (n,); a buffer may hold more positions than n
       .def("__enter__", [](py::object self) { self.cast<PyStore&>().get(); return self; })
       .def("__exit__", [](PyStore& ps, py::handle, py::handle, py::handle) { ps.close(); return false; })
       .def("__repr__", [](PyStore& ps) {
-        return "<colikv.Store " + py::repr(py::str(colikv::shown_store_location(ps.location()))).cast<std::string>() +
+        return "<colikv.Store " + py::repr(fs_str(colikv::shown_store_location(ps.location()))).cast<std::string>() +
                (ps.closed() ? " closed>" : ">");
       })
       .def(
@@ -609,7 +626,7 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
             if (py::isinstance<PyStore>(other)) {
               dst = other.cast<PyStore&>().get();
             } else {
-              const std::string location = other.cast<std::string>();
+              const std::string location = fs_path(other);
               colikv::Options o;  // a new destination: created if missing, as durable as this store
               o.synchronous = s->options().synchronous;
               py::gil_scoped_release nogil;
@@ -634,8 +651,9 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "the destination has an id; conversations copied before the failing one stay copied.")
       .def(
           "import_coli_kv",
-          [](PyStore& ps, const std::string& path, std::optional<std::string> id, std::optional<std::string> weights_id,
+          [](PyStore& ps, py::handle path_arg, std::optional<std::string> id, std::optional<std::string> weights_id,
              bool salvage) {
+            const std::string path = fs_path(path_arg);
             colikv::ImportOptions io;
             if (id) {
               if (id->empty()) throw colikv::Error(ErrorCode::kInvalidArgument, "id must not be empty");
@@ -652,7 +670,8 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "Conflict, NotFound, IO.")
       .def(
           "export_coli_kv",
-          [](PyStore& ps, const std::string& id, const std::string& path, bool force) {
+          [](PyStore& ps, const std::string& id, py::handle path_arg, bool force) {
+            const std::string path = fs_path(path_arg);
             colikv::ExportOptions eo;
             eo.force = force;
             return locked_call(ps, [&](colikv::Store& s) { return colikv::export_coli_kv(s, id, path, eo); });
@@ -662,7 +681,7 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "the bytes written. Raises Conflict (the file exists and not force), NotFound, InvalidArgument.");
 
   mod.def(
-      "read_coli_kv", [](const std::string& path, std::optional<int64_t> limit) { return read_coli_kv(path, limit); },
+      "read_coli_kv", [](py::handle path, std::optional<int64_t> limit) { return read_coli_kv(fs_path(path), limit); },
       py::arg("path"), py::arg("limit") = py::none(),
       R"doc(Reads an engine's .coli_kv file into numpy without a store: a colikv.KV (id:
 the file name without .coli_kv; model without weights_id). Raises

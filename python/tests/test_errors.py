@@ -167,3 +167,15 @@ def test_evicted_conversation_raises_with_position(location):
         assert e.value.position == 0
         assert s.info("c").evicted and s.count("c") == 40
         np.testing.assert_array_equal(s.tokens("c"), tokens)
+
+
+def test_a_message_quoting_bytes_that_are_not_utf8_is_escaped(location, tmp_path):
+    # The library names the file it could not read; a file name that is not
+    # UTF-8 reaches the message as \\x escapes, not as a UnicodeDecodeError.
+    import os
+    name = os.fsencode(str(tmp_path)) + b"/bad\xff.coli_kv"
+    with open(name, "wb") as f:
+        f.write(b"short")
+    with pytest.raises(colikv.InvalidArgument) as e:
+        colikv.read_coli_kv(os.fsdecode(name))
+    assert "\\xff" in str(e.value)

@@ -120,3 +120,19 @@ def test_model_value_semantics():
     assert eval(repr(m), {"colikv": colikv}) == m
     assert colikv.is_postgres_location("postgresql://u:secret@h/db") and not colikv.is_postgres_location("a.db")
     assert "secret" not in colikv.shown_store_location("postgresql://u:secret@h/db")
+
+
+def test_paths_may_be_pathlib_bytes_or_not_utf8(tmp_path, sample):
+    import os
+    odd = tmp_path / os.fsdecode(b"store\xff.db")  # a file name that is not UTF-8
+    with colikv.Store(odd) as s:
+        assert s.location == str(odd)
+        r = s.import_coli_kv(sample.encode(), id="x")
+        s.export_coli_kv("x", tmp_path / "out.coli_kv")
+    assert os.path.exists(os.fsencode(str(odd)))
+    assert open(tmp_path / "out.coli_kv", "rb").read() == open(sample, "rb").read()
+    assert len(colikv.read_coli_kv(tmp_path / "out.coli_kv")) == r.tokens
+    with pytest.raises(TypeError):
+        colikv.Store(3)
+    with pytest.raises(ValueError):
+        colikv.read_coli_kv("a\0b")

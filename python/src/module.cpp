@@ -127,12 +127,14 @@ KV load(PyStore& ps, const std::string& id, const colikv::ModelSignature& m, std
   {
     py::gil_scoped_release nogil;
     m.validate();
-    n = s->info(id).tokens;  // kNotFound before any allocation
+    // The arrays are sized by the token ids the library read and checked
+    // (kNotFound, kCorrupt for a count the chunks do not hold), never by a
+    // stored count alone; for another model, by nothing: load then refuses
+    // it (kModelMismatch naming both) with empty arrays.
+    if (s->info(id).model == m) n = static_cast<int64_t>(s->tokens(id).size());
     if (limit) n = std::min(*limit, n);
   }
-  // Sized by the stored count (the caller's model decides the widths; a
-  // mismatch is refused by load before it writes). Untouched pages of these
-  // arrays cost no memory until the library fills them.
+  // Untouched pages of these arrays cost no memory until the library fills them.
   LoadArrays a = make_load_arrays(m, n);
   int32_t* tokens = a.tokens.mutable_data();
   const colikv::KvTarget target = a.target();

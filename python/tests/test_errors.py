@@ -179,3 +179,16 @@ def test_a_message_quoting_bytes_that_are_not_utf8_is_escaped(location, tmp_path
     with pytest.raises(colikv.InvalidArgument) as e:
         colikv.read_coli_kv(os.fsdecode(name))
     assert "\\xff" in str(e.value)
+
+
+def test_a_stored_count_the_chunks_do_not_hold_is_corrupt_not_an_allocation(location):
+    from conftest import store_exec
+    tokens, lc, rc, _ = make_turn(MODEL, 30)
+    with colikv.Store(location) as s:
+        s.append("c", MODEL, tokens, lc, rc)
+    store_exec(location, "UPDATE conversations SET token_count = 10000000000 WHERE name = 'c'")
+    with colikv.Store(location) as s:
+        # Arrays sized by that count would take 2.9 TB: the load must fail on
+        # the store's data (Corrupt), not try to allocate (MemoryError).
+        with pytest.raises(colikv.Corrupt, match="'c'"):
+            s.load("c", MODEL)

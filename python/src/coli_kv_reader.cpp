@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "colikv/coli_kv.h"
+#include "colikv/coli_kv_format.h"
 #include "colikv/error.h"
 
 namespace colikv_py {

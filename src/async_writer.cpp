@@ -394,14 +394,42 @@ size_t AsyncWriter::queued_jobs() const {
 // StoreCall
 
 StoreCall::StoreCall(Store::Impl& s, const std::string* id) {
-  if (t_call_depth == 0 && s.async) s.async->drain(id);
+  if (t_call_depth == 0) {
+    s.gate.enter([&] { return s.where(id ? *id : std::string()); });
+    gate_ = &s.gate;
+    try {
+      if (s.async) s.async->drain(id);
+    } catch (...) {
+      s.gate.leave();
+      throw;
+    }
+  }
   lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
   ++t_call_depth;
 }
 
-StoreCall::StoreCall(Store::Impl& s, NoWait) : lock_(s.mu) { ++t_call_depth; }
+StoreCall::StoreCall(Store::Impl& s, NoWait) {
+  if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
+  lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
+  ++t_call_depth;
+}
 
-StoreCall::~StoreCall() { --t_call_depth; }
+StoreCall::~StoreCall() {
+  --t_call_depth;
+  lock_ = {};
+  if (gate_) gate_->leave();  // last: the Store may be destroyed as soon as the gate is left
+}
+
+void close_store(std::unique_ptr<Store::Impl>& impl) noexcept {
+  if (!impl) return;
+  if (impl->gate.forked()) {
+    (void)impl.release();  // joining its threads would hang the child, and SQLite must not close there
+    return;
+  }
+  if (impl->async) impl->async->pause(false);  // a call blocked on the queue bound must be able to finish
+  impl->gate.close();
+  impl.reset();  // commits what is queued (~Impl)
+}
 
 }  // namespace detail
 
@@ -412,6 +440,7 @@ void Store::append_async(const std::string& id, const ModelSignature& model, con
                          const KvSource& kv) {
   Impl& s = *impl_;
   const std::string here = s.where(id);
+  detail::CallGate::Call in_flight(s.gate, [&] { return here; });
   s.require_writable("append to conversation '" + id + "'");
   model.validate();
   if (id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": conversation id is empty");
@@ -430,10 +459,12 @@ void Store::append_async(const std::string& id, const ModelSignature& model, con
 }
 
 void Store::wait(const std::string& id) {
+  detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(id); });
   if (impl_->async) impl_->async->wait(&id);
 }
 
 void Store::wait() {
+  detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(); });
   if (impl_->async) impl_->async->wait(nullptr);
 }
 

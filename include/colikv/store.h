@@ -5,7 +5,9 @@
 // nothing. Thread safety: a Store may be shared by threads (calls are
 // serialized on it); many Stores, in many threads or processes, may open the
 // same file: readers never block, one writer at a time, and a writer waits up
-// to Options::busy_timeout_ms for another's lock.
+// to Options::busy_timeout_ms for another's lock. A Store belongs to the
+// process that opened it: in a child forked from it every call throws
+// kInvalidArgument and the destructor frees nothing (open it again there).
 #ifndef COLIKV_STORE_H
 #define COLIKV_STORE_H
 
@@ -168,6 +170,12 @@ class COLIKV_API Store {
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
   // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy.
   explicit Store(const std::string& path, const Options& options = Options());
+  // Waits for the calls other threads have in flight on this Store (one
+  // blocked in append_async at the queue bound queues its turn), refusing with
+  // kInvalidArgument those that start meanwhile (one that starts after the
+  // destructor returned is undefined, as for any object), then commits every
+  // queued turn; an error committing one is not reported: call wait() first.
+  // In a forked child it waits for and frees nothing (the memory is leaked).
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

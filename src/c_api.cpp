@@ -379,6 +379,15 @@ int colikv_fork(colikv_store* s, const char* src, const char* dst, int64_t len) 
 
 namespace {
 
+// Writes a matched conversation's id and its NUL to conv_out, or throws kTooLarge.
+void copy_id(const std::string& id, const char* fn, char* conv_out, size_t conv_cap) {
+  if (id.size() + 1 > conv_cap)
+    throw colikv::Error(colikv::ErrorCode::kTooLarge, std::string(fn) + ": the matching conversation's id '" + id +
+                                                          "' needs " + std::to_string(id.size() + 1) +
+                                                          " bytes but conv_cap is " + std::to_string(conv_cap));
+  std::memcpy(conv_out, id.c_str(), id.size() + 1);
+}
+
 // colikv_match and colikv_match_loadable: `find` is the Store method.
 int64_t match_into(colikv_store* s, const char* fn, const colikv_model* m, const int32_t* tokens, int64_t len,
                    char* conv_out, size_t conv_cap,
@@ -389,11 +398,7 @@ int64_t match_into(colikv_store* s, const char* fn, const colikv_model* m, const
     require(conv_out != nullptr && conv_cap > 0, (name + ": conv_out is NULL or conv_cap is 0").c_str());
     conv_out[0] = '\0';
     colikv::PrefixMatch r = (st.*find)(to_signature(m), tokens, len);
-    if (r.id.size() + 1 > conv_cap)
-      throw colikv::Error(colikv::ErrorCode::kTooLarge, name + ": the matching conversation's id '" + r.id +
-                                                            "' needs " + std::to_string(r.id.size() + 1) +
-                                                            " bytes but conv_cap is " + std::to_string(conv_cap));
-    std::memcpy(conv_out, r.id.c_str(), r.id.size() + 1);
+    copy_id(r.id, fn, conv_out, conv_cap);
     return r.tokens;
   });
 }
@@ -410,6 +415,19 @@ int64_t colikv_match(colikv_store* s, const colikv_model* m, const int32_t* toke
 int64_t colikv_match_loadable(colikv_store* s, const colikv_model* m, const int32_t* tokens, int64_t len,
                               char* conv_out, size_t conv_cap) {
   return match_into(s, "colikv_match_loadable", m, tokens, len, conv_out, conv_cap, &colikv::Store::match_loadable);
+}
+
+int64_t colikv_adopt(colikv_store* s, const colikv_model* m, const int32_t* prompt, int64_t len, int64_t from,
+                     char* conv_out, size_t conv_cap, int32_t* tokens, float* const* Lc, float* const* Rc,
+                     float* const* Ic) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
+    require(m != nullptr, "colikv_adopt: model is NULL");
+    require(conv_out != nullptr && conv_cap > 0, "colikv_adopt: conv_out is NULL or conv_cap is 0");
+    conv_out[0] = '\0';
+    const colikv::PrefixMatch r = st.adopt(to_signature(m), prompt, len, from, tokens, colikv::KvTarget{Lc, Rc, Ic});
+    copy_id(r.id, "colikv_adopt", conv_out, conv_cap);
+    return r.tokens;
+  });
 }
 
 int64_t colikv_gc(colikv_store* s, int64_t max_bytes) {

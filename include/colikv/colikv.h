@@ -228,6 +228,25 @@ COLIKV_API int64_t colikv_match(colikv_store *s, const colikv_model *m, const in
 COLIKV_API int64_t colikv_match_loadable(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
                                          char *conv_out, size_t conv_cap);
 
+/* Prefix adoption in one read snapshot (colikv::Store::adopt): finds, as
+ * colikv_match_loadable does, the conversation of m holding the longest
+ * prefix of prompt[0, len) with all of its KV data, and when it holds more
+ * than `from` tokens fills tokens[from, got) and rows from..got-1 of the KV
+ * buffers (addressed as colikv_load_range addresses them; nothing before
+ * `from` is written) from the same snapshot: another writer cannot change the
+ * conversation between the match and the load. The loaded token ids are
+ * compared with prompt[from, got) before it returns. Returns got, the prefix
+ * length the conversation holds (got <= from: nothing was loaded), and writes
+ * its NUL-terminated id to conv_out ("" when 0 is returned). Fails with
+ * COLIKV_ERR_INVALID unless 0 <= from <= len, COLIKV_ERR_CORRUPT when a loaded
+ * token id is not the prompt's (the store's prefix index disagrees with its
+ * chunks: run colikv verify), COLIKV_ERR_TOO_LARGE when the id and its NUL do
+ * not fit conv_cap bytes (then the buffers from `from` on may have been
+ * written), and the errors of colikv_load_range. */
+COLIKV_API int64_t colikv_adopt(colikv_store *s, const colikv_model *m, const int32_t *prompt, int64_t len,
+                                int64_t from, char *conv_out, size_t conv_cap, int32_t *tokens, float *const *Lc,
+                                float *const *Rc, float *const *Ic);
+
 /* Evicts the KV data of the least recently used conversations until the
  * chunk payloads of the store take at most max_bytes (0: evict everything),
  * keeping every conversation's row, metadata and token ids; chunks still used

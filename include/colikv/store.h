@@ -324,6 +324,21 @@ class COLIKV_API Store {
   // each probe skips the evicted holders one by one.
   PrefixMatch match_loadable(const ModelSignature& model, const int32_t* tokens, int64_t len);
 
+  // Prefix adoption in one read snapshot: match_loadable(model, prompt, len),
+  // then, when the match holds more than `from` tokens, load_range of its
+  // positions [from, match.tokens) into tokens and kv (addressed as load_range
+  // addresses them; nothing before `from` is written). Another writer cannot
+  // change the matched conversation in between, and the loaded token ids are
+  // compared with prompt[from, match.tokens) before this returns. Returns the
+  // match (id "" and tokens 0 when nothing matches); it loaded
+  // max(0, match.tokens - from) positions. Throws kInvalidArgument unless
+  // 0 <= from <= len (or for a null prompt with len > 0, or null buffers when
+  // rows are to be loaded), kCorrupt when a loaded token differs from the
+  // prompt's (the prefix index disagrees with the chunks: run verify), and
+  // what match_loadable and load_range throw. Does not change last-used times.
+  PrefixMatch adopt(const ModelSignature& model, const int32_t* prompt, int64_t len, int64_t from, int32_t* tokens,
+                    const KvTarget& kv);
+
   // Evicts the KV data of the least recently used conversations until the
   // chunk payloads take at most max_bytes (0: evict all), in one write
   // transaction. Evicted conversations keep their rows, metadata and token

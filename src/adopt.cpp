@@ -4,6 +4,7 @@
 #include <string>
 
 #include "colikv/store.h"
+#include "store_call.h"
 #include "store_impl.h"
 
 namespace colikv {

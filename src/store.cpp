@@ -15,6 +15,7 @@
 #include "eviction.h"
 #include "backend_error.h"
 #include "store_impl.h"
+#include "text_argument.h"
 #include "core/store_limits.h"
 #include "store_location.h"
 
@@ -175,6 +176,7 @@ void Store::Impl::require_writable(const std::string& op) const {
 }
 
 std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {
+  detail::require_no_nul(id, "conversation id", where());
   return with_context(where(id), [&] { return catalog->find_conversation(id); });
 }
 
@@ -732,7 +734,12 @@ class Appender {
 
 }  // namespace
 
-void Store::Impl::append(const detail::AppendRequest& req) { Appender(*this, req).run(); }
+void Store::Impl::append(const detail::AppendRequest& req) {
+  detail::require_no_nul(req.id, "conversation id", where());
+  detail::require_no_nul(req.title, "title", where());
+  detail::require_no_nul(req.metadata, "metadata", where());
+  Appender(*this, req).run();
+}
 
 // ---------------------------------------------------------------------------
 // Scan (load, export)
@@ -1260,6 +1267,8 @@ namespace {
 
 void update_text_column(Store::Impl& s, const std::string& id, detail::ConversationText column,
                         const std::string& value) {
+  detail::require_no_nul(id, "conversation id", s.where());
+  detail::require_no_nul(value, detail::text_column_name(column), s.where());
   const std::string here = s.where(id);
   s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
@@ -1344,6 +1353,7 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
 ConversationInfo Store::info(const std::string& id) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  detail::require_no_nul(id, "conversation id", s.where());
   return read_rows(s.where(id), [&] {
     std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
     if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");

@@ -15,7 +15,7 @@
 #include "eviction.h"
 #include "backend_error.h"
 #include "store_impl.h"
-#include "text_argument.h"
+#include "core/text_argument.h"
 #include "core/store_limits.h"
 #include "store_location.h"
 

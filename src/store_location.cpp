@@ -7,6 +7,7 @@
 
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "core/text_argument.h"
 
 namespace colikv {
 namespace detail {
@@ -151,6 +152,7 @@ std::string without_secrets(const std::string& text, const std::string& location
 }
 
 void require_store_location(const std::string& location) {
+  require_no_nul(location, "store location", "store");
   if (is_keyword_conninfo(location))
     throw Error(ErrorCode::kInvalidArgument,
                 "store " + shown_location(location) +

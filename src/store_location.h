@@ -41,7 +41,8 @@ bool libpq_parses(const std::string& uri);
 std::string without_secrets(const std::string& text, const std::string& location);
 
 // Throws kInvalidArgument naming the (masked) location when it is a
-// keyword/value string (see above).
+// keyword/value string (see above) or holds a NUL byte (every system call
+// and libpq would cut it there).
 void require_store_location(const std::string& location);
 
 }  // namespace detail

@@ -3,10 +3,13 @@
 // read or written.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
 #include "backend.h"
+#include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "test_support.h"
@@ -61,4 +64,25 @@ TEST_CASE("store: an id, title or metadata holding a NUL byte is refused and cha
   CHECK(all[0].metadata == "{}");
   CHECK(s.count("plain") == 10);
   s.wait();
+}
+
+TEST_CASE("store: a store or file path holding a NUL byte is refused, not cut there", "[store]") {
+  colikv_test::TempDir dir;
+  const std::string store = dir.file("s.db");
+  CHECK(code_of([&] { colikv::Store s(store + std::string("\0.x", 3)); }) == ErrorCode::kInvalidArgument);
+  CHECK(access(store.c_str(), F_OK) != 0);  // the part before the NUL was not created
+  colikv::Store s(store);
+  const colikv::ModelSignature m = colikv_test::tiny_model();
+  colikv_test::EngineBuffers h(m, 10);
+  h.fill(0, 10, 1);
+  h.tokens = colikv_test::make_tokens(10, m.vocab, 1);
+  s.append("c", m, h.tokens.data(), 10, h.source());
+  const std::string out = dir.file("c.coli_kv");
+  CHECK(code_of([&] { colikv::export_coli_kv(s, "c", out + std::string("\0.x", 3)); }) == ErrorCode::kInvalidArgument);
+  CHECK(access(out.c_str(), F_OK) != 0);
+  colikv::export_coli_kv(s, "c", out);
+  colikv::ImportOptions io;
+  io.id = "d";
+  CHECK(code_of([&] { colikv::import_coli_kv(s, out + std::string("\0.x", 3), io); }) == ErrorCode::kInvalidArgument);
+  CHECK(!s.exists("d"));
 }

@@ -16,6 +16,7 @@
 #include "core/fd.h"
 #include "core/file_kind.h"
 #include "store_impl.h"
+#include "core/text_argument.h"
 
 namespace colikv {
 
@@ -138,6 +139,7 @@ ParsedHeader parse_header(int fd, const std::string& path) {
 // records to read at offsets. O_NONBLOCK keeps the open itself from blocking.
 Fd open_for_reading(const std::string& path) {
   if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "the .coli_kv file's path is empty");
+  detail::require_no_nul(path, "path", "the .coli_kv file");
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw_errno(path, errno);
   struct stat st;
@@ -354,6 +356,7 @@ std::string store_file_at(const Store::Impl& s, const std::string& out_name, con
 // to. Refuses the store's own files, anything but a regular file, a dangling
 // link, and (without force) any existing file.
 std::string export_target(const Store::Impl& s, const std::string& path, bool force) {
+  detail::require_no_nul(path, "path", "the export's output file");
   struct stat lst, st;
   if (::lstat(path.c_str(), &lst) != 0) {
     const std::string companion = store_file_at(s, canonical_name(path), nullptr);

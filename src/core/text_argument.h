@@ -1,10 +1,12 @@
 // The one check of the text a caller names conversations and describes them
-// with: ids, titles and metadata hold no NUL byte. PostgreSQL's text cannot
+// with (ids, titles, metadata) and of the paths it names files with: none
+// holds a NUL byte. PostgreSQL's text cannot
 // hold one and a C caller's string ends at it, so both backends refuse it
 // alike, before anything is read or written, rather than one of them storing
-// "a\0b" and "a\0c" apart and the other cutting both to "a".
-#ifndef COLIKV_SRC_TEXT_ARGUMENT_H
-#define COLIKV_SRC_TEXT_ARGUMENT_H
+// "a\0b" and "a\0c" apart and the other cutting both to "a" (and a path would
+// be cut at it by every system call).
+#ifndef COLIKV_SRC_CORE_TEXT_ARGUMENT_H
+#define COLIKV_SRC_CORE_TEXT_ARGUMENT_H
 
 #include <string>
 
@@ -20,10 +22,10 @@ inline void require_no_nul(const std::string& value, const char* what, const std
   if (at == std::string::npos) return;
   throw Error(ErrorCode::kInvalidArgument, where + ": the " + what + " of " + std::to_string(value.size()) +
                                                " bytes holds a NUL byte at byte " + std::to_string(at) +
-                                               "; ids, titles and metadata are text without NUL");
+                                               ", which no id, title, metadata or path may hold");
 }
 
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_TEXT_ARGUMENT_H
+#endif  // COLIKV_SRC_CORE_TEXT_ARGUMENT_H

@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "colikv/error.h"
-#include "colikv/store.h"
 #include "core/text_argument.h"
 
 namespace colikv {
@@ -161,8 +160,5 @@ void require_store_location(const std::string& location) {
 }
 
 }  // namespace detail
-
-bool is_postgres_location(const std::string& location) { return detail::is_postgres_uri(location); }
-std::string shown_store_location(const std::string& location) { return detail::shown_location(location); }
 
 }  // namespace colikv

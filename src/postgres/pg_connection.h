@@ -99,6 +99,9 @@ class PgConnection {
   };
   // Connects; throws PgError(kIO) naming the server when it cannot.
   PgConnection(const std::string& uri, const Settings& settings);
+  // Not copied or moved: libpq's notice receiver holds its address.
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
 
   // "postgresql server HOST:PORT/DB" for messages.
   const std::string& server() const { return server_; }

@@ -157,18 +157,29 @@ struct VacuumReport {
 };
 
 // A store's location is a file path (SQLite, the embedded default) or a
-// PostgreSQL connection URI (libpq's syntax: postgresql://USER:PASSWORD@HOST:PORT/DB,
-// or postgres://...), accepted wherever a store path is.
+// PostgreSQL connection URI (libpq's syntax: postgresql://USER@HOST:PORT/DB,
+// or postgres://..., the scheme in any case), accepted wherever a store path
+// is. Keep the password out of it: libpq reads PGPASSWORD, ~/.pgpass and
+// service files (docs/postgres.md). A libpq keyword/value string
+// ("host=... dbname=...") is refused with kInvalidArgument, never taken as a
+// file name.
 COLIKV_API bool is_postgres_location(const std::string& location);
-// The location as messages show it: a URI without its password; a path unchanged.
+// The location as messages show it: a URI or keyword/value string as libpq
+// parses it, with every secret (password, sslpassword) shown as *** and
+// control characters percent-encoded (one libpq cannot parse: its scheme
+// only); a path unchanged.
 COLIKV_API std::string shown_store_location(const std::string& location);
 
+// Conversation ids, titles and metadata are text without a NUL byte: every
+// call given one that holds a NUL throws kInvalidArgument and changes
+// nothing, on both backends (PostgreSQL's text cannot hold one).
 class COLIKV_API Store {
  public:
   // Opens (or creates) the store at path (a file, or a postgresql:// URI)
   // and applies pending migrations.
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
-  // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy.
+  // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy,
+  // kInvalidArgument (a libpq keyword/value string, or a URI libpq cannot parse).
   explicit Store(const std::string& path, const Options& options = Options());
   // Waits for the calls other threads have in flight on this Store (one
   // blocked in append_async at the queue bound queues its turn), refusing with
@@ -351,6 +362,8 @@ class COLIKV_API Store {
   // Rewrites the file without its free pages (VACUUM, then truncates the WAL).
   // Needs free disk space about the size of the store; waits for other
   // connections' transactions like any writer. Throws kReadOnly, kBusy, kDiskFull.
+  // On PostgreSQL, VACUUM FULL of each table: a role that does not own them
+  // gets kReadOnly with the server's warning, naming the tables skipped.
   VacuumReport vacuum();
 
   class COLIKV_LOCAL Impl;

@@ -124,6 +124,8 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   job.len = len;
   const int64_t chunk = std::max<int64_t>(conv.expected->chunk_tokens, 1);
   job.staged_from = committed / chunk * chunk;
+  if (conv.expected->evicted_from >= 0)  // re-saved from the engine's rows: the stored ones are gone
+    job.staged_from = std::min(job.staged_from, conv.expected->evicted_from / chunk * chunk);
   const size_t floats = static_cast<size_t>((len - job.staged_from) * model.floats_per_token());
   job.bytes = static_cast<int64_t>(floats * sizeof(float));
   reserve(lock, job.bytes);
@@ -139,6 +141,7 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   conv.expected->exists = true;
   conv.expected->model = model;
   conv.expected->tokens = job.tokens;
+  conv.expected->evicted_from = -1;  // this turn re-saves them
   ++conv.pending;
   lock.unlock();
   try {

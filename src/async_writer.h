@@ -49,9 +49,11 @@ struct QueuedAppend {
   std::vector<int32_t> tokens;  // all len token ids
   int64_t from = 0;             // the committed count it expects to extend
   int64_t len = 0;
-  // Rows are staged from here: the start of the chunk `from` falls in, so
-  // that when the stored values of that chunk were evicted, the writer saves
-  // them again from the engine's rows, as a synchronous append does.
+  // Rows are staged from here: the start of the chunk `from` falls in, or of
+  // the first chunk whose stored values were evicted when that is earlier, so
+  // that the writer saves evicted values again from the engine's rows, as a
+  // synchronous append does. (Chunks evicted after the turn was queued stay
+  // evicted; the next turn saves them.)
   int64_t staged_from = 0;
   StagingBuffer rows;
   int64_t bytes = 0;  // staged bytes counted against the bound
@@ -71,6 +73,9 @@ struct ExpectedState {
   ModelSignature model;
   std::vector<int32_t> tokens;
   int64_t chunk_tokens = 0;  // the conversation's chunk size (a new one's: its model's in this store)
+  // The first position of the first stored chunk whose values were evicted;
+  // -1 when none was (or a queued turn re-saves them).
+  int64_t evicted_from = -1;
 };
 
 class AsyncWriter {

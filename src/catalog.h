@@ -400,14 +400,24 @@ class Catalog {
   virtual int64_t chunk_users(int64_t chunk_id) = 0;
   // Drops a chunk's payload; its row and token ids stay.
   virtual void evict_payload(int64_t chunk_id) = 0;
-  virtual void bump_generation(int64_t conversation_id) = 0;
   // The first position of the first evicted entry of a chunk list among those
   // that start before end_pos.
   virtual std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) = 0;
   virtual int64_t evicted_chunk_count() = 0;
   virtual int64_t evicted_conversation_count() = 0;
-  // Rewrites the store without its free space.
-  virtual void compact(const std::string& what) = 0;
+  // What compact did beyond the file sizes the store measures itself.
+  struct CompactOutcome {
+    int64_t reclaimable_bytes = -1;  // free space inside the store before it; -1: not known
+    std::string held_back;           // empty, or why space it freed stays in the files for now
+  };
+  // Gives the store's free space back to the file system. Never waits for a
+  // reader while it holds the write lock, and lets writers in between steps
+  // of about step_bytes each where the backend can (SQLite: incremental
+  // vacuum; a store made before it converts with one full VACUUM).
+  virtual CompactOutcome compact(const std::string& what, int64_t step_bytes) = 0;
+  // After a gc's transaction: gives free pages back in steps as compact does,
+  // without its full rewrite. Nothing for a server, which manages its files.
+  virtual void release_free_pages(const std::string& what, int64_t step_bytes) = 0;
   // Bytes the store takes on disk.
   virtual int64_t file_bytes() = 0;
   // The local files the store keeps, as suffixes of its location ("" for the

@@ -32,11 +32,7 @@ class SourceReader {
     for (const ChunkSummary& c : chunks_) {
       if (c.first_pos != covered)
         throw Error(ErrorCode::kCorrupt, here_ + ": its chunk list does not cover position " + std::to_string(covered));
-      if (c.evicted && c.first_pos < conv_.count)
-        throw Error(ErrorCode::kEvicted,
-                    here_ + ": cannot copy it: its KV data from position " + std::to_string(c.first_pos) +
-                        " was evicted (re-save it from its engine first)",
-                    c.first_pos);
+      if (c.evicted && evicted_from_ < 0) evicted_from_ = c.first_pos;
       covered += c.n_tokens;
     }
     if (covered < conv_.count)
@@ -44,24 +40,47 @@ class SourceReader {
                                            std::to_string(conv_.count) + " tokens");
   }
 
-  // Positions [first, first + n) as .coli_kv records, and their token ids.
-  void read(int64_t first, int64_t n, std::vector<uint8_t>& records, std::vector<int32_t>& tokens) {
+  // The first position of the first chunk whose values were evicted; -1: none.
+  int64_t evicted_from() const { return evicted_from_; }
+
+  // Positions [first, first + n) as .coli_kv records, and their token ids;
+  // false (records unset) when some of their values were evicted.
+  bool read(int64_t first, int64_t n, std::vector<uint8_t>& records, std::vector<int32_t>& tokens) {
     const int64_t rb = model_.record_bytes();
     records.resize(static_cast<size_t>(n * rb));
     tokens.resize(static_cast<size_t>(n));
+    bool values = true;
     std::lock_guard<std::mutex> lock(mu_);
     for (const ChunkSummary& c : chunks_) {
       const int64_t from = std::max(first, c.first_pos), to = std::min(first + n, c.first_pos + c.n_tokens);
       if (from >= to) continue;
+      if (c.evicted) {
+        const std::vector<int32_t> t = token_ids(c);
+        std::memcpy(tokens.data() + (from - first), t.data() + (from - c.first_pos), static_cast<size_t>(to - from) * 4);
+        values = false;
+        continue;
+      }
       decode(c);
       std::memcpy(records.data() + (from - first) * rb, chunk_records_.data() + (from - c.first_pos) * rb,
                   static_cast<size_t>((to - from) * rb));
       std::memcpy(tokens.data() + (from - first), chunk_tokens_.data() + (from - c.first_pos),
                   static_cast<size_t>(to - from) * 4);
     }
+    return values;
   }
 
  private:
+  // An evicted chunk's token ids, which it keeps.
+  std::vector<int32_t> token_ids(const ChunkSummary& c) {
+    const std::string what = here_ + ": chunk " + std::to_string(c.seq);
+    const std::optional<std::string> json =
+        detail::read_rows(what, [&] { return s_.catalog->chunk_tokens_json(c.chunk_id); });
+    std::vector<int32_t> t;
+    if (!json || !detail::parse_tokens_json(json->data(), json->size(), t) || static_cast<int64_t>(t.size()) != c.n_tokens)
+      throw Error(ErrorCode::kCorrupt, what + ": its token list is missing or malformed");
+    return t;
+  }
+
   // Decodes a chunk into chunk_records_ (kept: consecutive windows often share one).
   void decode(const ChunkSummary& c) {
     if (decoded_ == c.chunk_id) return;
@@ -90,18 +109,20 @@ class SourceReader {
   ModelSignature model_;
   std::string here_;
   std::vector<ChunkSummary> chunks_;
+  int64_t evicted_from_ = -1;
   std::mutex mu_;
   int64_t decoded_ = -1;
   std::vector<uint8_t> chunk_records_;
   std::vector<int32_t> chunk_tokens_;
 };
 
-// SHA-256 of a conversation's records as a load reads them (one snapshot).
-std::string records_sha256(Store::Impl& s, const std::string& id) {
+// SHA-256 of a conversation's first `limit` records (all: limit < 0) as a
+// load reads them (one snapshot).
+std::string records_sha256(Store::Impl& s, const std::string& id, int64_t limit) {
   detail::Sha256 h;
   ModelSignature model;
   s.scan(
-      id, nullptr, -1, [&](const detail::ScanStart& start) { model = start.model.sig; },
+      id, nullptr, limit, [&](const detail::ScanStart& start) { model = start.model.sig; },
       [&](detail::StoredChunk& c) { detail::decode_records(model, c); },
       [&](detail::StoredChunk& c) { h.update(c.out.data(), static_cast<size_t>(c.wanted * model.record_bytes())); });
   static const char* hex = "0123456789abcdef";
@@ -132,6 +153,32 @@ class CopySettings {
   Options old_;
 };
 
+
+// The conversation dst holds under id already, against the source's: equal
+// token ids, model, precision and loadable records (the same positions
+// evicted or fewer), or kConflict naming what differs.
+void check_same(Store& src, Store& dst, const std::string& id, const detail::ConversationRow& conv,
+                const ModelSignature& model, int64_t evicted_from, CopyResult& r) {
+  Store::Impl& s = detail::StoreAccess::impl(src);
+  Store::Impl& d = detail::StoreAccess::impl(dst);
+  const std::string here = d.where(id);
+  const detail::ConversationRow have = d.get_conversation(id);
+  const auto differs = [&](const std::string& what) {
+    throw Error(ErrorCode::kConflict, here + ": exists already with " + what + " than " + s.where(id) +
+                                          "; nothing was written (delete it there to copy it again)");
+  };
+  if (d.model_by_id(have.model_id).sig != model) differs("another model");
+  if (have.precision != conv.precision) differs("another precision");
+  if (have.count != conv.count) differs(std::to_string(have.count) + " tokens rather than " + std::to_string(conv.count));
+  if (dst.tokens(id) != src.tokens(id)) differs("other token ids");
+  const std::optional<int64_t> gone = detail::with_context(here, [&] { return d.catalog->first_evicted_pos(have.id, have.count); });
+  r.evicted_from = gone ? *gone : -1;
+  const int64_t limit = evicted_from < 0 ? -1 : evicted_from;
+  const int64_t compared = gone ? (limit < 0 ? *gone : std::min(*gone, limit)) : limit;
+  r.records_sha256 = records_sha256(s, id, compared);
+  if (records_sha256(d, id, compared) != r.records_sha256) differs("other KV values");
+}
+
 }  // namespace
 
 CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, const CopyOptions& options) {
@@ -154,6 +201,19 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
     throw Error(ErrorCode::kCorrupt, s.where(id) + ": unknown precision '" + conv.precision + "'");
   SourceReader reader(s, conv, model.sig);
 
+  CopyResult r;
+  r.id = id;
+  r.model = model.sig;
+  r.tokens = conv.count;
+  if (!options.skip_existing && d.find_conversation(id))
+    throw Error(ErrorCode::kConflict, d.where(id) + ": exists already; nothing was written (skip_existing leaves it "
+                                                    "when it is the same conversation)");
+  if (options.skip_existing && d.find_conversation(id)) {
+    check_same(src, dst, id, conv, model.sig, reader.evicted_from(), r);
+    r.skipped = true;
+    return r;
+  }
+
   detail::AppendRequest req;
   req.id = id;
   req.model = model.sig;
@@ -167,7 +227,11 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   const ModelSignature sig = model.sig;
   req.produce = [&reader, sig, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
     thread_local std::vector<uint8_t> records;
-    reader.read(first, n, records, out.tokens);
+    if (!reader.read(first, n, records, out.tokens)) {
+      // Evicted in the source: copied as it is there, token ids without values.
+      out.encoded = detail::values_missing_chunk(n, sig.floats_per_token(), out.precision);
+      return;
+    }
     out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::record_planes(sig, records.data()), level,
                                        out.precision, &out.stored_digests);
   };
@@ -177,12 +241,17 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
     d.append(req);
   }
 
-  CopyResult r;
-  r.id = id;
-  r.model = model.sig;
-  r.tokens = conv.count;
-  r.records_sha256 = records_sha256(s, id);
-  const std::string copied = records_sha256(d, id);
+  // What a load of the copy gives up to the first evicted position (of the
+  // source, or earlier where a chunk of the copy spans evicted positions).
+  const detail::ConversationRow copied_row = d.get_conversation(id);
+  const std::optional<int64_t> gone =
+      detail::with_context(d.where(id), [&] { return d.catalog->first_evicted_pos(copied_row.id, copied_row.count); });
+  r.evicted_from = gone ? *gone : -1;
+  if (reader.evicted_from() >= 0 && (!gone || *gone > reader.evicted_from()))
+    throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy holds values the source's evicted chunks lack");
+  const int64_t limit = gone ? *gone : -1;
+  r.records_sha256 = records_sha256(s, id, limit);
+  const std::string copied = records_sha256(d, id, limit);
   if (copied != r.records_sha256)
     throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy reads back differently from " + s.where(id) +
                                          " (records SHA-256 " + copied + " against " + r.records_sha256 + ")");

@@ -92,13 +92,15 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
         victims.push_back(std::move(v));
         return total <= max_bytes;
       });
-      // A conversation that lost KV data is evicted; its generation changes
-      // so that a writer that prepared an append before this sees a conflict.
+      // A conversation that lost KV data is evicted. Its generation stays:
+      // an eviction changes no token id and no value a writer relies on, so
+      // it is no conflict for one that prepared its write before it. A chunk
+      // an append meant to name again is encoded once found evicted
+      // (put_chunk); a truncate or fork keeps the values it decoded; chunks
+      // kept as they are stay evicted, as the gc left them.
       for (auto& v : victims) {
         bool lost = std::any_of(v.chunks.begin(), v.chunks.end(), [&](int64_t c) { return freed.count(c) > 0; });
-        if (!lost) continue;
-        r.conversations.push_back(v.name);
-        catalog.bump_generation(v.id);
+        if (lost) r.conversations.push_back(v.name);
       }
     }
     r.stored_bytes_after = total;
@@ -123,9 +125,15 @@ EvictionReport Store::gc(int64_t max_bytes) {
   s.require_writable("gc");
   if (max_bytes < 0)
     throw Error(ErrorCode::kInvalidArgument, s.where() + ": gc: negative byte budget " + std::to_string(max_bytes));
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
-  EvictionReport r = detail::evict_to_fit(s, max_bytes, -1);
-  txn->commit();
+  EvictionReport r;
+  {
+    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
+    r = detail::evict_to_fit(s, max_bytes, -1);
+    txn->commit();
+  }
+  // The freed pages back to the filesystem, a chunk's worth per transaction:
+  // writers go in between, and the file follows the budget down.
+  with_context(s.where() + ": gc", [&] { s.catalog->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes); });
   return r;
 }
 

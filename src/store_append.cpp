@@ -574,10 +574,14 @@ void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& mo
   const int level = s.options.zstd_level;
   req.produce = [&](int64_t first, int64_t n, detail::ProducedChunk& out) {
     if (kept.packed.empty() || first != kept.base) {
-      if (first < origin)  // the caller's rows start later: they cannot replace evicted stored ones
-        throw Error(ErrorCode::kEvicted, s.where(id) + ": the stored values of positions [" + std::to_string(first) +
-                                             ", " + std::to_string(from) + ") were evicted and the rows given start at " +
-                                             std::to_string(origin));
+      // An evicted full chunk before the caller's rows (a queued turn whose
+      // conversation was evicted after it was queued): it stays as the
+      // eviction left it, its token ids without values, and the turn commits;
+      // the next turn, staged from it, saves its values again.
+      if (first < origin) {
+        out.encoded = detail::values_missing_chunk(n, model.floats_per_token(), out.precision);
+        return;
+      }
       out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first - origin), level,
                                          out.precision, &out.stored_digests);
       return;

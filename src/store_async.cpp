@@ -57,6 +57,7 @@ ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSi
   st.model = stored.sig;
   st.chunk_tokens = stored.chunk_tokens;
   for (const ChunkSummary& c : s.catalog->chunk_list(conv->id)) {
+    if (c.evicted && st.evicted_from < 0) st.evicted_from = c.first_pos;
     const std::optional<std::string> json = s.catalog->chunk_tokens_json(c.chunk_id);
     std::vector<int32_t> t;
     if (!json || !parse_tokens_json(json->data(), json->size(), t) || static_cast<int64_t>(t.size()) != c.n_tokens)

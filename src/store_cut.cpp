@@ -60,8 +60,7 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
     if (!stored->payload) {  // evicted: the prefix is a token-only chunk, evicted too
       toks.resize(static_cast<size_t>(keep));
       out.produced.tokens = toks;
-      out.produced.encoded.raw_size = keep * model.sig.floats_per_token() * detail::precision_value_bytes(precision);
-      out.produced.encoded.digest = detail::kNoValuesDigest;
+      out.produced.encoded = detail::values_missing_chunk(keep, model.sig.floats_per_token(), precision);
       out.hash = detail::chain_next(prev, toks.data(), keep);
       return;
     }

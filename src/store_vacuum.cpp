@@ -17,8 +17,10 @@ VacuumReport Store::vacuum() {
   return with_context(s.where() + ": vacuum", [&] {
     VacuumReport r;
     r.file_bytes_before = s.catalog->file_bytes();
-    s.catalog->compact(s.where() + ": vacuum");
+    const detail::Catalog::CompactOutcome done = s.catalog->compact(s.where() + ": vacuum", s.options.chunk_target_bytes);
     r.file_bytes_after = s.catalog->file_bytes();
+    r.reclaimable_bytes = done.reclaimable_bytes;
+    r.held_back = done.held_back;
     return r;
   });
 }

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sqlite3.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -120,6 +121,30 @@ inline Run tool(const std::vector<std::string>& args, const RunOptions& ro = {})
     REQUIRE(r_.code == (code_));                                 \
     return r_;                                                   \
   }()
+
+// A small tmpfs mounted for the test's life (the test runs as root).
+class SmallFilesystem {
+ public:
+  SmallFilesystem(const std::string& dir, const std::string& size) : dir_(dir) {
+    ::mkdir(dir.c_str(), 0755);
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  }
+  ~SmallFilesystem() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  SmallFilesystem(const SmallFilesystem&) = delete;
+  SmallFilesystem& operator=(const SmallFilesystem&) = delete;
+  bool mounted() const { return mounted_; }
+  // Even root can then create nothing in it.
+  bool remount_read_only() {
+    return mounted_ && ::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+  }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
 
 inline bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 

@@ -14,6 +14,12 @@
 //     each append_async; "W <len>\n" once a wait has returned OK (every turn
 //     up to len is committed); "T <len>\n" before a truncate and "TD\n"
 //     once it has returned.
+//   colikv_crash_child engine STORE NAME SEED MAX_BYTES
+//     As async, on conversation NAME of a store under a byte budget of
+//     MAX_BYTES (Options::max_store_bytes), as a mock engine beside another
+//     one: each turn appends all the engine's rows, so a conversation the
+//     other engine's budget evicted is saved again. Same report lines; any
+//     error ends it with exit status 1 (the kill loop expects none).
 //   colikv_crash_child work STORE PREFIX NCONV NOPS SEED
 //     Runs NOPS operations on <PREFIX>c<k>/<PREFIX>f<k>, loading every
 //     conversation it touched after each one and comparing it bit for bit,
@@ -89,6 +95,34 @@ int run_async(const std::string& path, uint32_t seed, bool full) {
   }
 }
 
+int run_engine(const std::string& path, const std::string& name, uint32_t seed, int64_t max_bytes) {
+  colikv::Options o = wl::options(false);
+  o.max_store_bytes = max_bytes;
+  colikv::Store store(path, o);
+  const auto& b = wl::history_of(name).buffers;
+  int64_t len = store.count(name);
+  put("R " + std::to_string(len) + "\n");
+  std::mt19937 rng(seed);
+  for (;;) {
+    if (len > 0 && len + 12 > wl::kCapacity) {
+      store.wait(name);  // the queued turns first: a truncate waits for them anyway
+      put("W " + std::to_string(len) + "\n");
+      len = static_cast<int64_t>(rng() % static_cast<unsigned>(len + 1));
+      put("T " + std::to_string(len) + "\n");
+      store.truncate(name, len);
+      put("TD\n");
+      continue;
+    }
+    len += 1 + static_cast<int64_t>(rng() % 12);
+    put("Q " + std::to_string(len) + "\n");
+    store.append_async(name, wl::model(), b.tokens.data(), len, b.source());
+    if (rng() % 3 == 0) {
+      store.wait(name);
+      put("W " + std::to_string(len) + "\n");
+    }
+  }
+}
+
 int run_work(const std::string& path, const std::string& prefix, int nconv, int nops, uint32_t seed) {
   colikv::Store store(path, wl::options(false));
   std::map<std::string, int64_t> expect;
@@ -113,14 +147,17 @@ int main(int argc, char** argv) {
                        std::string(argv[5]) == "full");
     if (mode == "async" && argc == 5)
       return run_async(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::string(argv[4]) == "full");
+    if (mode == "engine" && argc == 6)
+      return run_engine(argv[2], argv[3], static_cast<uint32_t>(std::stoul(argv[4])), std::stoll(argv[5]));
     if (mode == "work" && argc == 7)
       return run_work(argv[2], argv[3], std::stoi(argv[4]), std::stoi(argv[5]),
                       static_cast<uint32_t>(std::stoul(argv[6])));
     std::fprintf(stderr,
                  "usage: %s crash STORE SEED NCONV full|normal\n"
                  "       %s async STORE SEED full|normal\n"
+                 "       %s engine STORE NAME SEED MAX_BYTES\n"
                  "       %s work STORE PREFIX NCONV NOPS SEED\n",
-                 argv[0], argv[0], argv[0]);
+                 argv[0], argv[0], argv[0], argv[0]);
     return 2;
   } catch (const colikv::Error& e) {
     std::fprintf(stderr, "colikv error [%s]: %s\n", colikv::error_code_name(e.code()), e.what());

@@ -23,6 +23,7 @@ namespace {
 using colikv_test::ChildProcess;
 using colikv_test::EngineBuffers;
 using colikv_test::Run;
+using colikv_test::SmallFilesystem;
 using colikv_test::TempDir;
 using colikv_test::coli_bytes;
 using colikv_test::contains;
@@ -389,33 +390,6 @@ TEST_CASE("cli files: the temporary file of a killed export is removed by the ne
   CHECK(temps().empty());
   CHECK(file_exists(held.path()));
 }
-
-namespace {
-
-// A small tmpfs mounted for the test's life (the test runs as root).
-class SmallFilesystem {
- public:
-  SmallFilesystem(const std::string& dir, const std::string& size) : dir_(dir) {
-    ::mkdir(dir.c_str(), 0755);
-    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
-  }
-  ~SmallFilesystem() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  SmallFilesystem(const SmallFilesystem&) = delete;
-  SmallFilesystem& operator=(const SmallFilesystem&) = delete;
-  bool mounted() const { return mounted_; }
-  // Even root can then create nothing in it.
-  bool remount_read_only() {
-    return mounted_ && ::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0;
-  }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-};
-
-}  // namespace
 
 TEST_CASE("cli files: on a full disk the error says what to free, and freeing it lets rm work", "[cli][files]") {
   if (::geteuid() != 0) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -228,4 +229,98 @@ TEST_CASE("crash: SIGKILL during append_async loses no waited-for turn and tears
               static_cast<long long>(lost_unwaited));
   CHECK(waits > kills / 2);  // the child did real work between kills
   CHECK(lost_unwaited > 0);  // and kills landed while turns were queued
+}
+
+// The issue-25 loop: two mock engines (crash_child engine) on one store under
+// a byte budget smaller than their two conversations, so that each one's
+// appends evict the other's; both killed at random moments and restarted.
+// Neither may ever fail (an evicted conversation is saved again from the
+// engine's rows; an eviction is no conflict), a waited-for turn is never
+// lost, and each conversation holds its own history's token ids and loads
+// bit for bit or is kEvicted.
+TEST_CASE("crash: two engines under a byte budget, killed and restarted, never fail", "[crash][async][eviction]") {
+  TempDir dir;
+  const std::string path = dir.file("budget.db");
+  const int kills = colikv_test::long_tests() ? 300 : 30;
+  const int64_t budget = wl::kCapacity * wl::model().record_bytes() / 2;  // under one full conversation
+  const std::vector<std::string> names{"ec0", "ec1"};
+  std::mt19937 rng(20261225);
+  std::map<std::string, int64_t> committed{{"ec0", 0}, {"ec1", 0}};
+  int64_t waits = 0, evicted_seen = 0;
+  for (int i = 0; i < kills; ++i) {
+    std::map<std::string, std::vector<std::string>> lines;
+    {
+      std::vector<std::unique_ptr<ChildProcess>> children;
+      for (size_t k = 0; k < names.size(); ++k)
+        children.push_back(std::make_unique<ChildProcess>(
+            std::vector<std::string>{COLIKV_CRASH_CHILD_PATH, "engine", path, names[k], std::to_string(900 + 2 * i + k),
+                                     std::to_string(budget)},
+            false, dir.file(names[k] + ".err")));
+      const int wait_lines = 5 + static_cast<int>(rng() % 30);
+      std::string line;
+      for (size_t k = 0; k < names.size(); ++k)
+        while (static_cast<int>(lines[names[k]].size()) < wait_lines && children[k]->read_line(line))
+          lines[names[k]].push_back(line);
+      ::usleep(static_cast<useconds_t>(rng() % 3000));
+      for (auto& c : children) c->kill_now();
+      for (size_t k = 0; k < names.size(); ++k) {
+        const int status = children[k]->wait();
+        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+          FAIL("round " << i << ": engine " << names[k] << " ended by itself (status " << status
+                        << "): " << read_text(dir.file(names[k] + ".err")));
+        std::istringstream is(children[k]->read_rest());
+        for (std::string l; std::getline(is, l);) lines[names[k]].push_back(l);
+      }
+    }
+    colikv::Store store(path, wl::options(false));
+    for (const std::string& n : names) {
+      std::set<int64_t> possible{committed[n]};
+      int64_t last_queued = committed[n];
+      for (const std::string& l : lines[n]) {
+        std::istringstream is(l);
+        std::string tag;
+        int64_t len = -1;
+        is >> tag >> len;
+        if (tag == "R") {
+          REQUIRE(len == committed[n]);
+        } else if (tag == "Q" || tag == "T") {
+          possible.insert(len);
+          last_queued = len;
+        } else if (tag == "W") {
+          possible = {len};
+          ++waits;
+        } else if (tag == "TD") {
+          possible = {last_queued};
+        }
+      }
+      const int64_t actual = store.count(n);
+      if (!possible.count(actual)) {
+        std::string states;
+        for (int64_t p : possible) states += " " + std::to_string(p);
+        FAIL("round " << i << ": " << n << " holds " << actual << " tokens; possible:" << states);
+      }
+      const auto& h = wl::history_of(n).buffers;
+      if (!store.exists(n)) {
+        REQUIRE(actual == 0);  // killed before its first turn committed
+      } else if (store.tokens(n) != std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + actual)) {
+        FAIL("round " << i << ": " << n << " holds token ids that are not its history's");
+      } else if (store.info(n).evicted) {
+        ++evicted_seen;
+      } else {
+        const std::string err = wl::check_content(store, n, actual);
+        if (!err.empty()) FAIL("round " << i << ": " << err);
+      }
+      committed[n] = actual;
+    }
+    if (i % 10 == 9) {
+      const colikv::VerifyReport report = store.verify();
+      if (report.integrity != "ok" || !report.ok())
+        FAIL("round " << i << ": verify: " << report.integrity << "; "
+                      << (report.problems.empty() ? "" : report.problems.front().what));
+    }
+  }
+  std::printf("crash budget: %d rounds of two engines killed, %lld waits returned, %lld evicted states seen\n", kills,
+              static_cast<long long>(waits), static_cast<long long>(evicted_seen));
+  CHECK(waits > kills);         // the engines did real work between kills
+  CHECK(evicted_seen > 0);      // and the budget evicted one engine's conversation for the other's
 }

@@ -284,36 +284,70 @@ TEST_CASE("a reader loading meanwhile is not affected by eviction", "[backends][
                        Catch::Predicate<Error>([](const Error& e) { return e.code() == ErrorCode::kEvicted; }));
 }
 
-TEST_CASE("vacuum gives the space of evicted data back to the filesystem", "[eviction]") {
+TEST_CASE("gc gives the space of evicted data back to the filesystem, vacuum that of an older store",
+          "[eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   Options o = small(m);
   o.page_size = 4096;
   o.wal_checkpoint_bytes = 1000 * 4096;  // checkpoints at 1000 pages, as these figures assume
   o.chunk_target_bytes = 16 * m.record_bytes();  // chunks larger than a page
-  const std::string path = dir.file("e.db");
-  Store s(path, o);
-  for (int i = 0; i < 20; ++i) put(s, "c" + std::to_string(i), m, toks(10 * i, 64));
-  auto checkpoint = [&] {
-    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+  const std::string path = dir.file("e.db"), older = dir.file("older.db");
+  auto checkpoint = [&](const std::string& p) {
+    SQLite::Database db(p, SQLite::OPEN_READWRITE);
     db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     return db.execAndGet("PRAGMA freelist_count").getInt64();
   };
-  CHECK(checkpoint() == 0);
+  auto fill = [&](Store& s) {
+    for (int i = 0; i < 20; ++i) put(s, "c" + std::to_string(i), m, toks(10 * i, 64));
+  };
+  {
+    Store s(path, o);
+    fill(s);
+  }
+  std::filesystem::copy_file(path, older);
+  {
+    // A store as an older colikv made it: without incremental vacuum.
+    SQLite::Database db(older, SQLite::OPEN_READWRITE);
+    db.exec("PRAGMA auto_vacuum = NONE");
+    db.exec("VACUUM");
+    REQUIRE(db.execAndGet("PRAGMA auto_vacuum").getInt64() == 0);
+  }
+  CHECK(checkpoint(path) == 0);
   const auto full_size = std::filesystem::file_size(path);
-  s.gc(0);
-  CHECK(checkpoint() > 0);  // freed pages are kept for reuse ...
-  CHECK(std::filesystem::file_size(path) == full_size);
-  auto v = s.vacuum();  // ... until vacuum gives them back
-  CHECK(v.file_bytes_after == static_cast<int64_t>(std::filesystem::file_size(path)));
-  CHECK(v.file_bytes_after < static_cast<int64_t>(full_size) / 2);
-  CHECK(v.file_bytes_before >= static_cast<int64_t>(full_size));
-  CHECK(s.conversation_count() == 20);
-  CHECK(s.tokens("c3") == toks(30, 64));
-  CHECK(s.verify().ok());
+  {
+    Store s(path, o);
+    s.gc(0);
+    CHECK(checkpoint(path) == 0);  // given back by the gc itself, a chunk's worth per transaction
+    CHECK(std::filesystem::file_size(path) < full_size / 2);
+    const auto v = s.vacuum();  // nothing left for it
+    CHECK(v.reclaimable_bytes == 0);
+    CHECK(v.held_back.empty());
+    CHECK(v.file_bytes_after <= v.file_bytes_before);
+    CHECK(s.conversation_count() == 20);
+    CHECK(s.tokens("c3") == toks(30, 64));
+    CHECK(s.verify().ok());
+  }
+  {
+    Store s(older, o);
+    const auto older_size = std::filesystem::file_size(older);
+    s.gc(0);
+    CHECK(checkpoint(older) > 0);  // freed pages are kept for reuse ...
+    CHECK(std::filesystem::file_size(older) == older_size);
+    const auto v = s.vacuum();  // ... until vacuum gives them back, turning the steps on
+    CHECK(v.reclaimable_bytes > 0);
+    CHECK(v.held_back.empty());
+    CHECK(v.file_bytes_after == static_cast<int64_t>(std::filesystem::file_size(older)));
+    CHECK(v.file_bytes_after < static_cast<int64_t>(older_size) / 2);
+    CHECK(v.file_bytes_before >= static_cast<int64_t>(older_size));
+    CHECK(s.tokens("c3") == toks(30, 64));
+    CHECK(s.verify().ok());
+    SQLite::Database db(older, SQLite::OPEN_READONLY);
+    CHECK(db.execAndGet("PRAGMA auto_vacuum").getInt64() == 2);
+  }
   Options ro = o;
   ro.read_only = true;
-  Store r(dir.file("e.db"), ro);
+  Store r(path, ro);
   CHECK_THROWS_MATCHES(r.gc(0), Error, Catch::Predicate<Error>([](const Error& e) { return e.code() == ErrorCode::kReadOnly; }));
   CHECK_THROWS_MATCHES(r.vacuum(), Error, Catch::Predicate<Error>([](const Error& e) { return e.code() == ErrorCode::kReadOnly; }));
 }

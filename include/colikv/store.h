@@ -154,6 +154,12 @@ struct EvictionReport {
 struct VacuumReport {
   int64_t file_bytes_before = 0;  // database file plus WAL
   int64_t file_bytes_after = 0;
+  // Free space inside the store when the vacuum began: what it could give
+  // back. -1 when the backend does not say (a PostgreSQL store).
+  int64_t reclaimable_bytes = -1;
+  // Empty when the files were cut to what the store holds; otherwise why some
+  // space stays in them for now (a reader's older snapshot keeps the WAL).
+  std::string held_back;
 };
 
 // A store's location is a file path (SQLite, the embedded default) or a
@@ -355,15 +361,24 @@ class COLIKV_API Store {
   // transaction. Evicted conversations keep their rows, metadata and token
   // ids; a chunk's payload is freed only when no kept conversation uses it.
   // A reader that is loading meanwhile (its own snapshot) is not affected.
-  // Freed pages are reused by SQLite; vacuum() returns them to the filesystem.
+  // An evicted payload's pages are freed; SQLite reuses them, and after the
+  // eviction's transaction gc gives them back to the filesystem in steps of
+  // about a chunk each (a store an older colikv made, without incremental
+  // vacuum, keeps them until vacuum() turns it on).
   // Throws kInvalidArgument (max_bytes < 0), kReadOnly, kBusy.
   EvictionReport gc(int64_t max_bytes);
 
-  // Rewrites the file without its free pages (VACUUM, then truncates the WAL).
-  // Needs free disk space about the size of the store; waits for other
-  // connections' transactions like any writer. Throws kReadOnly, kBusy, kDiskFull.
-  // On PostgreSQL, VACUUM FULL of each table: a role that does not own them
-  // gets kReadOnly with the server's warning, naming the tables skipped.
+  // Gives the store's free space back to the filesystem. SQLite: in write
+  // transactions of about a chunk each (a writer waits for one step at most);
+  // a store made without incremental vacuum is instead rewritten once by
+  // VACUUM, which turns it on (writers wait for that rewrite, and it needs
+  // free disk space about twice the database's size: kDiskFull says how
+  // much). Then copies the WAL back and resets it without holding the write
+  // lock while a reader is in the way: when a reader's older snapshot keeps
+  // the space in the WAL, the report's held_back says so (not an error).
+  // PostgreSQL: VACUUM FULL of each of the store's tables; a role that does
+  // not own them gets kReadOnly with the server's warning, naming the tables
+  // skipped. Throws kReadOnly, kBusy, kDiskFull.
   VacuumReport vacuum();
 
   class COLIKV_LOCAL Impl;

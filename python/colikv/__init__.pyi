@@ -143,6 +143,8 @@ class EvictionReport:
 class VacuumReport:
     file_bytes_before: int
     file_bytes_after: int
+    reclaimable_bytes: int
+    held_back: str
 
 class ImportResult:
     id: str
@@ -158,6 +160,8 @@ class CopyResult:
     model: Model
     tokens: int
     records_sha256: str
+    evicted_from: int
+    skipped: bool
 
 class Store:
     def __init__(self, location: _Path, *, create: bool = True, read_only: bool = False, synchronous: str = "full",

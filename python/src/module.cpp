@@ -370,9 +370,13 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("conversations", &colikv::EvictionReport::conversations)
       .def_readonly("fits", &colikv::EvictionReport::fits);
 
-  py::class_<colikv::VacuumReport>(mod, "VacuumReport", "Store.vacuum(): file bytes before and after.")
+  py::class_<colikv::VacuumReport>(mod, "VacuumReport",
+                                   "Store.vacuum(): file bytes before and after, the free space found (-1: not "
+                                   "known), and held_back: empty, or why space stays in the files for now.")
       .def_readonly("file_bytes_before", &colikv::VacuumReport::file_bytes_before)
-      .def_readonly("file_bytes_after", &colikv::VacuumReport::file_bytes_after);
+      .def_readonly("file_bytes_after", &colikv::VacuumReport::file_bytes_after)
+      .def_readonly("reclaimable_bytes", &colikv::VacuumReport::reclaimable_bytes)
+      .def_readonly("held_back", &colikv::VacuumReport::held_back);
 
   py::class_<colikv::ImportResult>(mod, "ImportResult", "Store.import_coli_kv(): what was stored.")
       .def_readonly("id", &colikv::ImportResult::id)
@@ -387,7 +391,9 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("id", &colikv::CopyResult::id)
       .def_readonly("model", &colikv::CopyResult::model)
       .def_readonly("tokens", &colikv::CopyResult::tokens)
-      .def_readonly("records_sha256", &colikv::CopyResult::records_sha256);
+      .def_readonly("records_sha256", &colikv::CopyResult::records_sha256)
+      .def_readonly("evicted_from", &colikv::CopyResult::evicted_from)
+      .def_readonly("skipped", &colikv::CopyResult::skipped);
 
   py::class_<PyStore>(mod, "Store", R"doc(
 A store of conversations: a SQLite file path (str, bytes or os.PathLike), or

@@ -95,9 +95,11 @@ def test_stats_verify_vacuum_and_copy(location, new_location):
             s.verify("nope")
         v = s.vacuum()
         assert v.file_bytes_before >= 0 and v.file_bytes_after >= 0
+        assert v.held_back == "" and v.reclaimable_bytes >= -1
         dst_location = new_location()
         copied = s.copy_to(dst_location)
         assert sorted(c.id for c in copied) == ["a", "b"] and all(len(c.records_sha256) == 64 for c in copied)
+        assert all(c.evicted_from == -1 and not c.skipped for c in copied)
         with pytest.raises(colikv.Conflict):
             s.copy_to(dst_location, ids=["a"])
         with colikv.Store(new_location()) as other:

@@ -70,6 +70,16 @@ struct EncodedChunk {
   bool skipped = false;          // digest was one of those to skip: nothing compressed, payload empty
 };
 
+// The encoding of a token-only chunk of n positions (its values unknown: cut
+// or copied from an evicted one): no payload, the digest kNoValuesDigest, and
+// the raw size its values would take.
+inline EncodedChunk values_missing_chunk(int64_t n, int64_t floats_per_token, ChunkPrecision p) {
+  EncodedChunk e;
+  e.raw_size = n * floats_per_token * precision_value_bytes(p);
+  e.digest = kNoValuesDigest;
+  return e;
+}
+
 // Shuffles the chunk (the floats of every plane in order, split into 4 byte
 // streams: all bytes 0, then all bytes 1, 2, 3) and writes each stream as one
 // zstd frame: compressed at `zstd_level` (level 1: parameters tuned for float

@@ -347,12 +347,6 @@ void PgCatalog::evict_payload(int64_t chunk_id) {
   run("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = $1", p, "evicting a chunk");
 }
 
-void PgCatalog::bump_generation(int64_t conversation_id) {
-  PgParams p;
-  p.add(conversation_id);
-  run("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = $1", p, "updating a conversation");
-}
-
 std::optional<int64_t> PgCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
   return prefix_index().first_evicted_pos(conversation_id, end_pos);
 }
@@ -368,12 +362,15 @@ int64_t PgCatalog::evicted_conversation_count() {
       .int64(0, 0);
 }
 
-void PgCatalog::compact(const std::string& what) {
+Catalog::CompactOutcome PgCatalog::compact(const std::string& what, int64_t) {
   // VACUUM FULL rewrites each table without its dead rows and gives the space
   // back to the file system (plain VACUUM only marks it reusable).
   // One table at a time, so that a table the role may not vacuum is named.
   conn_.vacuum_full({"models", "conversations", "chunks", "chunk_meta", "conversation_chunks"}, what);
+  return {};
 }
+
+void PgCatalog::release_free_pages(const std::string&, int64_t) {}  // the server's autovacuum does
 
 int64_t PgCatalog::file_bytes() {
   // The schema's oid, resolved at open: its name is never parsed again.

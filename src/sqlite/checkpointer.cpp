@@ -1,11 +1,50 @@
 // The background WAL checkpointer (see checkpointer.h).
 #include "sqlite/checkpointer.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace colikv {
 namespace detail {
+
+int64_t wal_checkpoint_bytes_for(int64_t configured, int64_t free_bytes) {
+  if (free_bytes < 0) return configured;
+  return std::min(configured, std::max<int64_t>(free_bytes / 16, int64_t{64} << 10));
+}
+
+int64_t free_bytes_beside(const std::string& file) {
+  const size_t slash = file.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
+  struct statvfs vfs;
+  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
+
+int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(busy_timeout_ms, 1000));
+  sqlite3_busy_timeout(db, 0);
+  int rc = SQLITE_OK;
+  for (;;) {
+    int log = -1, done = -1;
+    rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+    if (rc != SQLITE_BUSY) break;
+    // A frame a reader's snapshot needs, or the write lock taken. PASSIVE copies what no snapshot needs.
+    rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) break;
+    if (log >= 0 && done == log) {
+      rc = SQLITE_OK;  // the database file is cut; only the WAL's own file stays as large
+      break;
+    }
+    rc = SQLITE_BUSY;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  return rc;
+}
 
 Checkpointer::Checkpointer(sqlite3* main, std::string path, int soft_pages)
     : main_(main), path_(std::move(path)), soft_pages_(std::max(soft_pages, 1)), hard_pages_(4 * soft_pages_) {

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -28,6 +29,28 @@ namespace detail {
 // the hard limit stalls a commit (measured: every 4th 92 MB turn took +280 ms).
 // So an append waits for a running checkpoint before it begins (its chunks
 // keep encoding meanwhile): wait_before_write().
+// Copies the whole WAL back into the database file (cutting the file to the
+// size its last commit left) and resets the WAL to zero bytes, without ever
+// holding the write lock while it waits: each TRUNCATE attempt runs with no
+// busy handler, so a reader on an older snapshot or a writer makes it give
+// up at once, and it tries again a few times within busy_timeout_ms (at most
+// a second), letting the lock go in between. Restores db's busy timeout to
+// busy_timeout_ms. Returns SQLITE_OK when every frame was copied back,
+// SQLITE_BUSY when a reader's snapshot or a writer kept some in the WAL, else
+// the error that stopped it (SQLITE_FULL: no room to copy them back). For
+// vacuum; anything that must empty the WAL (rm's wiping of deleted rows) can
+// call it.
+int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms);
+
+// The WAL size to checkpoint at: `configured` (Options::wal_checkpoint_bytes),
+// or less on a filesystem with little free space (free_bytes; < 0: unknown),
+// so that the WAL, which may grow to 4x that before a commit waits for the
+// checkpoint, takes at most a quarter of what was free. At least one 64 KiB.
+int64_t wal_checkpoint_bytes_for(int64_t configured, int64_t free_bytes);
+
+// Free bytes of the filesystem holding file (its directory's); -1 unknown.
+int64_t free_bytes_beside(const std::string& file);
+
 class Checkpointer {
  public:
   // Installs itself as main's WAL hook; `path` is main's file, which it opens

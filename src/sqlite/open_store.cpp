@@ -14,6 +14,7 @@
 
 #include "colikv/error.h"
 #include "core/file_kind.h"
+#include "sqlite/checkpointer.h"
 #include "sqlite/migrations.h"
 #include "sqlite/sqlite_util.h"
 #include "core/store_limits.h"
@@ -173,6 +174,9 @@ void use_wal(SQLite::Database& db, const SchemaState& st, const Options& options
   if (st.version == 0 && st.objects == 0) {
     int ps = std::clamp(options.page_size, 512, 65536);
     exec(db, "PRAGMA page_size=" + std::to_string(ps), what);
+    // Set before the first table, or only a VACUUM can: vacuum and gc then
+    // give free pages back in short steps instead of one rewrite (space.h).
+    exec(db, "PRAGMA auto_vacuum=INCREMENTAL", what);
   }
   std::string mode = with_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
   if (mode != "wal")
@@ -222,7 +226,8 @@ void limit_wal_size(SQLite::Database& db, const Options& options, const std::str
 
 int wal_checkpoint_pages(SQLite::Database& db, const Options& options) {
   const int64_t page_size = query_int(db, "PRAGMA page_size", "store " + db.getFilename());
-  const int64_t pages = options.wal_checkpoint_bytes / page_size;
+  const int64_t bytes = wal_checkpoint_bytes_for(options.wal_checkpoint_bytes, free_bytes_beside(db.getFilename()));
+  const int64_t pages = bytes / page_size;
   return static_cast<int>(std::clamp<int64_t>(pages, 1, int64_t{1} << 28));
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "sqlite/open_store.h"
+#include "sqlite/space.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
 
@@ -467,20 +468,7 @@ int64_t SqliteCatalog::chunk_users(int64_t chunk_id) {
   return q->getColumn(0).getInt64();
 }
 
-void SqliteCatalog::evict_payload(int64_t chunk_id) {
-  auto drop = statements_.use("UPDATE chunks SET payload = NULL WHERE chunk_id = ?");
-  drop->bind(1, chunk_id);
-  drop->exec();
-  auto drop_meta = statements_.use("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = ?");
-  drop_meta->bind(1, chunk_id);
-  drop_meta->exec();
-}
-
-void SqliteCatalog::bump_generation(int64_t conversation_id) {
-  auto q = statements_.use("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = ?");
-  q->bind(1, conversation_id);
-  q->exec();
-}
+void SqliteCatalog::evict_payload(int64_t chunk_id) { evict_chunk_payload(db_, statements_, chunk_id); }
 
 std::optional<int64_t> SqliteCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
   return prefix_index().first_evicted_pos(conversation_id, end_pos);
@@ -498,12 +486,12 @@ int64_t SqliteCatalog::evicted_conversation_count() {
       .getInt64();
 }
 
-void SqliteCatalog::compact(const std::string& what) {
-  exec(db_, "VACUUM", what);
-  // The rewritten pages are in the WAL: copy them back and shrink both files.
-  // A reader that holds an old snapshot may keep the WAL from being reset;
-  // that is not an error (the space is given back at a later checkpoint).
-  sqlite3_wal_checkpoint_v2(db_.getHandle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes) {
+  return compact_store(db_, options_.busy_timeout_ms, step_bytes, what);
+}
+
+void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes) {
+  give_back_free_pages(db_, step_bytes, what);
 }
 
 int64_t SqliteCatalog::file_bytes() { return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal"); }

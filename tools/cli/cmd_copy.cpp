@@ -40,12 +40,14 @@ int cmd_copy(const Args& a) {
   colikv::Store dst(dst_path, dst_options);
 
   Json copied = Json::array();
-  int64_t tokens = 0;
+  int64_t tokens = 0, n_copied = 0, n_skipped = 0;
   for (const std::string& id : ids) {
     colikv::CopyOptions co;
+    co.skip_existing = a.has("--skip-existing");
     Progress progress("copy " + shown(id), src.count(id), progress_mode(a));
     co.progress = progress.fn();
     const colikv::CopyResult r = colikv::copy_conversation(src, dst, id, co);
+    (r.skipped ? n_skipped : n_copied) += 1;
     const colikv::VerifyReport check = dst.verify(id);
     if (!check.ok())
       throw Failure{colikv::shown_store_location(dst_path) + " conversation '" + id + "': verify after the copy: " +
@@ -55,10 +57,19 @@ int cmd_copy(const Args& a) {
     j.set("id", Json::string(r.id));
     j.set("tokens", Json::integer(r.tokens));
     j.set("records_sha256", Json::string(r.records_sha256));
+    j.set("evicted_from", r.evicted_from < 0 ? Json::null() : Json::integer(r.evicted_from));
+    j.set("skipped", Json::boolean(r.skipped));
     copied.push(j);
-    if (!a.has("--json"))
-      print("copied '" + shown(r.id) + "': " + plural(r.tokens, "token", "tokens") + ", records SHA-256 " +
-            r.records_sha256 + " on both sides\n");
+    if (!a.has("--json")) {
+      const std::string values =
+          r.evicted_from < 0 ? ""
+                             : "; its KV values from position " + std::to_string(r.evicted_from) +
+                                   " on were evicted in the source and are missing in the copy too (records SHA-256 of the " +
+                                   std::to_string(r.evicted_from) + " before)";
+      print(std::string(r.skipped ? "skipped '" : "copied '") + shown(r.id) + "': " +
+            plural(r.tokens, "token", "tokens") + ", records SHA-256 " + r.records_sha256 + " on both sides" +
+            (r.skipped ? ", the same conversation there already" : "") + values + "\n");
+    }
   }
   if (a.has("--json")) {
     Json j = Json::object();
@@ -66,9 +77,14 @@ int cmd_copy(const Args& a) {
     j.set("destination", Json::string(colikv::shown_store_location(dst_path)));
     j.set("conversations", copied);
     j.set("tokens", Json::integer(tokens));
+    j.set("copied", Json::integer(n_copied));
+    j.set("skipped", Json::integer(n_skipped));
     print(j.dump());
   } else if (ids.empty()) {
     print("no conversations in " + shown(colikv::shown_store_location(src_path)) + "\n");
+  } else {
+    print(plural(n_copied, "conversation", "conversations") + " copied, " + std::to_string(n_skipped) +
+          " skipped as there already\n");
   }
   return kExitOk;
 }
@@ -82,14 +98,22 @@ CommandSpec copy_command() {
     "metadata: each in one transaction of DST, streaming a few chunks at a time\n"
     "from one read snapshot of SRC. Chunks DST holds already are stored once.\n"
     "Each copy is read back from both stores and compared byte for byte (records\n"
-    "SHA-256), then verified in DST. An id DST has already is refused (nothing is\n"
-    "overwritten); conversations copied before it stay. An id SRC lacks is refused\n"
-    "before DST is opened or created. Fork parents and times are not carried. SRC\n"
-    "or DST may be a file or a postgresql:// URI: this is how a store moves onto a\n"
-    "server and back.\n",
+    "SHA-256, up to the first evicted position), then verified in DST. A\n"
+    "conversation whose KV data was evicted is copied as it is: rows, metadata\n"
+    "and token ids, its evicted values missing in DST too. An id DST has already\n"
+    "is refused (nothing is overwritten; conversations copied before it stay),\n"
+    "unless --skip-existing finds it the same there: a copy that stopped part way\n"
+    "is resumed by running it again with --skip-existing. An id SRC lacks is\n"
+    "refused before DST is opened or created. Fork parents and times are not\n"
+    "carried. SRC or DST may be a file or a postgresql:// URI: this is how a store\n"
+    "moves onto a server and back.\n",
+    "  --skip-existing     leave an id DST holds already when it is the same\n"
+    "                      conversation (else fail saying what differs)\n"
     "  --json              print the result as JSON\n",
-    "  source, destination, conversations [{id, tokens, records_sha256}], tokens\n", 2, SIZE_MAX,
-    {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
+    "  source, destination, conversations [{id, tokens, records_sha256, evicted_from\n"
+    "  (null: none evicted), skipped}], tokens, copied, skipped\n", 2, SIZE_MAX,
+    {{"--json", false}, {"--skip-existing", false}, {"--progress", false}, {"--quiet", false},
+     {"--busy-timeout", true}},
     cmd_copy, false};
 }
 

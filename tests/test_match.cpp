@@ -231,14 +231,13 @@ TEST_CASE("match: thousands of conversations sharing a system prompt", "[backend
     // Conversation i: the system prompt, then i's own tokens.
     put(s, "c" + std::to_string(i), m, cat(system, {900 + i % 97, i / 97, 3, i % 7, 1}));
   }
-  auto t0 = std::chrono::steady_clock::now();
-  int checked = 0;
+  // How fast a lookup is at this size is the benchmark's (colikv_bench --only
+  // many), not a timed assertion here: on a loaded CI machine it only flakes.
   for (int i = 0; i < n; i += 37) {
     auto prompt = cat(system, {900 + i % 97, i / 97, 3, i % 7, 1, 55, 66});
     PrefixMatch r = match(s, m, prompt);
     CHECK(r.id == "c" + std::to_string(i));
     CHECK(r.tokens == 10);
-    ++checked;
   }
   // A new chat with the same system prompt: every conversation ties; the
   // most recently written one wins.
@@ -248,9 +247,6 @@ TEST_CASE("match: thousands of conversations sharing a system prompt", "[backend
   r = match(s, m, cat(system, {900 + 3, 0, 3, 3, 99}));  // "c3" shares 9 tokens
   CHECK(r.id == "c3");
   CHECK(r.tokens == 9);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  INFO("average lookup " << ms / (checked + 2) << " ms");
-  CHECK(ms / (checked + 2) < 20.0);  // generous: index probes, not a scan
 }
 
 TEST_CASE("match: stores written before schema 3 are indexed by the migration", "[match]") {

@@ -353,10 +353,6 @@ void PgCatalog::bump_generation(int64_t conversation_id) {
   run("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = $1", p, "updating a conversation");
 }
 
-std::optional<int64_t> PgCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
-  return prefix_index().first_evicted_pos(conversation_id, end_pos);
-}
-
 int64_t PgCatalog::evicted_chunk_count() {
   return run("SELECT count(*) FROM chunks WHERE payload IS NULL", PgParams(), "counting evicted chunks").int64(0, 0);
 }
@@ -385,12 +381,6 @@ int64_t PgCatalog::file_bytes() {
 PrefixIndex& PgCatalog::prefix_index() {
   if (!prefix_index_) prefix_index_ = std::make_unique<PgPrefixIndex>(conn_);
   return *prefix_index_;
-}
-
-std::optional<int64_t> PgPrefixIndex::find_model_id(const std::string& signature) {
-  PgParams p;
-  p.add(signature);
-  return optional_int(conn_.query("SELECT model_id FROM models WHERE signature = $1", p, "reading a model"));
 }
 
 std::optional<std::string> PgPrefixIndex::next_precision(int64_t model_id, const std::string& after) {

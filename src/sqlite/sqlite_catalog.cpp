@@ -229,10 +229,11 @@ void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
 }
 
 std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) {
-  SQLite::Statement q(db_, "SELECT model_id FROM models WHERE signature = ?");
-  q.bind(1, signature);
-  if (!q.executeStep()) return std::nullopt;
-  return q.getColumn(0).getInt64();
+  // Prepared once: match() asks it for every prompt.
+  auto q = statements_.use("SELECT model_id FROM models WHERE signature = ?");
+  q->bind(1, signature);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getInt64();
 }
 
 namespace {
@@ -480,10 +481,6 @@ void SqliteCatalog::bump_generation(int64_t conversation_id) {
   auto q = statements_.use("UPDATE conversations SET generation = generation + 1 WHERE conversation_id = ?");
   q->bind(1, conversation_id);
   q->exec();
-}
-
-std::optional<int64_t> SqliteCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
-  return prefix_index().first_evicted_pos(conversation_id, end_pos);
 }
 
 int64_t SqliteCatalog::evicted_chunk_count() {

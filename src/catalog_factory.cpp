@@ -29,6 +29,7 @@ namespace {
 #endif
 
 std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options) {
+  require_store_location(location);
   if (is_postgres_uri(location)) {
 #if COLIKV_WITH_POSTGRES
     return with_context("store " + shown_location(location), [&] { return std::make_unique<PgCatalog>(location, options); });

@@ -3,9 +3,20 @@
 // The SQLite implementation is src/sqlite/sqlite_catalog; a second backend
 // implements the same interface.
 //
-// Errors: a method throws colikv::Error, or its backend's own exception, which
-// the caller turns into colikv::Error naming what it was doing (with_context,
-// backend_error.h).
+// The rules every method of Catalog and PrefixIndex follows, unless its
+// comment says otherwise (as leveldb's env.h states its own):
+// - Errors: a method throws colikv::Error, or its backend's own exception,
+//   which the caller turns into colikv::Error naming what it was doing
+//   (with_context, backend_error.h). A value that is absent is an empty
+//   optional, never an error.
+// - Transactions: a read runs in the caller's snapshot when one is open
+//   (begin(kRead) or begin(kWrite)), else alone; a method that writes needs the
+//   write transaction (begin(kWrite)) open, and its change is undone with it.
+//   Rows are returned as stored: the store checks them (a hostile store may
+//   hold anything its schema allows).
+// - Threads: a Catalog, and its PrefixIndex, is used by one thread at a time
+//   (the Store's lock, StoreCall); another process or Store may write between
+//   two transactions, never inside one.
 #ifndef COLIKV_SRC_CATALOG_H
 #define COLIKV_SRC_CATALOG_H
 
@@ -109,6 +120,7 @@ struct ChunkListRow {
 class ChunkCursor {
  public:
   virtual ~ChunkCursor() = default;
+  // Fills row with the next entry; false after the last.
   virtual bool next(ChunkListRow& row) = 0;
   // Reads the payload of a chunk, `bytes` long, into out (resized to it);
   // a different size is kCorrupt. Errors name `what`.
@@ -252,9 +264,9 @@ class PrefixIndex {
  public:
   using ConversationVisitor = std::function<bool(int64_t conversation_id, const std::string& name)>;
   virtual ~PrefixIndex() = default;
-  virtual std::optional<int64_t> find_model_id(const std::string& signature) = 0;
   // The least precision above `after` that chunks of the model are stored in.
   virtual std::optional<std::string> next_precision(int64_t model_id, const std::string& after) = 0;
+  // Whether a chunk of the model is indexed at chain hash `chain`.
   virtual bool chain_stored(int64_t model_id, const ChunkHash& chain) = 0;
   // Is there a chunk after `prev` whose token list is in [from, to), or equals `exact`?
   virtual bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
@@ -309,33 +321,47 @@ class Catalog {
   class Transaction {
    public:
     virtual ~Transaction() = default;
+    // Makes the work durable (as Options::synchronous says); throws kBusy,
+    // kDiskFull, kIO, and the transaction is then rolled back.
     virtual void commit() = 0;
   };
   enum class Access { kRead, kWrite };
-  // `what` names the operation in error messages.
+  // `what` names the operation in error messages. A kWrite waits up to
+  // Options::busy_timeout_ms for another writer (then kBusy). Nested calls
+  // are savepoints of the open transaction: an inner rollback undoes only
+  // the inner work.
   virtual std::unique_ptr<Transaction> begin(Access access, const std::string& what) = 0;
 
   // Conversations
+  // The conversation named `name`; none when there is none.
   virtual std::optional<ConversationRow> find_conversation(const std::string& name) = 0;
+  // Write transaction. Inserts a conversation with no chunks; returns its
+  // conversation_id. The name must be free (else the backend's constraint error).
   virtual int64_t insert_conversation(const NewConversation& c) = 0;
+  // Write transaction. Inserts a fork of f.parent_id with no chunk list yet
+  // (the caller links the shared chunks); returns its conversation_id.
   virtual int64_t insert_fork(const NewFork& f) = 0;
-  // Deletes a conversation and its chunk list (not its chunks).
+  // Write transaction. Deletes a conversation and its chunk list (not its chunks).
   virtual void delete_conversation(int64_t conversation_id) = 0;
-  // Sets the token count, bumps the generation, and sets the updated time
-  // (and the last-used time when `used`).
+  // Write transaction. Sets the token count, bumps the generation, and sets
+  // the updated time (and the last-used time when `used`).
   virtual void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) = 0;
+  // Write transaction. Sets the last-used time.
   virtual void touch_used(int64_t conversation_id, int64_t now_ms) = 0;
   // Sets a conversation's last-used time, outside any transaction, unless
-  // that would wait for another writer or fail: recency is best effort.
+  // that would wait for another writer or fail: recency is best effort, and
+  // this never throws.
   virtual void touch_used_if_idle(const std::string& name, int64_t now_ms) = 0;
-  // Sets a text column, bumps the generation and sets the updated time;
-  // false when there is no such conversation.
+  // Write transaction. Sets a text column, bumps the generation and sets the
+  // updated time; false when there is no such conversation.
   virtual bool set_text(const std::string& name, ConversationText column, const std::string& value,
                         int64_t now_ms) = 0;
+  // info()'s row of the conversation; none when there is none.
   virtual std::optional<ConversationInfoRow> conversation_info(const std::string& name) = 0;
   // The page [offset, offset + limit) (limit < 0: all) of the conversations,
   // most recently used first.
   virtual std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) = 0;
+  // How many conversations the store holds.
   virtual int64_t conversation_count() = 0;
   // Each of the token lists (JSON text) of the entries of a chunk list that
   // start before end_pos, in seq order.
@@ -344,43 +370,60 @@ class Catalog {
                                                             std::string_view tokens_json)>& f) = 0;
 
   // The store
+  // The store's schema version (SQLite: PRAGMA user_version; PostgreSQL: the
+  // colikv_schema table's).
   virtual int schema_version() = 0;
+  // Whether the backend's own JSON check (what the schema's CHECK applies)
+  // accepts `text`.
   virtual bool is_json(const std::string& text) = 0;
 
   // Models
+  // The model_id stored for a signature text; none when there is none.
   virtual std::optional<int64_t> find_model_id(const std::string& signature) = 0;
+  // A model row as stored (unchecked: Store::Impl::model_by_id checks it);
+  // none when there is none.
   virtual std::optional<StoredModel> read_model(int64_t model_id) = 0;
+  // Write transaction. Inserts a model row (the signature must be new).
   virtual void insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) = 0;
 
   // Chunks
+  // A conversation's chunk list in seq order (empty for none or no such id).
   virtual std::vector<ChunkSummary> chunk_list(int64_t conversation_id) = 0;
   // The entries of a chunk list that start before end_pos (chunks.first_pos),
   // in seq order, for a load; valid in the current transaction.
   virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos) = 0;
   // A chunk's token ids as stored (JSON text); none when the chunk is missing.
   virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
-  // None when the chunk is missing.
+  // A chunk's stored fields and payload; none when the chunk is missing.
   virtual std::optional<ChunkContent> read_chunk(int64_t chunk_id) = 0;
   // Content digests of the chunks of a model stored with values at chain hash `chain`.
   virtual std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) = 0;
+  // The chunk of the model stored under `key`; none when there is none.
   virtual std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) = 0;
+  // Write transaction. Stores a chunk and its chunk_meta row; returns its
+  // chunk_id. The key must be new for the model.
   virtual int64_t insert_chunk(const ChunkRecord& c) = 0;
-  // Gives an evicted chunk its values back.
+  // Write transaction. Gives an evicted chunk its values back.
   virtual void restore_payload(int64_t chunk_id, const ChunkRecord& c) = 0;
-  // Sets entry seq of a conversation's chunk list.
+  // Write transaction. Sets entry seq of a conversation's chunk list.
   virtual void link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
-  // Adds entry seq, which must not exist yet (else the backend's constraint error).
+  // Write transaction. Adds entry seq, which must not exist yet (else the
+  // backend's constraint error).
   virtual void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
-  // Drops the entries from seq first_seq on.
+  // Write transaction. Drops the entries from seq first_seq on.
   virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
-  // Deletes those of the chunks no chunk list names.
+  // Write transaction. Deletes those of the chunks no chunk list names.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
 
-  // Verify and stats
+  // Verify and stats: reads, in the caller's snapshot.
+  // The database's own consistency check (SQLite: PRAGMA integrity_check).
   virtual IntegrityReport check_integrity() = 0;
   // All conversations by name, or the one named `only`.
   virtual std::vector<ConversationRow> conversations_to_verify(const std::string& only) = 0;
+  // Each entry of a conversation's chunk list with its chunk's fields, in seq
+  // order; entries naming a missing chunk too (chunk_id none).
   virtual void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) = 0;
+  // Every conversation's place in the fork tree.
   virtual std::vector<LineageRow> lineage() = 0;
   // The uses of chunks that still hold values, have no content digest, and
   // are used more than once, by chunk id.
@@ -391,39 +434,46 @@ class Catalog {
   virtual std::vector<ModelUsageRow> model_usage() = 0;
 
   // Eviction
+  // The payload bytes of all chunks (what Options::max_store_bytes bounds).
   virtual int64_t stored_payload_bytes() = 0;
   // Conversations, least recently used first, stepped lazily; chunks (not
   // conversations) may change while it runs.
   virtual void visit_least_recent(const PrefixIndex::ConversationVisitor& f) = 0;
+  // A conversation's chunks that still hold values, and their payload sizes.
   virtual std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) = 0;
   // How many chunk-list entries name the chunk.
   virtual int64_t chunk_users(int64_t chunk_id) = 0;
-  // Drops a chunk's payload; its row and token ids stay.
+  // Write transaction. Drops a chunk's payload; its row and token ids stay.
   virtual void evict_payload(int64_t chunk_id) = 0;
-  // The first position of the first evicted entry of a chunk list among those
-  // that start before end_pos.
-  virtual std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) = 0;
+  // Chunks whose payload was evicted.
   virtual int64_t evicted_chunk_count() = 0;
+  // Conversations with at least one evicted chunk.
   virtual int64_t evicted_conversation_count() = 0;
   // What compact did beyond the file sizes the store measures itself.
   struct CompactOutcome {
     int64_t reclaimable_bytes = -1;  // free space inside the store before it; -1: not known
     std::string held_back;           // empty, or why space it freed stays in the files for now
   };
-  // Gives the store's free space back to the file system. Never waits for a
-  // reader while it holds the write lock, and lets writers in between steps
-  // of about step_bytes each where the backend can (SQLite: incremental
-  // vacuum; a store made before it converts with one full VACUUM).
+  // Outside any transaction. Gives the store's free space back to the file
+  // system. Never waits for a reader while it holds the write lock, and lets
+  // writers in between steps of about step_bytes each where the backend can
+  // (SQLite: incremental vacuum; a store made before it converts with one full
+  // VACUUM, which writers wait for). Needs free disk space about the store's
+  // size for that full VACUUM (kDiskFull).
   virtual CompactOutcome compact(const std::string& what, int64_t step_bytes) = 0;
-  // After a gc's transaction: gives free pages back in steps as compact does,
-  // without its full rewrite. Nothing for a server, which manages its files.
+  // Outside any transaction, after a gc's transaction: gives free pages back in
+  // steps as compact does, without its full rewrite. Nothing for a server,
+  // which manages its files.
   virtual void release_free_pages(const std::string& what, int64_t step_bytes) = 0;
-  // Bytes the store takes on disk.
+  // Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL:
+  // its tables and indexes).
   virtual int64_t file_bytes() = 0;
   // The local files the store keeps, as suffixes of its location ("" for the
   // location itself); none for a store on a server.
   virtual std::vector<std::string> file_suffixes() const = 0;
 
+  // The prefix index over this catalog's connection; lives as long as the
+  // Catalog, read in the caller's snapshot.
   virtual PrefixIndex& prefix_index() = 0;
 
   // Waits for the backend's own background work that would slow the write
@@ -435,9 +485,11 @@ class Catalog {
 // is SQLite's, the embedded default. Throws as Store's constructor documents.
 std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options);
 
-// The schema version this library writes in the default backend's stores
-// (sqlite/migrations.cpp).
-int latest_schema_version();
+// The schema version this library writes in the stores of the backend that
+// `location` names (catalog_factory.cpp): PostgreSQL's for a postgresql://
+// URI, SQLite's for anything else (a path, or ""). Throws kInvalidArgument
+// for a URI when the PostgreSQL backend is not built.
+int latest_schema_version_for(const std::string& location);
 
 }  // namespace detail
 }  // namespace colikv

@@ -171,7 +171,7 @@ void check_same(Store& src, Store& dst, const std::string& id, const detail::Con
   if (have.precision != conv.precision) differs("another precision");
   if (have.count != conv.count) differs(std::to_string(have.count) + " tokens rather than " + std::to_string(conv.count));
   if (dst.tokens(id) != src.tokens(id)) differs("other token ids");
-  const std::optional<int64_t> gone = detail::with_context(here, [&] { return d.catalog->first_evicted_pos(have.id, have.count); });
+  const std::optional<int64_t> gone = detail::with_context(here, [&] { return d.catalog->prefix_index().first_evicted_pos(have.id, have.count); });
   r.evicted_from = gone ? *gone : -1;
   const int64_t limit = evicted_from < 0 ? -1 : evicted_from;
   const int64_t compared = gone ? (limit < 0 ? *gone : std::min(*gone, limit)) : limit;
@@ -245,7 +245,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   // source, or earlier where a chunk of the copy spans evicted positions).
   const detail::ConversationRow copied_row = d.get_conversation(id);
   const std::optional<int64_t> gone =
-      detail::with_context(d.where(id), [&] { return d.catalog->first_evicted_pos(copied_row.id, copied_row.count); });
+      detail::with_context(d.where(id), [&] { return d.catalog->prefix_index().first_evicted_pos(copied_row.id, copied_row.count); });
   r.evicted_from = gone ? *gone : -1;
   if (reader.evicted_from() >= 0 && (!gone || *gone > reader.evicted_from()))
     throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy holds values the source's evicted chunks lack");

@@ -28,7 +28,7 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
   if (st.n <= 0) return;
   const std::string here = s.where(st.conv.name);
   const std::optional<int64_t> gone =
-      with_context(here, [&] { return s.catalog->first_evicted_pos(st.conv.id, st.n); });
+      with_context(here, [&] { return s.catalog->prefix_index().first_evicted_pos(st.conv.id, st.n); });
   if (!gone) return;
   const int64_t first_gone = *gone;
   int64_t filled = 0;

@@ -287,7 +287,7 @@ PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   return with_context(s.where() + ": match", [&] {
     detail::PrefixIndex& index = s.catalog->prefix_index();
-    const std::optional<int64_t> model_id = index.find_model_id(model.to_string());
+    const std::optional<int64_t> model_id = s.catalog->find_model_id(model.to_string());
     if (!model_id) return PrefixMatch();
     const detail::ModelRow m = s.model_by_id(*model_id);
     // Chunks of each precision the model's conversations are stored in

@@ -5,7 +5,6 @@
 #include "backend_error.h"
 #include "store_call.h"
 #include "store_impl.h"
-#include "sqlite/migrations.h"
 
 namespace colikv {
 
@@ -34,6 +33,8 @@ int Store::schema_version() const {
   return with_context(impl_->where(), [&] { return impl_->catalog->schema_version(); });
 }
 
-int Store::library_schema_version() { return detail::latest_schema_version(); }
+int Store::library_schema_version() { return detail::latest_schema_version_for(std::string()); }
+
+int Store::library_schema_version(const std::string& location) { return detail::latest_schema_version_for(location); }
 
 }  // namespace colikv

@@ -236,6 +236,28 @@ TEST_CASE("store: open creates a store that reopens with its data", "[store]") {
   }
 }
 
+// The library's schema version is its backend's: a PostgreSQL store is
+// numbered apart from a SQLite file, so SQLite's latest is not its version.
+TEST_CASE("store: library_schema_version is the store's backend's", "[backends][store]") {
+  TempDir dir;
+  const std::string location = colikv_test::store_at(dir, "s.colikv");
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers h = history(m, 4, 1);
+  {
+    Store s(location, small_chunks(m));
+    s.append("a", m, h.tokens.data(), 4, h.source());
+    CHECK(Store::library_schema_version(location) >= 1);
+    CHECK(s.schema_version() == Store::library_schema_version(location));
+    CHECK(s.schema_version() == Store::library_schema_version(s.path()));
+  }
+  Options ro;
+  ro.read_only = true;
+  ro.create_if_missing = false;
+  Store s(location, ro);
+  CHECK(s.schema_version() == Store::library_schema_version(location));
+  if (!colikv_test::testing_postgres()) CHECK(Store::library_schema_version(location) == Store::library_schema_version());
+}
+
 TEST_CASE("store: page_size option applies to a new store", "[store]") {
   TempDir dir;
   Options o;

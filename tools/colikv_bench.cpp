@@ -48,7 +48,9 @@
 #include <future>
 
 #include "core/chunk_codec.h"  // the codec alone, for the "bounds" rows
+#if COLIKV_WITH_POSTGRES
 #include "postgres/pg_connection.h"  // fresh schemas on the --pg server
+#endif
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
 #include "async_writer.h"  // the async writer's queue depth, for the "async" rows
@@ -389,15 +391,25 @@ const char* sync_name(colikv::Synchronous s) { return s == colikv::Synchronous::
 
 // A fresh store named `name` on the --pg server: its own schema, emptied first.
 std::string pg_store(const Config& cfg, const std::string& name) {
+#if !COLIKV_WITH_POSTGRES
+  (void)name;
+  throw std::runtime_error("--pg " + colikv::shown_store_location(cfg.pg) +
+                           ": this build has no PostgreSQL backend (COLIKV_WITH_POSTGRES=OFF)");
+#else
   colikv::detail::PgConnection conn(cfg.pg, colikv::detail::PgConnection::Settings());
   const std::string schema = "colikv_bench_" + name;
   conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema, "bench: " + schema);
   return cfg.pg + (cfg.pg.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+#endif
 }
 
 void drop_pg_store(const Config& cfg, const std::string& name) {
+#if COLIKV_WITH_POSTGRES
   colikv::detail::PgConnection conn(cfg.pg, colikv::detail::PgConnection::Settings());
   conn.exec("DROP SCHEMA IF EXISTS colikv_bench_" + name + " CASCADE", "bench: " + name);
+#else
+  (void)cfg, (void)name;
+#endif
 }
 
 // ---------------------------------------------------------------- turns + load + size

@@ -197,13 +197,24 @@ COLIKV_API int64_t colikv_load_range(colikv_store *s, const char *conv, const co
                                      int64_t to, int32_t *tokens, float *const *Lc, float *const *Rc,
                                      float *const *Ic);
 
-/* Keeps the first len tokens of conv. */
+/* Keeps the first len tokens of conv and frees the chunks no other
+ * conversation uses. Returns COLIKV_OK; COLIKV_ERR_NOT_FOUND (conv absent),
+ * COLIKV_ERR_INVALID (len < 0 or len > the committed count), COLIKV_ERR_CONFLICT
+ * (another writer changed conv meanwhile), COLIKV_ERR_READONLY, COLIKV_ERR_BUSY,
+ * COLIKV_ERR_CORRUPT, COLIKV_ERR_DISK_FULL, COLIKV_ERR_IO; nothing changes then. */
 COLIKV_API int colikv_truncate(colikv_store *s, const char *conv, int64_t len);
 
-/* Deletes conv; chunks no other conversation uses are freed. */
+/* Deletes conv; chunks no other conversation uses are freed. Returns
+ * COLIKV_OK; COLIKV_ERR_NOT_FOUND (conv absent), COLIKV_ERR_READONLY,
+ * COLIKV_ERR_BUSY, COLIKV_ERR_CORRUPT, COLIKV_ERR_DISK_FULL, COLIKV_ERR_IO;
+ * nothing changes then. */
 COLIKV_API int colikv_delete(colikv_store *s, const char *conv);
 
-/* Creates dst from the first len tokens of src (len < 0: all), sharing chunks. */
+/* Creates dst from the first len tokens of src (len < 0: all), sharing chunks.
+ * Returns COLIKV_OK; COLIKV_ERR_NOT_FOUND (src absent), COLIKV_ERR_CONFLICT (dst
+ * exists, or another writer changed src meanwhile), COLIKV_ERR_INVALID (dst
+ * empty, len > the committed count), COLIKV_ERR_READONLY, COLIKV_ERR_BUSY,
+ * COLIKV_ERR_CORRUPT, COLIKV_ERR_DISK_FULL, COLIKV_ERR_IO; nothing changes then. */
 COLIKV_API int colikv_fork(colikv_store *s, const char *src, const char *dst, int64_t len);
 
 /* Longest-prefix lookup: which conversation of model m holds the longest
@@ -271,6 +282,12 @@ COLIKV_API int colikv_weights_id_from_dir(const char *model_dir, char *out, size
 
 /* Stable name of an error code, e.g. "model mismatch". */
 COLIKV_API const char *colikv_strerror(int code);
+
+/* The linked library's version, "MAJOR.MINOR.PATCH" (static, never NULL), and
+ * MAJOR * 10000 + MINOR * 100 + PATCH: compare with COLIKV_VERSION_STRING and
+ * COLIKV_VERSION_NUMBER of colikv/version.h, the header built against. */
+COLIKV_API const char *colikv_version(void);
+COLIKV_API int colikv_version_number(void);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@ enum class ErrorCode : int {
   kReadOnly = -10,       // a write to a store opened read-only, or on a read-only file
   kTooLarge = -11,       // the conversation does not fit the caller's maximum
   kVersion = -12,        // the store's schema is newer than this library
-  kInternal = -13,       // a bug or an unexpected SQLite error
+  kInternal = -13,       // a bug or an unexpected database error
   kEvicted = -14,        // the conversation's KV data was evicted to honour the store's byte
                          // budget; its token ids are kept (see Error::position)
 };

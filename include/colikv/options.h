@@ -1,4 +1,5 @@
-// colikv/options.h: how a store is opened. Every field documents its default.
+// colikv/options.h: how a store is opened. Every field documents its default;
+// those marked "SQLite only" are ignored by a PostgreSQL store.
 #ifndef COLIKV_OPTIONS_H
 #define COLIKV_OPTIONS_H
 
@@ -26,7 +27,7 @@ enum class Precision {
   // back to float32. bfloat16 keeps 8 significant bits, so for a normal value
   // x within bfloat16's range the loaded value y has
   // |y - x| <= 2^-8 * |x| (half a unit in the last place: relative error at
-  // most 2^-8 ~ 0.39%, measured 0.3887% on the genuine sample); zeros,
+  // most 2^-8 ~ 0.39%; docs/benchmarks.md has the measured error); zeros,
   // infinities and bfloat16-representable values stay exact, NaN stays NaN
   // (quiet), a subnormal keeps an absolute error <= 2^-134, and a finite value
   // of magnitude >= 0x1.ff8p127 (~3.39e38) becomes infinity. Values that came
@@ -47,24 +48,23 @@ struct Options {
   // writer's close does, instead of leaving them behind. Default: false.
   bool read_only = false;
 
-  // Durability of each commit. Default: Synchronous::kFull.
+  // Durability of each commit (on PostgreSQL: synchronous_commit on for kFull,
+  // off for kNormal). Default: Synchronous::kFull.
   Synchronous synchronous = Synchronous::kFull;
 
   // How long a call waits for another connection's lock before failing with
-  // kBusy, in milliseconds. Default: 5000.
+  // kBusy, in milliseconds (on PostgreSQL: its lock_timeout). Default: 5000.
   int busy_timeout_ms = 5000;
 
   // zstd level of chunk payloads. Each byte plane of a chunk is its own zstd
   // frame, compressed only when a trial on its first 128 KiB saves at least
   // 1/64 (else stored as a raw frame). Level 1 uses parameters tuned for the
   // sign/exponent bytes of float32 activations (fast strategy, hashLog 8,
-  // minMatch 7, targetLength 512, Huffman literals forced on): measured on a
-  // real 78-layer chunk, that plane compresses to 0.407 at ~655 MB/s against
-  // stock level 1's 0.383 at ~218 MB/s, and the whole chunk encodes about
-  // 2x faster (1.9-2.4x measured) for 0.1% more bytes (0.852 of raw vs
-  // 0.851). Any other level is stock zstd at that level, per plane.
-  // Default: 1 (on full-precision activations, higher levels gain under 1% in
-  // size for several times the time).
+  // minMatch 7, targetLength 512, Huffman literals forced on), which encode
+  // a chunk about twice as fast as stock level 1 for a few bytes more
+  // (docs/benchmarks.md has the figures). Any other level is stock zstd at
+  // that level, per plane. Default: 1 (on full-precision activations, higher
+  // levels gain little size for several times the time).
   int zstd_level = 1;
 
   // Precision of a conversation this Store creates (append to a new id,
@@ -103,7 +103,7 @@ struct Options {
   // 512-token turns of a 78-layer, 576-float model).
   int64_t max_queued_bytes = int64_t{1} << 30;
 
-  // Page size of a new store, in bytes (SQLite allows 512..65536); an
+  // SQLite only. Page size of a new store, in bytes (SQLite allows 512..65536); an
   // existing store keeps the page size it was created with (a WAL database
   // cannot change it). Every table and index of the schema takes at least one
   // page, and an append rewrites each page it touches whole, so the page size
@@ -112,14 +112,14 @@ struct Options {
   // overflow pages. Default: 16384 (stores created before it have 65536).
   int page_size = 16384;
 
-  // WAL size, in bytes, past which a commit starts a background checkpoint
+  // SQLite only. WAL size, in bytes, past which a commit starts a background checkpoint
   // (a commit waits for one at 4 times this), and to which a WAL that grew
   // past it is cut back when next restarted (PRAGMA journal_size_limit). In
   // bytes, not pages, so that a smaller page size does not checkpoint large
   // turns more often. Default: 64 MiB.
   int64_t wal_checkpoint_bytes = int64_t{64} << 20;
 
-  // Harden SQLite against a crafted database file (SQLITE_DBCONFIG_DEFENSIVE,
+  // SQLite only. Harden SQLite against a crafted database file (SQLITE_DBCONFIG_DEFENSIVE,
   // no triggers or views run from the file's schema, trusted_schema off).
   // Default: true.
   bool defensive = true;
@@ -133,7 +133,7 @@ struct Options {
   // Store::gc. 0 means unlimited. Default: 0.
   int64_t max_store_bytes = 0;
 
-  // Name of a registered SQLite VFS to open the file with (sqlite3_vfs_find);
+  // SQLite only. Name of a registered SQLite VFS to open the file with (sqlite3_vfs_find);
   // "" means SQLite's default. Tests use it to inject I/O faults and power
   // loss. Default: "".
   std::string vfs_name;

@@ -1,5 +1,6 @@
-// colikv/store.h: the C++ API. A Store is one SQLite file holding any number
-// of conversations, each the KV cache of one chat, under a model signature.
+// colikv/store.h: the C++ API. A Store is one database, a SQLite file (the
+// embedded default) or a PostgreSQL schema, holding any number of
+// conversations, each the KV cache of one chat, under a model signature.
 //
 // Error model: every failing call throws colikv::Error (error.h) and changes
 // nothing. Thread safety: a Store may be shared by threads (calls are
@@ -185,7 +186,9 @@ class COLIKV_API Store {
   // and applies pending migrations.
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
   // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy,
-  // kInvalidArgument (a libpq keyword/value string, or a URI libpq cannot parse).
+  // kInvalidArgument (a libpq keyword/value string, or a URI libpq cannot
+  // parse; a postgresql:// URI when the library was built without the
+  // PostgreSQL backend, COLIKV_WITH_POSTGRES=OFF, naming that option).
   explicit Store(const std::string& path, const Options& options = Options());
   // Waits for the calls other threads have in flight on this Store (one
   // blocked in append_async at the queue bound queues its turn), refusing with
@@ -201,9 +204,18 @@ class COLIKV_API Store {
 
   const std::string& path() const;
   const Options& options() const;
-  // The schema version of the file (PRAGMA user_version) and of this library.
+  // The store's schema version: PRAGMA user_version of a SQLite file, the
+  // colikv_schema table's on PostgreSQL. Throws Error as a read does (kIO,
+  // kCorrupt; a server's errors) naming the store.
   int schema_version() const;
+  // The schema version this library writes in a SQLite file: what a new or
+  // migrated store file's schema_version() is. Never throws.
   static int library_schema_version();
+  // The same for the backend that `location` names (a path: SQLite's; a
+  // postgresql:// URI: PostgreSQL's, which is numbered apart). Reads nothing.
+  // Throws kInvalidArgument for a postgresql:// location when the library
+  // was built without the PostgreSQL backend (COLIKV_WITH_POSTGRES=OFF).
+  static int library_schema_version(const std::string& location);
 
   // Committed tokens of a conversation; 0 when it does not exist.
   int64_t count(const std::string& id);
@@ -298,14 +310,22 @@ class COLIKV_API Store {
   // Throws kNotFound (src), kConflict (dst exists), kInvalidArgument (len > count).
   void fork(const std::string& src, const std::string& dst, int64_t len = -1);
 
+  // Gives conversation old_id the id new_id (old_id == new_id: only checks it
+  // exists). Throws kNotFound (old_id), kConflict (new_id is taken),
+  // kInvalidArgument (new_id empty), kReadOnly, kBusy, kIO.
   void rename(const std::string& old_id, const std::string& new_id);
+  // Throws kNotFound, kReadOnly, kBusy, kIO.
   void set_title(const std::string& id, const std::string& title);
-  // metadata must be valid JSON text (else kInvalidArgument).
+  // metadata must be valid JSON text (else kInvalidArgument). Throws kNotFound,
+  // kReadOnly, kBusy, kIO.
   void set_metadata(const std::string& id, const std::string& metadata_json);
 
+  // The conversation's row and sizes. Throws kNotFound, kCorrupt (a row no
+  // colikv writes: a bad model row, counts that overflow), kIO.
   ConversationInfo info(const std::string& id);
-  // Most recently used first.
+  // Most recently used first. Throws kCorrupt, kIO as info does.
   std::vector<ConversationInfo> list(const ListOptions& options = ListOptions());
+  // Conversations in the store. Throws kIO (a server's errors too).
   int64_t conversation_count();
 
   // Reads and checks every chunk of one conversation (or of all when id is
@@ -317,6 +337,8 @@ class COLIKV_API Store {
   // missing id.
   VerifyReport verify(const std::string& id = "", const ProgressFn& progress = ProgressFn());
 
+  // Sizes by model and in total, from one read snapshot. Throws kCorrupt
+  // (a model row or counts no colikv writes), kIO.
   StoreStats stats();
 
   // Longest-prefix lookup: the conversation of `model` holding the longest

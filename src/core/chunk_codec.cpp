@@ -311,26 +311,12 @@ void append_raw_frame(std::vector<uint8_t>& out, const uint8_t* src, size_t n) {
 // Sets the cctx up for the planes of one chunk: content size declared, no
 // zstd checksum (the chunk has its CRC-32C). Other levels are stock zstd;
 // level 1 uses parameters tuned on the one plane of full-mantissa float32
-// activations that compresses: byte 3, sign and 7 exponent bits, entropy 3.2
-// bits a byte. Stock level 1 spends its time on short matches that barely pay;
-// with minMatch 7 nearly every byte becomes a Huffman-coded literal, which the
-// fast strategy leaves uncompressed unless literal compression is forced on
-// (negative levels turn it off: 0.73). Measured on that plane of a real
-// 78-layer chunk (718,848 bytes), zstd 1.5.4, one thread, best of 15 runs of
-// 5 on a shared 2-core VM (absolute speeds vary +-25% between sessions):
-//   stock level 1                                 275,503 bytes 0.383  218 MB/s
-//   fast, minMatch 7, hashLog 8,  targetLength 512  292,699     0.407  655   <- used
-//   fast, minMatch 7, hashLog 6,  targetLength 512  292,721     0.407  660
-//   fast, minMatch 7, hashLog 8,  targetLength 64   292,460     0.407  644
-//   fast, minMatch 7, hashLog 10, targetLength 64   290,873     0.405  616
-//   fast, minMatch 7, hashLog 12, targetLength 512  292,608     0.407  656
-// On the benchmark's synthetic planes hashLog 10 / targetLength 64 saves 1%
-// of the plane (0.397 vs 0.407) at 7% less speed; hashLog 8 / 512 is as fast
-// as any, and on real data within 0.6% of the best of these on that plane
-// (0.06% of the chunk). Whole real chunk (2,875,392 bytes): one stock level-1
-// frame 2,447,265 bytes (0.851), these four plane frames 2,449,324 (0.852);
-// encode_chunk over it in a loop, one thread: 407 -> 992 MB/s (451 -> 841 in
-// a busier session).
+// activations that compresses: byte 3, sign and 7 exponent bits. Stock level
+// 1 spends its time on short matches that barely pay; with minMatch 7 nearly
+// every byte becomes a Huffman-coded literal, which the fast strategy leaves
+// uncompressed unless literal compression is forced on (negative levels turn
+// it off). The candidates measured, and the whole chunk's sizes and speeds,
+// are in docs/benchmarks.md ("zstd level-1 parameters").
 void configure_cctx(ZSTD_CCtx* cctx, int level) {
   const auto stock = [&] {
     zstd_check(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters), "reset");

@@ -75,7 +75,6 @@ class PgCatalog : public Catalog {
   std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
-  std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
   int64_t evicted_chunk_count() override;
   int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes) override;
@@ -98,7 +97,6 @@ class PgCatalog : public Catalog {
 class PgPrefixIndex : public PrefixIndex {
  public:
   explicit PgPrefixIndex(PgConnection& conn) : conn_(conn) {}
-  std::optional<int64_t> find_model_id(const std::string& signature) override;
   std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
   bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
   bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,

@@ -347,8 +347,6 @@ void PgCatalog::evict_payload(int64_t chunk_id) {
   run("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = $1", p, "evicting a chunk");
 }
 
-std::optional<int64_t> PgCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
-  return prefix_index().first_evicted_pos(conversation_id, end_pos);
 }
 
 int64_t PgCatalog::evicted_chunk_count() {
@@ -385,12 +383,6 @@ int64_t PgCatalog::file_bytes() {
 PrefixIndex& PgCatalog::prefix_index() {
   if (!prefix_index_) prefix_index_ = std::make_unique<PgPrefixIndex>(conn_);
   return *prefix_index_;
-}
-
-std::optional<int64_t> PgPrefixIndex::find_model_id(const std::string& signature) {
-  PgParams p;
-  p.add(signature);
-  return optional_int(conn_.query("SELECT model_id FROM models WHERE signature = $1", p, "reading a model"));
 }
 
 std::optional<std::string> PgPrefixIndex::next_precision(int64_t model_id, const std::string& after) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sqlite/migrations.h"
+#include "migration.h"
 #include "postgres/pg_connection.h"
 
 namespace colikv {

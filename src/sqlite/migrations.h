@@ -7,14 +7,10 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include "migration.h"
+
 namespace colikv {
 namespace detail {
-
-struct Migration {
-  int version;       // NNNN: the user_version once applied
-  const char* name;  // file name without .sql
-  const char* sql;
-};
 
 // All migrations, in ascending version order (generated at build time).
 const std::vector<Migration>& embedded_migrations();

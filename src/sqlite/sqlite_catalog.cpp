@@ -230,10 +230,11 @@ void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
 }
 
 std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) {
-  SQLite::Statement q(db_, "SELECT model_id FROM models WHERE signature = ?");
-  q.bind(1, signature);
-  if (!q.executeStep()) return std::nullopt;
-  return q.getColumn(0).getInt64();
+  // Prepared once: match() asks it for every prompt.
+  auto q = statements_.use("SELECT model_id FROM models WHERE signature = ?");
+  q->bind(1, signature);
+  if (!q->executeStep()) return std::nullopt;
+  return q->getColumn(0).getInt64();
 }
 
 namespace {
@@ -469,10 +470,6 @@ int64_t SqliteCatalog::chunk_users(int64_t chunk_id) {
 }
 
 void SqliteCatalog::evict_payload(int64_t chunk_id) { evict_chunk_payload(db_, statements_, chunk_id); }
-
-std::optional<int64_t> SqliteCatalog::first_evicted_pos(int64_t conversation_id, int64_t end_pos) {
-  return prefix_index().first_evicted_pos(conversation_id, end_pos);
-}
 
 int64_t SqliteCatalog::evicted_chunk_count() {
   return db_.execAndGet("SELECT count(*) FROM chunks INDEXED BY chunks_evicted WHERE payload IS NULL").getInt64();

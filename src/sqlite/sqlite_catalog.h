@@ -75,7 +75,6 @@ class SqliteCatalog : public Catalog {
   std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
-  std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
   int64_t evicted_chunk_count() override;
   int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes) override;

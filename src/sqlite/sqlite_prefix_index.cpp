@@ -34,13 +34,6 @@ void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev) {
     q.bind(index, &kNoPrev, 0);
 }
 
-std::optional<int64_t> SqlitePrefixIndex::find_model_id(const std::string& signature) {
-  auto q = cache_.use("SELECT model_id FROM models WHERE signature = ?");
-  q->bind(1, signature);
-  if (!q->executeStep()) return std::nullopt;
-  return q->getColumn(0).getInt64();
-}
-
 std::optional<std::string> SqlitePrefixIndex::next_precision(int64_t model_id, const std::string& after) {
   auto q = cache_.use("SELECT precision FROM chunk_meta WHERE model_id = ? AND precision > ? ORDER BY precision LIMIT 1");
   q->bind(1, model_id);

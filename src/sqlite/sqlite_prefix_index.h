@@ -20,7 +20,6 @@ class SqlitePrefixIndex : public PrefixIndex {
  public:
   explicit SqlitePrefixIndex(StatementCache& cache) : cache_(cache) {}
 
-  std::optional<int64_t> find_model_id(const std::string& signature) override;
   std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
   bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
   bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,

@@ -87,9 +87,11 @@ CommandSpec copy_command() {
     "before DST is opened or created. Fork parents and times are not carried. SRC\n"
     "or DST may be a file or a postgresql:// URI: this is how a store moves onto a\n"
     "server and back.\n",
+    "  --file-mode MODE    permission bits (octal, less the umask) of DST when this\n"
+    "                      copy creates it, and of its -wal and -shm (default 0600)\n"
     "  --json              print the result as JSON\n",
     "  source, destination, conversations [{id, tokens, records_sha256}], tokens\n", 2, SIZE_MAX,
-    {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
+    {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}, {"--file-mode", true}},
     cmd_copy, false};
 }
 

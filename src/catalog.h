@@ -408,6 +408,13 @@ class Catalog {
   virtual int64_t evicted_conversation_count() = 0;
   // Rewrites the store without its free space.
   virtual void compact(const std::string& what) = 0;
+  // After a commit that deleted rows (delete, gc): makes their bytes
+  // unreadable in the store's files, as far as the backend allows (SQLite:
+  // sqlite/erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns
+  // false when a reader holding an older snapshot kept it from finishing
+  // within the busy timeout: then it is tried again by the next call and when
+  // the store closes. Never throws: the delete itself has committed.
+  virtual bool erase_deleted(const std::string& what) = 0;
   // Bytes the store takes on disk.
   virtual int64_t file_bytes() = 0;
   // The local files the store keeps, as suffixes of its location ("" for the

@@ -125,6 +125,9 @@ EvictionReport Store::gc(int64_t max_bytes) {
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
   EvictionReport r = detail::evict_to_fit(s, max_bytes, -1);
   txn->commit();
+  // The evicted values, out of the store's files too. Not after the budget's
+  // eviction in an append: that would checkpoint on every append at the budget.
+  if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
   return r;
 }
 

@@ -80,6 +80,7 @@ class PgCatalog : public Catalog {
   int64_t evicted_chunk_count() override;
   int64_t evicted_conversation_count() override;
   void compact(const std::string& what) override;
+  bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
 
   PrefixIndex& prefix_index() override;

@@ -127,6 +127,19 @@ void create_with_mode(const std::string& path, const Options& o, const std::stri
   }
 }
 
+// Deleted rows and freed pages are overwritten with zeros as they are freed,
+// whatever SQLite's build defaults to (Debian's has SQLITE_SECURE_DELETE,
+// others do not): a conversation deleted must not stay readable in the free
+// space of the file, nor in that of an older tail piece an append replaced
+// (so FAST, which zeroes only pages already written, is not enough). The cost,
+// writing the freed pages once more, falls on deletes and on tail rewrites;
+// Debian's default build pays it already. Read back, in case a build ignores it.
+void zero_what_is_deleted(SQLite::Database& db, const std::string& what) {
+  exec(db, "PRAGMA secure_delete=ON", what);
+  if (query_int(db, "PRAGMA secure_delete", what) != 1)
+    throw Error(ErrorCode::kIO, what + ": this SQLite build does not zero deleted content (PRAGMA secure_delete)");
+}
+
 // A store may come from someone else: no schema-defined code runs, SQL
 // cannot corrupt the file on purpose, no value larger than any the library
 // writes is ever loaded, and the page cache has SQLite's default size, not
@@ -141,6 +154,7 @@ void harden(SQLite::Database& db, const Options& options, const std::string& wha
   }
   sqlite3_limit(h, SQLITE_LIMIT_LENGTH, static_cast<int>(kMaxStoredValueBytes));
   exec(db, "PRAGMA cache_size=-2000", what);
+  zero_what_is_deleted(db, what);
 }
 
 // Statement journals in memory: on disk, SQLite opened and unlinked a

@@ -80,6 +80,7 @@ class SqliteCatalog : public Catalog {
   int64_t evicted_chunk_count() override;
   int64_t evicted_conversation_count() override;
   void compact(const std::string& what) override;
+  bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
   std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
 
@@ -92,6 +93,7 @@ class SqliteCatalog : public Catalog {
   SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_
+  bool erase_pending_ = false;  // an erase_deleted that a reader kept from finishing
   // Declared last so that it stops before the connection closes.
   std::unique_ptr<Checkpointer> checkpointer_;
 };

@@ -207,7 +207,7 @@ TEST_CASE("erase: rm zeroes what it frees on a SQLite whose connections start wi
   CHECK(found_in_files(path, gone.token_windows) == 0);
 }
 
-TEST_CASE("erase: a reader holding an older snapshot keeps the bytes until it ends it; the store's close erases them",
+TEST_CASE("erase: a reader holding an older snapshot keeps the bytes until it ends it, then the store's close erases them",
           "[erase]") {
   require_shell();
   TempDir dir;

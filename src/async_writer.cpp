@@ -12,17 +12,13 @@
 #include <new>
 
 #include "core/chunk_codec.h"
-#include "store_impl.h"
+#include "kv_planes.h"
 #include "core/store_limits.h"
 
 namespace colikv {
 namespace detail {
 
 namespace {
-
-// A Store call in progress on this thread: nested calls and the writer
-// thread's own do not wait for the queue (see StoreCall).
-thread_local int t_call_depth = 0;
 
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kSpareBuffers = 2;  // recycled staging buffers kept while idle
@@ -267,7 +263,6 @@ void AsyncWriter::copy_rows(const ModelSignature& m, const KvSource& kv, int64_t
 }
 
 void AsyncWriter::run() {
-  t_call_depth = 1;  // the writer's own Store calls never wait for the queue
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     changed_.wait(lock, [&] { return (!queue_.empty() && !paused_) || (stopping_ && queue_.empty()); });
@@ -390,51 +385,5 @@ size_t AsyncWriter::queued_jobs() const {
   return queue_.size() + (busy_ ? 1 : 0);
 }
 
-// ---------------------------------------------------------------------------
-// StoreCall
-
-StoreCall::StoreCall(Store::Impl& s, const std::string* id) {
-  if (t_call_depth == 0 && s.async) s.async->drain(id);
-  lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
-  ++t_call_depth;
-}
-
-StoreCall::StoreCall(Store::Impl& s, NoWait) : lock_(s.mu) { ++t_call_depth; }
-
-StoreCall::~StoreCall() { --t_call_depth; }
-
 }  // namespace detail
-
-// ---------------------------------------------------------------------------
-// Store's calls
-
-void Store::append_async(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
-                         const KvSource& kv) {
-  Impl& s = *impl_;
-  const std::string here = s.where(id);
-  s.require_writable("append to conversation '" + id + "'");
-  model.validate();
-  if (id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": conversation id is empty");
-  if (len < 0) throw Error(ErrorCode::kInvalidArgument, here + ": negative length " + std::to_string(len));
-  if (detail::token_raw_bytes(model) > detail::kMaxChunkRawBytes)
-    throw Error(ErrorCode::kInvalidArgument, here + ": one record of model [" + model.to_string() + "] takes " +
-                                                 std::to_string(detail::token_raw_bytes(model)) +
-                                                 " bytes, more than a stored chunk may hold");
-  if (len > 0) {
-    if (!tokens) throw Error(ErrorCode::kInvalidArgument, here + ": tokens is null");
-    detail::check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
-                              reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
-                              here);
-  }
-  s.async->enqueue(id, model, tokens, len, kv, here);
-}
-
-void Store::wait(const std::string& id) {
-  if (impl_->async) impl_->async->wait(&id);
-}
-
-void Store::wait() {
-  if (impl_->async) impl_->async->wait(nullptr);
-}
-
 }  // namespace colikv

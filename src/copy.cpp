@@ -7,9 +7,12 @@
 #include <cstring>
 #include <mutex>
 
+#include "async_writer.h"
 #include "backend_error.h"
 #include "core/chunk_codec.h"
 #include "core/sha256.h"
+#include "kv_planes.h"
+#include "store_call.h"
 #include "store_impl.h"
 
 namespace colikv {

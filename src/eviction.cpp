@@ -1,6 +1,6 @@
 // Eviction of KV data under a byte budget: Store::gc, the budget enforced
 // after each append (Options::max_store_bytes), loading an evicted
-// conversation (kEvicted with its token ids), Store::vacuum.
+// conversation (kEvicted with its token ids). Store::vacuum is in store_vacuum.cpp.
 //
 // An evicted chunk keeps its row and token ids; only chunks.payload becomes
 // NULL (and chunk_meta.payload_bytes 0). A conversation is evicted when one of
@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "backend_error.h"
+#include "store_call.h"
 #include "store_impl.h"
 
 namespace colikv {
@@ -129,20 +130,6 @@ EvictionReport Store::gc(int64_t max_bytes) {
   // eviction in an append: that would checkpoint on every append at the budget.
   if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
   return r;
-}
-
-VacuumReport Store::vacuum() {
-  detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  s.require_writable("vacuum");
-  // A server's queries throw its own errors: with_context names the store.
-  return with_context(s.where() + ": vacuum", [&] {
-    VacuumReport r;
-    r.file_bytes_before = s.catalog->file_bytes();
-    s.catalog->compact(s.where() + ": vacuum");
-    r.file_bytes_after = s.catalog->file_bytes();
-    return r;
-  });
 }
 
 }  // namespace colikv

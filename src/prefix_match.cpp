@@ -37,6 +37,7 @@
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "backend_error.h"
+#include "store_call.h"
 #include "store_impl.h"
 
 namespace colikv {

@@ -1,5 +1,5 @@
-// The store's internals, shared by the library's own modules (store.cpp,
-// coli_kv.cpp, c_api.cpp). Not installed.
+// The store's internals, shared by the library's own modules (the store_*.cpp
+// files, coli_kv.cpp, copy.cpp, eviction.cpp, prefix_match.cpp). Not installed.
 #ifndef COLIKV_SRC_STORE_IMPL_H
 #define COLIKV_SRC_STORE_IMPL_H
 
@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "async_writer.h"
 #include "catalog.h"
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
@@ -24,17 +23,7 @@ namespace colikv {
 
 namespace detail {
 
-// The planes of positions [first_pos, first_pos + n) in the engine's buffers.
-// Throws kInvalidArgument naming `where` unless Lc and Rc hold a buffer for
-// every layer and Ic for exactly n_indexed of them.
-void check_kv_pointers(const ModelSignature& m, const void* const* lc, const void* const* rc,
-                       const void* const* ic, const std::string& where);
-PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t first_pos);
-PlaneList engine_planes(const ModelSignature& m, const KvTarget& kv, int64_t first_pos);
-// The planes of n .coli_kv records laid out from `records` on.
-PlaneList record_planes(const ModelSignature& m, uint8_t* records);
-// Planes packed one after another from `buf` (n * floats_per_token floats).
-PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n);
+class AsyncWriter;  // async_writer.h
 
 // A chunk produced for an append, on a worker thread.
 struct ProducedChunk {
@@ -83,7 +72,7 @@ struct StoredChunk {
 };
 
 // Verifies and decodes a chunk into c.out as .coli_kv records (token id, then
-// its rows), on a scan's worker thread: what an export writes.
+// its rows), on a scan's worker thread: what an export writes (coli_kv.cpp).
 void decode_records(const ModelSignature& m, StoredChunk& c);
 
 struct ScanStart {
@@ -95,11 +84,11 @@ struct ScanStart {
 // Appends positions [from, len) of a conversation holding exactly `from`
 // committed tokens, in the caller's transaction: rows of kv are positions
 // origin, origin + 1, ...; when the append rewrites the tail, its stored rows
-// are re-encoded from the store (store_write.cpp).
+// are re-encoded from the store (store_append.cpp).
 void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
                  int64_t from, int64_t len, const KvSource& kv, int64_t origin);
 
-// The writer of append_async over this store (store_write.cpp).
+// The writer of append_async over this store (store_async.cpp).
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);
 
 }  // namespace detail
@@ -149,7 +138,7 @@ class Store::Impl {
   size_t window() const { return pool.size() * 2; }
 
   // Stored chunks (id, key) whose values this Store checked before linking
-  // them for new content (store.cpp, check_linked_content): checked once,
+  // them for new content (store_append.cpp, check_linked_content): checked once,
   // not on every append that shares them. Bounded: forgotten past a limit.
   bool linked_content_checked(int64_t chunk_id, const detail::ChunkHash& key) const {
     return linked_checked_.count({chunk_id, key}) != 0;
@@ -166,6 +155,40 @@ class Store::Impl {
 };
 
 namespace detail {
+
+// What the store's files share (store_impl.cpp, but load_rows).
+
+// Milliseconds since the epoch: the rows' timestamps.
+int64_t now_ms();
+// The largest power of two of tokens whose chunk stays within target bytes.
+int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes);
+// A stored token list of expect_n ids; kCorrupt naming `where` unless its
+// size is one the library writes for expect_n ids and it parses to them.
+std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int64_t expect_n,
+                                           const std::string& where);
+// "positions [a, b)", for messages.
+std::string range_text(int64_t a, int64_t b);
+[[noreturn]] void throw_negative_count(const ConversationRow& conv, const std::string& here);
+// kCorrupt naming `here` unless the chunk list covers exactly [0, count) as
+// chunk_layout.h says.
+void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const std::vector<ChunkSummary>& chunks,
+                      const std::string& here);
+// The token ids of stored chunk chunk_id, which must hold n of them (kCorrupt).
+std::vector<int32_t> chunk_tokens_by_id(Catalog& catalog, int64_t chunk_id, int64_t n, const std::string& where);
+
+// A conversation's row, model and chunk list, from one read snapshot.
+struct ConversationState {
+  ConversationRow conv;
+  ModelRow model;
+  std::vector<ChunkSummary> chunks;
+};
+// Reads it, the chunk list checked (check_chunk_list); kNotFound for no such id.
+ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here);
+
+// Fills positions [from, to) of a conversation into rows p - origin of the
+// buffers (store_load.cpp): what load_range and a rewritten tail read.
+int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
+                  int32_t* tokens, const KvTarget& kv, int64_t origin);
 
 // A Store's internals, for the library's own modules (coli_kv.cpp) and the
 // white-box tests; not part of the public header.

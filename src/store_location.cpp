@@ -1,7 +1,5 @@
 #include "store_location.h"
 
-#include "colikv/store.h"
-
 namespace colikv {
 namespace detail {
 
@@ -31,8 +29,5 @@ std::string shown_location(const std::string& location) {
 }
 
 }  // namespace detail
-
-bool is_postgres_location(const std::string& location) { return detail::is_postgres_uri(location); }
-std::string shown_store_location(const std::string& location) { return detail::shown_location(location); }
 
 }  // namespace colikv

@@ -18,6 +18,7 @@
 #include "colikv/copy.h"
 #include "colikv/store.h"
 #include "fault_vfs.h"
+#include "async_writer.h"
 #include "store_impl.h"
 #include "test_support.h"
 

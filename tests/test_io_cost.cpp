@@ -12,6 +12,7 @@
 
 #include "colikv/store.h"
 #include "fault_vfs.h"
+#include "kv_planes.h"
 #include "sqlite/sqlite_catalog.h"
 #include "store_impl.h"
 #include "test_support.h"

@@ -51,7 +51,8 @@
 #include "postgres/pg_connection.h"  // fresh schemas on the --pg server
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
-#include "store_impl.h"  // the async writer's queue depth, for the "async" rows
+#include "async_writer.h"  // the async writer's queue depth, for the "async" rows
+#include "store_impl.h"
 #include "synthetic_engine.h"
 
 namespace {

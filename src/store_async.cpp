@@ -1,0 +1,112 @@
+// Store::append_async and Store::wait: the store's side of the background
+// writer (async_writer.h), which commits each queued turn here.
+#include "store_impl.h"
+
+#include <vector>
+
+#include "async_writer.h"
+#include "core/chunk_codec.h"
+#include "core/store_limits.h"
+#include "kv_planes.h"
+#include "store_call.h"
+
+namespace colikv {
+
+using detail::ChunkSummary;
+using detail::ConversationRow;
+using detail::ExpectedState;
+using detail::QueuedAppend;
+
+namespace detail {
+
+namespace {
+
+// A queued turn, on the writer thread: one transaction, as append's, that
+// fails with kConflict unless the conversation holds exactly what the turn
+// was validated against (another writer, or a call of this Store, changed it).
+void commit_queued(Store::Impl& s, const QueuedAppend& job) {
+  StoreCall call(s, StoreCall::NoWait{});
+  const std::string here = s.where(job.id);
+  s.catalog->wait_before_write();  // as write does: the WAL starts over instead of growing
+  const auto txn = s.catalog->begin(Catalog::Access::kWrite, here);
+  const std::optional<ConversationRow> conv = s.find_conversation(job.id);
+  const int64_t committed = conv ? conv->count : 0;
+  if (committed != job.from)
+    throw Error(ErrorCode::kConflict, here + ": the queued append of positions [" + std::to_string(job.from) + ", " +
+                                          std::to_string(job.len) + ") expected " + std::to_string(job.from) +
+                                          " committed tokens but the store holds " + std::to_string(committed) +
+                                          " (another writer changed it); reload and retry");
+  const QueuedAppend::Source rows = job.source();
+  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from);
+  txn->commit();
+}
+
+// What is stored of a conversation, from one read snapshot: what append_async validates against.
+ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSignature& model) {
+  StoreCall call(s, StoreCall::NoWait{});
+  const std::string here = s.where(id);
+  const auto snapshot = s.catalog->begin(Catalog::Access::kRead, here);
+  ExpectedState st;
+  const std::optional<ConversationRow> conv = s.find_conversation(id);
+  if (!conv) {
+    st.chunk_tokens = s.chunk_tokens_of(model);
+    return st;
+  }
+  st.exists = true;
+  const ModelRow stored = s.model_by_id(conv->model_id);
+  st.model = stored.sig;
+  st.chunk_tokens = stored.chunk_tokens;
+  for (const ChunkSummary& c : s.catalog->chunk_list(conv->id)) {
+    const std::optional<std::string> json = s.catalog->chunk_tokens_json(c.chunk_id);
+    std::vector<int32_t> t;
+    if (!json || !parse_tokens_json(json->data(), json->size(), t) || static_cast<int64_t>(t.size()) != c.n_tokens)
+      throw Error(ErrorCode::kCorrupt, here + ": the token list of chunk " + std::to_string(c.chunk_id) +
+                                           " is missing or malformed");
+    st.tokens.insert(st.tokens.end(), t.begin(), t.end());
+  }
+  if (static_cast<int64_t>(st.tokens.size()) != conv->count)
+    throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(st.tokens.size()) +
+                                         " tokens but its count is " + std::to_string(conv->count));
+  return st;
+}
+
+}  // namespace
+
+std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s) {
+  return std::make_unique<AsyncWriter>(
+      s.options.max_queued_bytes, s.pool, [&s](const QueuedAppend& job) { commit_queued(s, job); },
+      [&s](const std::string& id, const ModelSignature& model) { return read_expected(s, id, model); });
+}
+
+}  // namespace detail
+
+void Store::append_async(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                         const KvSource& kv) {
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  s.require_writable("append to conversation '" + id + "'");
+  model.validate();
+  if (id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": conversation id is empty");
+  if (len < 0) throw Error(ErrorCode::kInvalidArgument, here + ": negative length " + std::to_string(len));
+  if (detail::token_raw_bytes(model) > detail::kMaxChunkRawBytes)
+    throw Error(ErrorCode::kInvalidArgument, here + ": one record of model [" + model.to_string() + "] takes " +
+                                                 std::to_string(detail::token_raw_bytes(model)) +
+                                                 " bytes, more than a stored chunk may hold");
+  if (len > 0) {
+    if (!tokens) throw Error(ErrorCode::kInvalidArgument, here + ": tokens is null");
+    detail::check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
+                              reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
+                              here);
+  }
+  s.async->enqueue(id, model, tokens, len, kv, here);
+}
+
+void Store::wait(const std::string& id) {
+  if (impl_->async) impl_->async->wait(&id);
+}
+
+void Store::wait() {
+  if (impl_->async) impl_->async->wait(nullptr);
+}
+
+}  // namespace colikv

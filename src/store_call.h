@@ -1,0 +1,38 @@
+// StoreCall, the lock every Store call takes (store_call.cpp). Not installed.
+#ifndef COLIKV_SRC_STORE_CALL_H
+#define COLIKV_SRC_STORE_CALL_H
+
+#include <mutex>
+#include <string>
+
+#include "colikv/store.h"
+
+namespace colikv {
+namespace detail {
+
+// Locks a Store for one call after waiting for the queued appends the call
+// must see: of the conversation named, or of all (read your own writes).
+// Calls made from inside another call of the same thread (and the writer
+// thread's own) do not wait: the outer call did, and waiting while holding
+// the Store's lock would deadlock the writer.
+class StoreCall {
+ public:
+  StoreCall(Store::Impl& s, const std::string* id);  // null: every conversation
+  StoreCall(Store::Impl& s, const std::string& id) : StoreCall(s, &id) {}
+  explicit StoreCall(Store::Impl& s) : StoreCall(s, nullptr) {}
+  ~StoreCall();
+  StoreCall(const StoreCall&) = delete;
+  StoreCall& operator=(const StoreCall&) = delete;
+
+  // For the writer thread: lock without waiting.
+  struct NoWait {};
+  StoreCall(Store::Impl& s, NoWait);
+
+ private:
+  std::unique_lock<std::recursive_mutex> lock_;
+};
+
+}  // namespace detail
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_STORE_CALL_H

@@ -1,0 +1,33 @@
+// Store itself: opening, moving and closing one, its location and options,
+// and the schema versions.
+#include "colikv/store.h"
+
+#include "backend_error.h"
+#include "store_call.h"
+#include "store_impl.h"
+#include "sqlite/migrations.h"
+
+namespace colikv {
+
+using detail::with_context;
+
+Store::Store(const std::string& path, const Options& options) : impl_(new Impl(path, options)) {}
+
+Store::~Store() = default;
+
+Store::Store(Store&&) noexcept = default;
+
+Store& Store::operator=(Store&&) noexcept = default;
+
+const std::string& Store::path() const { return impl_->path; }
+
+const Options& Store::options() const { return impl_->options; }
+
+int Store::schema_version() const {
+  detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
+  return with_context(impl_->where(), [&] { return impl_->catalog->schema_version(); });
+}
+
+int Store::library_schema_version() { return detail::latest_schema_version(); }
+
+}  // namespace colikv

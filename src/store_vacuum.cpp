@@ -1,0 +1,26 @@
+// Store::vacuum: the backend gives back the space of freed chunks.
+#include "colikv/store.h"
+
+#include "backend_error.h"
+#include "store_call.h"
+#include "store_impl.h"
+
+namespace colikv {
+
+using detail::with_context;
+
+VacuumReport Store::vacuum() {
+  detail::StoreCall call(*impl_);
+  Impl& s = *impl_;
+  s.require_writable("vacuum");
+  // A server's queries throw its own errors: with_context names the store.
+  return with_context(s.where() + ": vacuum", [&] {
+    VacuumReport r;
+    r.file_bytes_before = s.catalog->file_bytes();
+    s.catalog->compact(s.where() + ": vacuum");
+    r.file_bytes_after = s.catalog->file_bytes();
+    return r;
+  });
+}
+
+}  // namespace colikv

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-fuzz}
 SECS=${FUZZ_SECONDS:-60}
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link"
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLIKV_BUILD_FUZZERS=ON \
+CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLIKV_BUILD_FUZZERS=ON -DCOLIKV_PYTHON=OFF \
   -DCOLIKV_BUILD_TESTS=OFF -DCOLIKV_BUILD_TOOLS=OFF -DCOLIKV_BUILD_EXAMPLES=OFF \
   -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target colikv_fuzz_coli_kv colikv_fuzz_chunk_decode colikv_fuzz_store colikv_fuzz_seeds

@@ -4,13 +4,16 @@
 #   packaging_test.sh pkgconfig BUILD_DIR SOURCE_DIR   install to a prefix other than the
 #       configured one; compile tests/c_api_test.c as a plain C program with that prefix's
 #       `pkg-config --cflags --libs [--static] colikv` and run it; a shared libcolikv must
-#       export only the public API and carry its SONAME
+#       export only the public API and carry its SONAME; the Python module (when built)
+#       imports from PREFIX/lib/python3/dist-packages and works
 #   packaging_test.sh find_package BUILD_DIR SOURCE_DIR   the same prefix through
 #       find_package(colikv) from a CMake project
 #   packaging_test.sh subproject BUILD_DIR SOURCE_DIR   add_subdirectory(colikv) from an
 #       outer project: no tests, tools, examples or fuzzers by default, build type not forced
-# Environment (set by the ctest; defaults below): CC, CXX, SHARED (ON/OFF), PKG_CONFIG, NM, READELF.
+# Environment (set by the ctest; defaults below): CC, CXX, SHARED (ON/OFF), PKG_CONFIG, NM, READELF,
+# PYTHON_MODULE (ON/OFF) and PYTHON (the interpreter the module was built for).
 set -euo pipefail
+PYTHON_MODULE=${PYTHON_MODULE:-OFF} PYTHON=${PYTHON:-python3}
 NM=${NM:-nm} READELF=${READELF:-readelf} PKG_CONFIG=${PKG_CONFIG:-pkg-config} CC=${CC:-cc} CXX=${CXX:-c++} SHARED=${SHARED:-OFF}
 mode=$1
 build=$(cd "$2" && pwd)
@@ -51,6 +54,34 @@ check_pkgconfig() {
   fi
   LD_LIBRARY_PATH=$libdir "$tmp/c_program" "$tmp/c.db" || fail "the C program linked through pkg-config failed"
   echo "ok: installed to $prefix, C program linked with pkg-config $static and ran"
+  [ "$PYTHON_MODULE" = ON ] && check_python_module "$prefix" "$libdir"
+  return 0
+}
+
+# The Python package installed under PREFIX/lib/python3/dist-packages/colikv
+# imports from there with nothing but PYTHONPATH, and a shared build's module
+# finds the prefix's libcolikv.so by itself.
+check_python_module() {
+  local prefix=$1 libdir=$2 pkg=$1/lib/python3/dist-packages
+  [ -f "$pkg/colikv/__init__.py" ] && [ -f "$pkg/colikv/__init__.pyi" ] ||
+    fail "no colikv package (with its stub) under $pkg"
+  local so
+  so=$(ls "$pkg"/colikv/_colikv*.so) || fail "no extension module in $pkg/colikv"
+  if [ "$SHARED" = ON ]; then
+    local found
+    found=$(ldd "$so" | awk '/libcolikv\.so/ { print $3 }')
+    [ -n "$found" ] && [ "$(dirname "$(readlink -f "$found")")" = "$(readlink -f "$libdir")" ] ||
+      fail "$so does not find $libdir/libcolikv.so by itself: $(ldd "$so" | grep colikv)"
+  fi
+  (cd "$tmp" && PYTHONPATH=$pkg "$PYTHON" -c '
+import sys, colikv, numpy as np
+assert colikv.__file__.startswith(sys.argv[1]), colikv.__file__
+m = colikv.Model(n_layers=2, kv_lora=4, qk_rope=2, vocab=10)
+with colikv.Store(sys.argv[2]) as s:
+    s.append("c", m, np.arange(3, dtype=np.int32), np.ones((2, 3, 4), np.float32), np.ones((2, 3, 2), np.float32))
+    assert s.load("c", m).lc.sum() == 24
+' "$pkg" "$tmp/py.db") || fail "the installed Python module does not import or work with PYTHONPATH=$pkg"
+  echo "ok: the Python module imports from $pkg and works"
 }
 
 # The shared library exports the public API and nothing else: C functions

@@ -5,7 +5,9 @@
 // nothing. Thread safety: a Store may be shared by threads (calls are
 // serialized on it); many Stores, in many threads or processes, may open the
 // same file: readers never block, one writer at a time, and a writer waits up
-// to Options::busy_timeout_ms for another's lock.
+// to Options::busy_timeout_ms for another's lock. A Store belongs to the
+// process that opened it: in a child forked from it every call throws
+// kInvalidArgument and the destructor frees nothing (open it again there).
 #ifndef COLIKV_STORE_H
 #define COLIKV_STORE_H
 
@@ -168,6 +170,12 @@ class COLIKV_API Store {
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
   // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy.
   explicit Store(const std::string& path, const Options& options = Options());
+  // Waits for the calls other threads have in flight on this Store (one
+  // blocked in append_async at the queue bound queues its turn), refusing with
+  // kInvalidArgument those that start meanwhile (one that starts after the
+  // destructor returned is undefined, as for any object), then commits every
+  // queued turn; an error committing one is not reported: call wait() first.
+  // In a forked child it waits for and frees nothing (the memory is leaked).
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -326,6 +334,21 @@ class COLIKV_API Store {
   // the longer match that no holder can load costs a few more probes, and
   // each probe skips the evicted holders one by one.
   PrefixMatch match_loadable(const ModelSignature& model, const int32_t* tokens, int64_t len);
+
+  // Prefix adoption in one read snapshot: match_loadable(model, prompt, len),
+  // then, when the match holds more than `from` tokens, load_range of its
+  // positions [from, match.tokens) into tokens and kv (addressed as load_range
+  // addresses them; nothing before `from` is written). Another writer cannot
+  // change the matched conversation in between, and the loaded token ids are
+  // compared with prompt[from, match.tokens) before this returns. Returns the
+  // match (id "" and tokens 0 when nothing matches); it loaded
+  // max(0, match.tokens - from) positions. Throws kInvalidArgument unless
+  // 0 <= from <= len (or for a null prompt with len > 0, or null buffers when
+  // rows are to be loaded), kCorrupt when a loaded token differs from the
+  // prompt's (the prefix index disagrees with the chunks: run verify), and
+  // what match_loadable and load_range throw. Does not change last-used times.
+  PrefixMatch adopt(const ModelSignature& model, const int32_t* prompt, int64_t len, int64_t from, int32_t* tokens,
+                    const KvTarget& kv);
 
   // Evicts the KV data of the least recently used conversations until the
   // chunk payloads take at most max_bytes (0: evict all), in one write

@@ -164,7 +164,7 @@ void require(bool ok, const char* what) {
 extern "C" {
 
 int colikv_open(const char* path, int flags, colikv_store** out) {
-  colikv_options o = {flags, 0, 0};
+  colikv_options o = {flags & ~COLIKV_FILE_MODE, 0, 0, 0};
   return colikv_open_ex(path, &o, out);
 }
 
@@ -177,7 +177,7 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
   ThreadState& ts = state_of(s);
   try {
     require(path != nullptr, "colikv_open: path is NULL");
-    const colikv_options defaults = {COLIKV_CREATE, 0, 0};
+    const colikv_options defaults = {COLIKV_CREATE, 0, 0, 0};
     const colikv_options& c = opts ? *opts : defaults;
     require(c.busy_timeout_ms >= 0, "colikv_open_ex: busy_timeout_ms is negative");
     require(c.max_store_bytes >= 0, "colikv_open_ex: max_store_bytes is negative");
@@ -188,6 +188,11 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
     if (c.flags & COLIKV_PRECISION_BF16) o.new_conversation_precision = colikv::Precision::kBf16;
     if (c.busy_timeout_ms > 0) o.busy_timeout_ms = c.busy_timeout_ms;
     o.max_store_bytes = c.max_store_bytes;
+    // Only with the flag: an older caller's struct ends before file_mode.
+    if (c.flags & COLIKV_FILE_MODE) {
+      require(c.file_mode >= 0 && c.file_mode <= 0777, "colikv_open_ex: file_mode has bits outside 0777");
+      o.file_mode = c.file_mode;
+    }
     s->store.reset(new colikv::Store(path, o));
     return COLIKV_OK;
   } catch (const colikv::Error& e) {

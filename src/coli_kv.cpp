@@ -260,12 +260,25 @@ Fd create_export_temp(const std::string& dir, const std::string& out, std::strin
     if (::flock(fd.get(), LOCK_EX) != 0) throw_errno(name + ": flock", errno);
     // Another export's cleanup may have removed it before the lock was taken.
     struct stat mine, now;
-    if (::fstat(fd.get(), &mine) == 0 && ::lstat(name.c_str(), &now) == 0 && same_file(mine, now)) {
-      ::fchmod(fd.get(), 0644);
-      return fd;
-    }
+    if (::fstat(fd.get(), &mine) == 0 && ::lstat(name.c_str(), &now) == 0 && same_file(mine, now)) return fd;
   }
   throw Error(ErrorCode::kIO, out + ": cannot keep a temporary file in " + dir);
+}
+
+// The mode the engine's own .coli_kv files get (fopen: 0666 less the umask),
+// which an export gives its file once written; until then the temporary file
+// keeps mkstemp's 0600. The umask is read from /proc, not set and restored:
+// umask() would change it for every thread of the caller meanwhile. Without
+// /proc the file stays 0600.
+mode_t engine_file_mode() {
+  std::FILE* f = std::fopen("/proc/self/status", "re");
+  if (!f) return 0600;
+  char line[256];
+  unsigned mask = 01000;  // none read
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "Umask: %o", &mask) == 1) break;
+  std::fclose(f);
+  return mask > 0777 ? 0600 : static_cast<mode_t>(0666 & ~mask);
 }
 
 // Gives the finished temporary file the output's name: replacing a file there
@@ -308,6 +321,7 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
   // Errors name the file the caller asked for first, then the one written.
   const std::string writing = path + " (its temporary file " + tmp_name + ")";
   const int64_t written = write_coli_kv(s, id, fd.get(), writing, options.progress);
+  if (::fchmod(fd.get(), engine_file_mode()) != 0) throw_errno(writing + ": fchmod", errno);
   if (::fsync(fd.get()) != 0) throw_errno(writing + ": fsync", errno);
   move_into_place(tmp_name, target, options.force);
   cleanup.keep = true;

@@ -134,6 +134,9 @@ EvictionReport Store::gc(int64_t max_bytes) {
   // The freed pages back to the filesystem, a chunk's worth per transaction:
   // writers go in between, and the file follows the budget down.
   with_context(s.where() + ": gc", [&] { s.catalog->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes); });
+  // The evicted values, out of the store's files too. Not after the budget's
+  // eviction in an append: that would checkpoint on every append at the budget.
+  if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
   return r;
 }
 

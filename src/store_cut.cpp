@@ -198,6 +198,7 @@ void Store::remove(const std::string& id) {
     s.free_unused_chunks(ids);
   });
   txn->commit();
+  s.catalog->erase_deleted(here);  // its bytes, out of the store's files too
 }
 
 void Store::fork(const std::string& src, const std::string& dst, int64_t len) {

@@ -131,6 +131,8 @@ def export_matches(env, store, conv, slot_file, what):
     content, nrec = slot_file_content(slot_file)
     check(env.exported(store, conv) == content, "%s: colikv export is byte-identical to the engine's slot file (%d records)"
           % (what, nrec))
+    mode = os.stat(os.path.join(env.tmp, "exported.coli_kv")).st_mode & 0o7777
+    check(mode == os.stat(slot_file).st_mode & 0o7777, "%s: colikv export has the slot file's mode (%o)" % (what, mode))
 
 
 def resumed_turns(env, model):
@@ -243,6 +245,11 @@ def kill_mid_turn(env, model):
         seen += chunk
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
+    # Killed, the engine left the store's -wal and -shm behind: all three are
+    # the owner's only (main() runs under umask 022, which would allow 0644).
+    modes = [os.stat(store + s).st_mode & 0o7777 if os.path.exists(store + s) else None for s in ("", "-wal", "-shm")]
+    check(modes == [0o600] * 3, "%s: the adapter's store, -wal and -shm are 0600: %s"
+          % (model, [oct(m) if m is not None else "missing" for m in modes]))
     _, lines, _ = env.turn("colikv", snap, b"world\n")
     check(lines[:1] == ["[KV] resumed conversation from disk: %d tokens (no re-prefill)" % committed],
           "%s kill -9 mid-turn: resumed the last committed turn (%d tokens): %s" % (model, committed, lines))
@@ -423,6 +430,7 @@ def main():
         print("SKIPPED engine_colibri: %s is absent (the engine's sources beside the clone)" % engine_dir)
         return SKIP
     t0 = time.time()
+    os.umask(0o022)  # the usual umask, under which a store must still be 0600
     with tempfile.TemporaryDirectory(prefix="colikv-engine-") as tmp:
         env = Env(source, build, engine_dir, tmp)
         print("built both engines and the models in %.1f s" % (time.time() - t0), flush=True)

@@ -52,7 +52,9 @@ struct ExportOptions {
 // fsynced and renamed over path (then the directory is fsynced), so a crash
 // never leaves a partial file under path; such files left by an export that
 // was killed are removed by the next export into that directory. A symbolic
-// link at path is kept and the file it leads to replaced. Refuses
+// link at path is kept and the file it leads to replaced. The temporary file
+// is 0600 while it is written; the finished file gets the mode the engine's
+// own .coli_kv files get (0666 less the process's umask). Refuses
 // (kInvalidArgument) a path that is the store's own database, WAL, shared-
 // memory or journal file (by device and inode, or by name) and one that is
 // not a regular file (a FIFO, a device, a directory); refuses (kConflict) a

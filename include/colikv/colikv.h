@@ -51,6 +51,8 @@ typedef struct colikv_model {
                                 necessarily a power loss (default: FULL, they survive both) */
 #define COLIKV_PRECISION_BF16 8 /* conversations this handle creates store bf16 (lossy: relative
                                    error <= 2^-8, see colikv::Precision::kBf16); default: f32, exact */
+#define COLIKV_FILE_MODE 16 /* colikv_open_ex only: colikv_options.file_mode is set (a store is
+                               otherwise created 0600, and so are its -wal and -shm) */
 
 /* error codes: the same values as colikv::ErrorCode */
 #define COLIKV_OK 0
@@ -75,17 +77,24 @@ typedef struct colikv_model {
  * when even that could not be allocated. */
 COLIKV_API int colikv_open(const char *path, int flags, colikv_store **out);
 
-/* Open options beyond the flags; a zeroed struct means the defaults. */
+/* Open options beyond the flags; a zeroed struct means the defaults.
+ * Fields added after the first three are read only when a flag says the caller
+ * set them (COLIKV_FILE_MODE for file_mode): a caller built against an older
+ * header passes a shorter struct and never sets such a flag, so nothing past
+ * its struct is read. */
 typedef struct colikv_options {
   int flags;               /* COLIKV_CREATE, COLIKV_READONLY, ... as for colikv_open */
   int busy_timeout_ms;     /* how long a write waits for another writer's lock; 0: 5000 */
   int64_t max_store_bytes; /* byte budget of the KV data, evicting the least recently used
                               conversations (colikv::Options::max_store_bytes); 0: unlimited */
+  int file_mode;           /* read with COLIKV_FILE_MODE in flags: permission bits of a store
+                              this call creates, and of its -wal and -shm (masked by the umask;
+                              colikv::Options::file_mode); without the flag: 0600 */
 } colikv_options;
 
 /* colikv_open with options; o == NULL means { COLIKV_CREATE, 0, 0 }. A negative
- * busy_timeout_ms or max_store_bytes fails with COLIKV_ERR_INVALID. *out as for
- * colikv_open. */
+ * busy_timeout_ms or max_store_bytes, or a file_mode (with COLIKV_FILE_MODE)
+ * outside 0..0777, fails with COLIKV_ERR_INVALID. *out as for colikv_open. */
 COLIKV_API int colikv_open_ex(const char *path, const colikv_options *o, colikv_store **out);
 
 /* Closes the store; NULL is allowed. Calls other threads have in flight on s
@@ -207,7 +216,10 @@ COLIKV_API int colikv_truncate(colikv_store *s, const char *conv, int64_t len);
 /* Deletes conv; chunks no other conversation uses are freed. Returns
  * COLIKV_OK; COLIKV_ERR_NOT_FOUND (conv absent), COLIKV_ERR_READONLY,
  * COLIKV_ERR_BUSY, COLIKV_ERR_CORRUPT, COLIKV_ERR_DISK_FULL, COLIKV_ERR_IO;
- * nothing changes then. */
+ * nothing changes then. On a SQLite store, once it returns none of the bytes
+ * it deleted is left in the store's files (database, -wal), unless another
+ * connection still reads an older snapshot: then they go at the next delete or
+ * at colikv_close after it ends (colikv::Store::remove). */
 COLIKV_API int colikv_delete(colikv_store *s, const char *conv);
 
 /* Creates dst from the first len tokens of src (len < 0: all), sharing chunks.

@@ -133,6 +133,15 @@ struct Options {
   // Store::gc. 0 means unlimited. Default: 0.
   int64_t max_store_bytes = 0;
 
+  // Permission bits of a store file this Store creates (masked by the umask,
+  // as open(2) does). SQLite gives the -wal and -shm files it creates beside a
+  // store the store file's mode, so they get it too. An existing store keeps
+  // its mode. The stored KV and token ids are the conversations' content, so
+  // only the owner may read them unless this says otherwise (0640 lets the
+  // owner's group read the store too). Bits outside 0777 fail with
+  // kInvalidArgument. Ignored by a store on a server. Default: 0600.
+  int file_mode = 0600;
+
   // SQLite only. Name of a registered SQLite VFS to open the file with (sqlite3_vfs_find);
   // "" means SQLite's default. Tests use it to inject I/O faults and power
   // loss. Default: "".

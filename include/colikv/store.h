@@ -302,6 +302,17 @@ class COLIKV_API Store {
   void truncate(const std::string& id, int64_t len);
 
   // Deletes a conversation and frees the chunks no other conversation uses.
+  // On SQLite, once it returns no byte it deleted is left in the store's
+  // files (database, -wal): it zeroes what it frees and then checkpoints the
+  // WAL into the database file and cuts it to zero bytes. A reader of another
+  // connection holding an older snapshot (one that can still read the
+  // conversation) keeps those bytes: remove waits up to
+  // Options::busy_timeout_ms for it without holding the write lock, then
+  // returns with the delete committed; the bytes go at the next remove or gc
+  // or at this Store's close after that reader has let go. On PostgreSQL it
+  // runs a plain VACUUM of the tables, which leaves the bytes in their free
+  // space until reused or vacuum() (docs/postgres.md). Throws kNotFound,
+  // kReadOnly, kBusy, kIO, kDiskFull; after the commit it throws nothing.
   void remove(const std::string& id);
 
   // Creates dst holding the first len tokens of src (len < 0: all of them),
@@ -387,7 +398,9 @@ class COLIKV_API Store {
   // eviction's transaction gc gives them back to the filesystem in steps of
   // about a chunk each (a store an older colikv made, without incremental
   // vacuum, keeps them until vacuum() turns it on).
-  // Throws kInvalidArgument (max_bytes < 0), kReadOnly, kBusy.
+  // When it evicted anything, the evicted values leave the store's files as a
+  // remove's do (see remove). Throws kInvalidArgument (max_bytes < 0),
+  // kReadOnly, kBusy.
   EvictionReport gc(int64_t max_bytes);
 
   // Gives the store's free space back to the filesystem. SQLite: in write

@@ -79,6 +79,7 @@ class PgCatalog : public Catalog {
   int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes) override;
   void release_free_pages(const std::string& what, int64_t step_bytes) override;
+  bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
 
   PrefixIndex& prefix_index() override;

@@ -370,6 +370,24 @@ Catalog::CompactOutcome PgCatalog::compact(const std::string& what, int64_t) {
 
 void PgCatalog::release_free_pages(const std::string&, int64_t) {}  // the server's autovacuum does
 
+bool PgCatalog::erase_deleted(const std::string& what) {
+  // What a client may do: a plain VACUUM (which also vacuums each table's
+  // TOAST table, where the payloads are) drops the dead rows and their index
+  // entries and makes their space reusable at once, without blocking readers
+  // or writers. It does not overwrite them: their bytes stay in the tables'
+  // free space until later rows reuse it, or until VACUUM FULL (Store::vacuum)
+  // rewrites the tables; and in the server's WAL (pg_wal), its archive and
+  // replicas, which only the server's administrator controls
+  // (docs/postgres.md).
+  try {
+    conn_.ensure_connected(what);
+    conn_.exec("VACUUM conversations, chunks, chunk_meta, conversation_chunks", what);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 int64_t PgCatalog::file_bytes() {
   // The schema's oid, resolved at open: its name is never parsed again.
   PgParams p;

@@ -100,7 +100,9 @@ void Checkpointer::run() {
         sqlite3_close(db_);
         db_ = nullptr;
         failed_ = true;  // the committing thread checkpoints inline from now on
-      } else if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      } else if (sqlite3_exec(db_, "PRAGMA secure_delete=ON; SELECT count(*) FROM sqlite_schema", nullptr, nullptr,
+                              nullptr) != SQLITE_OK) {
+        // secure_delete as on every connection of a store (open_store.cpp).
         // A connection learns that the file is in WAL mode from its first
         // read; until then sqlite3_wal_checkpoint_v2 does nothing and says
         // SQLITE_OK. Not readable now (busy): try again next time.

@@ -3,12 +3,14 @@
 
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -104,6 +106,40 @@ void check_store_path(const std::string& path, const Options& o) {
   check_shm_can_be_created(path, what);
 }
 
+// SQLite creates a new database file with mode 0644 (less the umask), and its
+// -wal and -shm with the database file's mode: a new store is created here
+// first, empty (which SQLite takes for a new database), with
+// Options::file_mode. O_EXCL: a file another process created meanwhile is
+// left as it is. The descriptor is closed at once, before any connection of
+// this process holds a POSIX lock on the file (closing it would drop them).
+void create_with_mode(const std::string& path, const Options& o, const std::string& what) {
+  if (o.file_mode < 0 || o.file_mode > 0777) {
+    char octal[24];
+    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(o.file_mode));
+    throw Error(ErrorCode::kInvalidArgument, what + ": file mode " + octal + " (octal) has bits outside 0777");
+  }
+  if (o.read_only || !o.create_if_missing) return;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                        static_cast<mode_t>(o.file_mode));
+  if (fd >= 0) {
+    ::close(fd);
+  } else if (errno != EEXIST) {
+    throw Error(ErrorCode::kIO, what + ": cannot create it: " + std::strerror(errno));
+  }
+}
+
+// Deleted rows and freed pages are overwritten with zeros as they are freed,
+// whatever SQLite's build defaults to (Debian's has SQLITE_SECURE_DELETE,
+// others do not): a conversation deleted must not stay readable in the free
+// space of the file, nor in that of an older tail piece an append replaced
+// (so FAST, which zeroes only pages already written, is not enough). The cost,
+// writing the freed pages once more, falls on deletes and on tail rewrites;
+// Debian's default build pays it already. Read back, in case a build ignores it.
+void zero_what_is_deleted(SQLite::Database& db, const std::string& what) {
+  exec(db, "PRAGMA secure_delete=ON", what);
+  if (query_int(db, "PRAGMA secure_delete", what) != 1)
+    throw Error(ErrorCode::kIO, what + ": this SQLite build does not zero deleted content (PRAGMA secure_delete)");
+}
 
 // A store may come from someone else: no schema-defined code runs, SQL
 // cannot corrupt the file on purpose, no value larger than any the library
@@ -119,6 +155,7 @@ void harden(SQLite::Database& db, const Options& options, const std::string& wha
   }
   sqlite3_limit(h, SQLITE_LIMIT_LENGTH, static_cast<int>(kMaxStoredValueBytes));
   exec(db, "PRAGMA cache_size=-2000", what);
+  zero_what_is_deleted(db, what);
 }
 
 // Statement journals in memory: on disk, SQLite opened and unlinked a
@@ -239,6 +276,7 @@ int64_t file_size_or_zero(const std::string& path) {
 SQLite::Database open_store(const std::string& path, const Options& options) {
   const std::string what = "store " + path;
   check_store_path(path, options);
+  create_with_mode(path, options, what);
   SQLite::Database db = with_context(what + ": open", [&] {
     return SQLite::Database(path, open_flags(path, options), options.busy_timeout_ms, options.vfs_name);
   });

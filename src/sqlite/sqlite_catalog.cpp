@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sqlite/erase.h"
 #include "sqlite/open_store.h"
 #include "sqlite/space.h"
 #include "sqlite/sqlite_prefix_index.h"
@@ -440,7 +441,13 @@ SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options)
     checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path, wal_checkpoint_pages(db_, options));
 }
 
-SqliteCatalog::~SqliteCatalog() = default;
+SqliteCatalog::~SqliteCatalog() {
+  // An erase a reader held up is tried once more, without waiting, once the
+  // background checkpointer (which would make it busy) has stopped.
+  if (!erase_pending_) return;
+  checkpointer_.reset();
+  erase_freed_pages(db_.getHandle(), 0, options_.busy_timeout_ms);
+}
 
 int64_t SqliteCatalog::stored_payload_bytes() {
   return db_.execAndGet("SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta").getInt64();
@@ -489,6 +496,11 @@ Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t 
 
 void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes) {
   give_back_free_pages(db_, step_bytes, what);
+}
+
+bool SqliteCatalog::erase_deleted(const std::string&) {
+  erase_pending_ = !erase_freed_pages(db_.getHandle(), options_.busy_timeout_ms, options_.busy_timeout_ms);
+  return !erase_pending_;
 }
 
 int64_t SqliteCatalog::file_bytes() { return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal"); }

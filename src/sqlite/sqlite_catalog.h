@@ -79,6 +79,7 @@ class SqliteCatalog : public Catalog {
   int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes) override;
   void release_free_pages(const std::string& what, int64_t step_bytes) override;
+  bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
   std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
 
@@ -91,6 +92,7 @@ class SqliteCatalog : public Catalog {
   SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_
+  bool erase_pending_ = false;  // an erase_deleted that a reader kept from finishing
   // Declared last so that it stops before the connection closes.
   std::unique_ptr<Checkpointer> checkpointer_;
 };

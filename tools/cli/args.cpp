@@ -95,6 +95,12 @@ colikv::Options base_options(const Args& a) {
     if (ms > 0x7fffffff) throw UsageError{"--busy-timeout " + a.value("--busy-timeout") + " is too large"};
     o.busy_timeout_ms = static_cast<int>(ms);
   }
+  if (a.has("--file-mode")) {  // the commands that create a store
+    const std::string& m = a.value("--file-mode");
+    if (m.empty() || m.size() > 4 || m.find_first_not_of("01234567") != std::string::npos || std::stoi(m, nullptr, 8) > 0777)
+      throw UsageError{"bad value '" + m + "' for --file-mode (expected octal permission bits, 0 to 0777, such as 0640)"};
+    o.file_mode = std::stoi(m, nullptr, 8);
+  }
   if (a.has("--sync")) {
     std::string s = a.value("--sync");
     if (s == "full") o.synchronous = colikv::Synchronous::kFull;

@@ -109,11 +109,13 @@ CommandSpec copy_command() {
     "moves onto a server and back.\n",
     "  --skip-existing     leave an id DST holds already when it is the same\n"
     "                      conversation (else fail saying what differs)\n"
+    "  --file-mode MODE    permission bits (octal, less the umask) of DST when this\n"
+    "                      copy creates it, and of its -wal and -shm (default 0600)\n"
     "  --json              print the result as JSON\n",
     "  source, destination, conversations [{id, tokens, records_sha256, evicted_from\n"
     "  (null: none evicted), skipped}], tokens, copied, skipped\n", 2, SIZE_MAX,
     {{"--json", false}, {"--skip-existing", false}, {"--progress", false}, {"--quiet", false},
-     {"--busy-timeout", true}},
+     {"--busy-timeout", true}, {"--file-mode", true}},
     cmd_copy, false};
 }
 

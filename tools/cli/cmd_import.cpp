@@ -46,7 +46,7 @@ colikv::ImportResult import_file(const std::string& store_path, colikv::Options 
   if (colikv::is_postgres_location(store_path)) return import_into(store_path, opts, file, io, mode);
   const std::string target = store_file_of(store_path);
   if (!file_exists(target)) {
-    NewStoreFile fresh(target);
+    NewStoreFile fresh(target, opts.file_mode);
     colikv::ImportResult r;
     try {
       r = import_into(fresh.path(), opts, file, io, mode);
@@ -157,6 +157,9 @@ CommandSpec import_command() {
     "                      adapter (integrations/colibri) looks for it\n"
     "  --salvage           keep the complete records when the header counts more than\n"
     "                      are present, as the engine itself would\n"
+    "  --file-mode MODE    permission bits (octal, less the umask) of a store this\n"
+    "                      import creates and of its -wal and -shm (default 0600:\n"
+    "                      the owner only)\n"
     "  --json              print the result as JSON\n",
     std::string("  store, file, id, model{...}, tokens (records stored), raw_bytes, header_count\n"
                 "  (the header's nrec), ignored_records (complete records past nrec),\n"
@@ -164,7 +167,7 @@ CommandSpec import_command() {
         kModelKeys,
     2, 2,
     {{"--id", true}, {"--weights-id", true}, {"--weights-id-from", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
-     {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
+     {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}, {"--file-mode", true}},
     cmd_import};
 }
 

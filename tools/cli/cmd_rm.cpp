@@ -23,7 +23,13 @@ int cmd_rm(const Args& a) {
 
 CommandSpec rm_command() {
   return {"rm", "STORE ID", "delete a conversation",
-    "Deletes the conversation and frees the chunks no other conversation uses.\n", "", "", 2, 2,
+    "Deletes the conversation and frees the chunks no other conversation uses.\n"
+    "On a SQLite store, once it returns none of the deleted bytes is left in the\n"
+    "store's files (-wal included), even with other processes holding it open;\n"
+    "a reader inside a read transaction begun before keeps them until it ends it\n"
+    "(rm waits --busy-timeout for it), and the next rm, gc or close after that\n"
+    "erases them. On PostgreSQL the server keeps them in free space until\n"
+    "colikv vacuum, and in its WAL (docs/postgres.md).\n", "", "", 2, 2,
     {{"--sync", true}, {"--busy-timeout", true}}, cmd_rm};
 }
 

@@ -115,10 +115,11 @@ void remove_stale_temps(const std::string& dir) {
   ::closedir(d);
 }
 
-mode_t creation_mode() {
+// `mode` less the umask, as open(2) would create a file.
+mode_t masked(int mode) {
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  return 0666 & ~mask;
+  return static_cast<mode_t>(mode) & 0777 & ~mask;
 }
 
 // Makes a new directory entry durable.
@@ -140,7 +141,7 @@ std::string store_file_of(const std::string& store_arg) {
   return follow_links(store_arg.compare(0, 5, "file:") == 0 ? uri_path(store_arg) : store_arg);
 }
 
-NewStoreFile::NewStoreFile(const std::string& target) : target_(target) {
+NewStoreFile::NewStoreFile(const std::string& target, int file_mode) : target_(target) {
   const std::string dir = directory_of(target);
   remove_stale_temps(dir);
   for (int attempt = 0; attempt < 8 && held_ < 0; ++attempt) {
@@ -160,8 +161,9 @@ NewStoreFile::NewStoreFile(const std::string& target) : target_(target) {
     }
   }
   if (held_ < 0) throw std::runtime_error(target + ": cannot keep a temporary store in " + dir);
-  // SQLite would have created it with the usual mode; mkstemp's is 0600.
-  ::fchmod(held_, creation_mode());
+  // mkstemp's 0600 is the default store mode; a store opened with another
+  // Options::file_mode would have been created with that.
+  ::fchmod(held_, masked(file_mode));
 }
 
 NewStoreFile::~NewStoreFile() {

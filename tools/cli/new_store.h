@@ -27,7 +27,8 @@ bool file_exists(const std::string& path);
 // creates a store in that directory. Must outlive every Store open on path().
 class NewStoreFile {
  public:
-  explicit NewStoreFile(const std::string& target);
+  // file_mode: the store's Options::file_mode (masked by the umask).
+  NewStoreFile(const std::string& target, int file_mode);
   ~NewStoreFile();
   NewStoreFile(const NewStoreFile&) = delete;
   NewStoreFile& operator=(const NewStoreFile&) = delete;

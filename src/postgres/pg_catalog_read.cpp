@@ -347,8 +347,6 @@ void PgCatalog::evict_payload(int64_t chunk_id) {
   run("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = $1", p, "evicting a chunk");
 }
 
-}
-
 int64_t PgCatalog::evicted_chunk_count() {
   return run("SELECT count(*) FROM chunks WHERE payload IS NULL", PgParams(), "counting evicted chunks").int64(0, 0);
 }

@@ -172,7 +172,7 @@ TEST_CASE("coli_kv read: hostile files are refused naming the file, the buffers 
   CHECK(r.rfind(code(ErrorCode::kInvalidArgument) + dir.path() + ": a directory", 0) == 0);
 }
 
-TEST_CASE("coli_kv read: a file cut while it is read is kIO; one grown meanwhile reads as it was", "[coli_kv_read]") {
+TEST_CASE("coli_kv read: a file cut while it is read is kIO, one grown meanwhile reads as it was", "[coli_kv_read]") {
   const ModelSignature m = colikv_test::tiny_model();  // 292-byte records: 30,000 of them span two 4 MiB blocks
   const int64_t n = 30000;
   TempDir dir;

@@ -1,21 +1,105 @@
 // The C API: a thin shell over colikv::Store that never lets an exception
-// escape and keeps the last error message per handle.
+// escape and keeps the last error message per handle and thread.
 #include "colikv/colikv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
+#include "call_gate.h"
 #include "colikv/store.h"
 
 struct colikv_store {
+  colikv_store();
+  ~colikv_store();
+  const uint64_t serial;          // names this handle in each thread's error state
+  colikv::detail::CallGate gate;  // the C calls in flight, which colikv_close waits for
   std::unique_ptr<colikv::Store> store;  // null when the open failed
+};
+
+namespace {
+
+// What a thread's last call on one handle left: per thread, so that threads
+// sharing a handle neither race on it nor read each other's messages.
+struct ThreadState {
   std::string errmsg;
-  int64_t diverged_at = -1;    // of the last call's kDiverged
+  int64_t diverged_at = -1;     // of the last call's kDiverged
   std::string info_weights_id;  // what colikv_conversation_info's model.weights_id points to
 };
+using StateMap = std::unordered_map<uint64_t, ThreadState>;  // by handle serial
+
+// A thread's states. Not a thread_local map: at exit the main thread's
+// thread_local objects are destroyed before atexit handlers run, and an
+// engine closes its store in one (the adapter does). The owner frees the map
+// when the thread ends; a call made after that (from a later atexit handler
+// or thread-exit destructor) gets a new map, which is left to the exit.
+thread_local StateMap* t_states = nullptr;
+thread_local bool t_states_freed = false;
+struct StatesOwner {
+  ~StatesOwner() {
+    delete t_states;
+    t_states = nullptr;
+    t_states_freed = true;
+  }
+};
+thread_local StatesOwner t_states_owner;
+
+StateMap& thread_states() {
+  if (!t_states) {
+    t_states = new StateMap();
+    if (!t_states_freed) (void)&t_states_owner;  // constructs it: its destructor runs at thread exit
+  }
+  return *t_states;
+}
+
+// The serials of the open handles: a thread's states of closed handles are
+// dropped when it holds more than a few (its memory follows the open handles).
+// Never destroyed: a handle may be closed from an atexit handler or a static's destructor.
+std::atomic<uint64_t> g_next_serial{1};
+std::mutex& g_open_mu = *new std::mutex();
+std::unordered_set<uint64_t>& g_open = *new std::unordered_set<uint64_t>();
+constexpr size_t kStatesBeforePrune = 16;
+
+ThreadState& state_of(const colikv_store* s) {
+  StateMap& states = thread_states();
+  auto it = states.find(s->serial);
+  if (it != states.end()) return it->second;
+  // try_lock: in a forked child a parent's thread may have held it at the fork.
+  if (states.size() >= kStatesBeforePrune && g_open_mu.try_lock()) {
+    for (auto e = states.begin(); e != states.end();) e = g_open.count(e->first) ? std::next(e) : states.erase(e);
+    g_open_mu.unlock();
+  }
+  return states[s->serial];
+}
+
+const ThreadState* find_state(const colikv_store* s) {
+  if (!t_states) return nullptr;
+  auto it = t_states->find(s->serial);
+  return it == t_states->end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+colikv_store::colikv_store() : serial(g_next_serial++) {
+  std::lock_guard<std::mutex> lock(g_open_mu);
+  g_open.insert(serial);
+}
+
+colikv_store::~colikv_store() {
+  if (!gate.forked()) {
+    std::lock_guard<std::mutex> lock(g_open_mu);
+    g_open.erase(serial);
+  } else if (g_open_mu.try_lock()) {
+    g_open.erase(serial);
+    g_open_mu.unlock();
+  }
+}
 
 namespace {
 
@@ -32,27 +116,41 @@ colikv::ModelSignature to_signature(const colikv_model* m) {
 }
 
 // Runs f, returning its result, or the error's negative code with the message
-// kept in s.
+// kept in the calling thread's state of s. Counted in s's gate: colikv_close
+// waits for it, and it fails at once in a forked child.
 template <class R, class F>
 R guarded(colikv_store* s, F&& f) {
   if (!s) return static_cast<R>(COLIKV_ERR_INVALID);
-  s->errmsg.clear();
-  s->diverged_at = -1;
+  ThreadState& st = state_of(s);
+  st.errmsg.clear();
+  st.diverged_at = -1;
+  try {
+    s->gate.enter([&] {
+      return s->store ? "store " + colikv::shown_store_location(s->store->path()) : std::string("colikv");
+    });
+  } catch (const colikv::Error& e) {
+    st.errmsg = e.what();
+    return static_cast<R>(e.code());
+  }
+  struct Leave {
+    colikv::detail::CallGate& gate;
+    ~Leave() { gate.leave(); }
+  } leave{s->gate};
   try {
     if (!s->store) throw colikv::Error(colikv::ErrorCode::kInvalidArgument, "the store handle failed to open");
     return f(*s->store);
   } catch (const colikv::Error& e) {
-    s->errmsg = e.what();
-    if (e.code() == colikv::ErrorCode::kDiverged) s->diverged_at = e.position();
+    st.errmsg = e.what();
+    if (e.code() == colikv::ErrorCode::kDiverged) st.diverged_at = e.position();
     return static_cast<R>(e.code());
   } catch (const std::bad_alloc&) {
-    s->errmsg = "out of memory";
+    st.errmsg = "out of memory";
     return static_cast<R>(COLIKV_ERR_INTERNAL);
   } catch (const std::exception& e) {
-    s->errmsg = std::string("internal error: ") + e.what();
+    st.errmsg = std::string("internal error: ") + e.what();
     return static_cast<R>(COLIKV_ERR_INTERNAL);
   } catch (...) {
-    s->errmsg = "internal error: unknown exception";
+    st.errmsg = "internal error: unknown exception";
     return static_cast<R>(COLIKV_ERR_INTERNAL);
   }
 }
@@ -76,7 +174,7 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
   colikv_store* s = new (std::nothrow) colikv_store();
   if (!s) return COLIKV_ERR_INTERNAL;
   *out = s;
-  s->errmsg.clear();
+  ThreadState& ts = state_of(s);
   try {
     require(path != nullptr, "colikv_open: path is NULL");
     const colikv_options defaults = {COLIKV_CREATE, 0, 0};
@@ -93,18 +191,23 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
     s->store.reset(new colikv::Store(path, o));
     return COLIKV_OK;
   } catch (const colikv::Error& e) {
-    s->errmsg = e.what();
+    ts.errmsg = e.what();
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
-    s->errmsg = std::string("internal error: ") + e.what();
+    ts.errmsg = std::string("internal error: ") + e.what();
     return COLIKV_ERR_INTERNAL;
   } catch (...) {
-    s->errmsg = "internal error: unknown exception";
+    ts.errmsg = "internal error: unknown exception";
     return COLIKV_ERR_INTERNAL;
   }
 }
 
 void colikv_close(colikv_store* s) {
+  if (!s) return;
+  // Waits for the calls other threads have in flight on s (new ones are
+  // refused); in a forked child frees s without joining (~Store leaks the
+  // parent's store).
+  s->gate.close();
   try {
     delete s;
   } catch (...) {
@@ -113,7 +216,8 @@ void colikv_close(colikv_store* s) {
 
 const char* colikv_errmsg(const colikv_store* s) {
   if (!s) return "no store handle (NULL)";
-  return s->errmsg.c_str();
+  const ThreadState* st = find_state(s);
+  return st ? st->errmsg.c_str() : "";
 }
 
 int64_t colikv_count(colikv_store* s, const char* conv) {
@@ -163,13 +267,17 @@ int colikv_write(colikv_store* s, const char* conv, const colikv_model* m, const
   });
 }
 
-int64_t colikv_diverged_at(const colikv_store* s) { return s ? s->diverged_at : -1; }
+int64_t colikv_diverged_at(const colikv_store* s) {
+  const ThreadState* st = s ? find_state(s) : nullptr;
+  return st ? st->diverged_at : -1;
+}
 
 int colikv_conversation_info(colikv_store* s, const char* conv, colikv_info* out) {
   return guarded<int>(s, [&](colikv::Store& st) {
     require(conv != nullptr && out != nullptr, "colikv_conversation_info: conv or out is NULL");
     const colikv::ConversationInfo i = st.info(conv);
-    s->info_weights_id = i.model.weights_id;
+    std::string& weights_id = state_of(s).info_weights_id;
+    weights_id = i.model.weights_id;
     out->tokens = i.tokens;
     out->model.n_layers = i.model.n_layers;
     out->model.kv_lora = i.model.kv_lora;
@@ -177,7 +285,7 @@ int colikv_conversation_info(colikv_store* s, const char* conv, colikv_info* out
     out->model.index_hd = i.model.index_hd;
     out->model.n_indexed = i.model.n_indexed;
     out->model.vocab = i.model.vocab;
-    out->model.weights_id = s->info_weights_id.c_str();
+    out->model.weights_id = weights_id.c_str();
     out->raw_bytes = i.raw_bytes;
     out->stored_bytes = i.stored_bytes;
     out->last_used_ms = i.last_used_ms;
@@ -239,10 +347,7 @@ int64_t colikv_load(colikv_store* s, const char* conv, const colikv_model* m, in
 
 int64_t colikv_load_prefix(colikv_store* s, const char* conv, const colikv_model* m, int64_t k, int32_t* tokens,
                            float* const* Lc, float* const* Rc, float* const* Ic) {
-  if (k < 0) {
-    if (s) s->errmsg = "colikv_load_prefix: k is negative";
-    return COLIKV_ERR_INVALID;
-  }
+  if (k < 0) return guarded<int64_t>(s, [](colikv::Store&) -> int64_t { require(false, "colikv_load_prefix: k is negative"); return 0; });
   return load_impl(s, conv, m, tokens, k, k, Lc, Rc, Ic);
 }
 
@@ -274,6 +379,15 @@ int colikv_fork(colikv_store* s, const char* src, const char* dst, int64_t len) 
 
 namespace {
 
+// Writes a matched conversation's id and its NUL to conv_out, or throws kTooLarge.
+void copy_id(const std::string& id, const char* fn, char* conv_out, size_t conv_cap) {
+  if (id.size() + 1 > conv_cap)
+    throw colikv::Error(colikv::ErrorCode::kTooLarge, std::string(fn) + ": the matching conversation's id '" + id +
+                                                          "' needs " + std::to_string(id.size() + 1) +
+                                                          " bytes but conv_cap is " + std::to_string(conv_cap));
+  std::memcpy(conv_out, id.c_str(), id.size() + 1);
+}
+
 // colikv_match and colikv_match_loadable: `find` is the Store method.
 int64_t match_into(colikv_store* s, const char* fn, const colikv_model* m, const int32_t* tokens, int64_t len,
                    char* conv_out, size_t conv_cap,
@@ -284,11 +398,7 @@ int64_t match_into(colikv_store* s, const char* fn, const colikv_model* m, const
     require(conv_out != nullptr && conv_cap > 0, (name + ": conv_out is NULL or conv_cap is 0").c_str());
     conv_out[0] = '\0';
     colikv::PrefixMatch r = (st.*find)(to_signature(m), tokens, len);
-    if (r.id.size() + 1 > conv_cap)
-      throw colikv::Error(colikv::ErrorCode::kTooLarge, name + ": the matching conversation's id '" + r.id +
-                                                            "' needs " + std::to_string(r.id.size() + 1) +
-                                                            " bytes but conv_cap is " + std::to_string(conv_cap));
-    std::memcpy(conv_out, r.id.c_str(), r.id.size() + 1);
+    copy_id(r.id, fn, conv_out, conv_cap);
     return r.tokens;
   });
 }
@@ -305,6 +415,19 @@ int64_t colikv_match(colikv_store* s, const colikv_model* m, const int32_t* toke
 int64_t colikv_match_loadable(colikv_store* s, const colikv_model* m, const int32_t* tokens, int64_t len,
                               char* conv_out, size_t conv_cap) {
   return match_into(s, "colikv_match_loadable", m, tokens, len, conv_out, conv_cap, &colikv::Store::match_loadable);
+}
+
+int64_t colikv_adopt(colikv_store* s, const colikv_model* m, const int32_t* prompt, int64_t len, int64_t from,
+                     char* conv_out, size_t conv_cap, int32_t* tokens, float* const* Lc, float* const* Rc,
+                     float* const* Ic) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
+    require(m != nullptr, "colikv_adopt: model is NULL");
+    require(conv_out != nullptr && conv_cap > 0, "colikv_adopt: conv_out is NULL or conv_cap is 0");
+    conv_out[0] = '\0';
+    const colikv::PrefixMatch r = st.adopt(to_signature(m), prompt, len, from, tokens, colikv::KvTarget{Lc, Rc, Ic});
+    copy_id(r.id, "colikv_adopt", conv_out, conv_cap);
+    return r.tokens;
+  });
 }
 
 int64_t colikv_gc(colikv_store* s, int64_t max_bytes) {

@@ -10,6 +10,7 @@ namespace colikv {
 namespace detail {
 
 std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options) {
+  require_store_location(location);
   if (is_postgres_uri(location))
     return with_context("store " + shown_location(location), [&] { return std::make_unique<PgCatalog>(location, options); });
   return std::make_unique<SqliteCatalog>(location, options);

@@ -22,6 +22,7 @@
 #include "kv_planes.h"
 #include "store_call.h"
 #include "store_impl.h"
+#include "core/text_argument.h"
 
 namespace colikv {
 
@@ -242,6 +243,7 @@ std::string store_file_at(const Store::Impl& s, const std::string& out_name, con
 // to. Refuses the store's own files, anything but a regular file, a dangling
 // link, and (without force) any existing file.
 std::string export_target(const Store::Impl& s, const std::string& path, bool force) {
+  detail::require_no_nul(path, "path", "the export's output file");
   struct stat lst, st;
   if (::lstat(path.c_str(), &lst) != 0) {
     const std::string companion = store_file_at(s, canonical_name(path), nullptr);

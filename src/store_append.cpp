@@ -12,6 +12,7 @@
 #include "chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "core/store_limits.h"
+#include "core/text_argument.h"
 #include "eviction.h"
 #include "kv_planes.h"
 #include "store_call.h"
@@ -468,7 +469,12 @@ class Appender {
 
 }  // namespace
 
-void Store::Impl::append(const detail::AppendRequest& req) { Appender(*this, req).run(); }
+void Store::Impl::append(const detail::AppendRequest& req) {
+  detail::require_no_nul(req.id, "conversation id", where());
+  detail::require_no_nul(req.title, "title", where());
+  detail::require_no_nul(req.metadata, "metadata", where());
+  Appender(*this, req).run();
+}
 
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {

@@ -84,6 +84,7 @@ void Store::append_async(const std::string& id, const ModelSignature& model, con
                          const KvSource& kv) {
   Impl& s = *impl_;
   const std::string here = s.where(id);
+  detail::CallGate::Call in_flight(s.gate, [&] { return here; });
   s.require_writable("append to conversation '" + id + "'");
   model.validate();
   if (id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": conversation id is empty");
@@ -102,10 +103,12 @@ void Store::append_async(const std::string& id, const ModelSignature& model, con
 }
 
 void Store::wait(const std::string& id) {
+  detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(id); });
   if (impl_->async) impl_->async->wait(&id);
 }
 
 void Store::wait() {
+  detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(); });
   if (impl_->async) impl_->async->wait(nullptr);
 }
 

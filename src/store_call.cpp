@@ -19,14 +19,42 @@ thread_local int t_call_depth = 0;
 }  // namespace
 
 StoreCall::StoreCall(Store::Impl& s, const std::string* id) {
-  if (t_call_depth == 0 && s.async) s.async->drain(id);
+  if (t_call_depth == 0) {
+    s.gate.enter([&] { return s.where(id ? *id : std::string()); });
+    gate_ = &s.gate;
+    try {
+      if (s.async) s.async->drain(id);
+    } catch (...) {
+      s.gate.leave();
+      throw;
+    }
+  }
   lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
   ++t_call_depth;
 }
 
-StoreCall::StoreCall(Store::Impl& s, NoWait) : lock_(s.mu) { ++t_call_depth; }
+StoreCall::StoreCall(Store::Impl& s, NoWait) {
+  if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
+  lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
+  ++t_call_depth;
+}
 
-StoreCall::~StoreCall() { --t_call_depth; }
+StoreCall::~StoreCall() {
+  --t_call_depth;
+  lock_ = {};
+  if (gate_) gate_->leave();  // last: the Store may be destroyed as soon as the gate is left
+}
+
+void close_store(std::unique_ptr<Store::Impl>& impl) noexcept {
+  if (!impl) return;
+  if (impl->gate.forked()) {
+    (void)impl.release();  // joining its threads would hang the child, and SQLite must not close there
+    return;
+  }
+  if (impl->async) impl->async->pause(false);  // a call blocked on the queue bound must be able to finish
+  impl->gate.close();
+  impl.reset();  // commits what is queued (~Impl)
+}
 
 }  // namespace detail
 

@@ -10,8 +10,13 @@
 namespace colikv {
 namespace detail {
 
+class CallGate;
+
 // Locks a Store for one call after waiting for the queued appends the call
 // must see: of the conversation named, or of all (read your own writes).
+// An outermost call is counted in the Store's gate: it fails at once in a
+// forked child or while the Store is being destroyed, and the destructor
+// waits for it.
 // Calls made from inside another call of the same thread (and the writer
 // thread's own) do not wait: the outer call did, and waiting while holding
 // the Store's lock would deadlock the writer.
@@ -30,6 +35,7 @@ class StoreCall {
 
  private:
   std::unique_lock<std::recursive_mutex> lock_;
+  CallGate* gate_ = nullptr;  // entered by an outermost call: left last, after the lock
 };
 
 }  // namespace detail

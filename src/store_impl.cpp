@@ -9,6 +9,7 @@
 #include "backend_error.h"
 #include "chunk_layout.h"
 #include "core/store_limits.h"
+#include "core/text_argument.h"
 #include "store_location.h"
 
 namespace colikv {
@@ -130,6 +131,7 @@ void Store::Impl::require_writable(const std::string& op) const {
 }
 
 std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {
+  detail::require_no_nul(id, "conversation id", where());
   return with_context(where(id), [&] { return catalog->find_conversation(id); });
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "call_gate.h"
 #include "catalog.h"
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
@@ -91,6 +92,12 @@ void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& mo
 // The writer of append_async over this store (store_async.cpp).
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);
 
+// What destroying a Store does (store_call.cpp): waits for the calls in
+// flight on it (refusing new ones), then commits what is queued and frees it;
+// in a process forked from the one that opened it, frees nothing (its threads
+// and locks are the parent's) and leaks it.
+void close_store(std::unique_ptr<Store::Impl>& impl) noexcept;
+
 }  // namespace detail
 
 class Store::Impl {
@@ -117,6 +124,9 @@ class Store::Impl {
   Options options;
   std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default
   std::recursive_mutex mu;  // serializes calls on this Store
+  // Calls in flight (StoreCall, append_async, wait), which destroying the
+  // Store waits for, and the process that opened it (close_store).
+  detail::CallGate gate;
   detail::ThreadPool pool;
   // The background writer of append_async (async_writer.h), on a writable
   // store; ~Impl stops it first, so that it commits what is still queued

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend_error.h"
+#include "core/text_argument.h"
 #include "eviction.h"
 #include "store_call.h"
 
@@ -31,6 +32,8 @@ namespace {
 
 void update_text_column(Store::Impl& s, const std::string& id, detail::ConversationText column,
                         const std::string& value) {
+  detail::require_no_nul(id, "conversation id", s.where());
+  detail::require_no_nul(value, detail::text_column_name(column), s.where());
   const std::string here = s.where(id);
   s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
@@ -115,6 +118,7 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
 ConversationInfo Store::info(const std::string& id) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  detail::require_no_nul(id, "conversation id", s.where());
   return read_rows(s.where(id), [&] {
     std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
     if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");

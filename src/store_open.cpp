@@ -13,11 +13,17 @@ using detail::with_context;
 
 Store::Store(const std::string& path, const Options& options) : impl_(new Impl(path, options)) {}
 
-Store::~Store() = default;
+Store::~Store() { detail::close_store(impl_); }
 
 Store::Store(Store&&) noexcept = default;
 
-Store& Store::operator=(Store&&) noexcept = default;
+Store& Store::operator=(Store&& other) noexcept {
+  if (this != &other) {
+    detail::close_store(impl_);
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
 
 const std::string& Store::path() const { return impl_->path; }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -42,19 +43,44 @@ std::string schema_prefix() { return "t" + std::to_string(::getpid()) + "_"; }
 
 }  // namespace
 
-std::string fresh_pg_store() {
+std::string quoted_identifier(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string fresh_pg_schema(const std::string& suffix) {
   static std::atomic<int> counter{0};
   const std::string uri = test_pg_uri();
   if (uri.empty()) throw std::runtime_error("no PostgreSQL test server: COLIKV_TEST_PG_URI is not set");
-  const std::string schema = schema_prefix() + std::to_string(counter++) + "_" + std::to_string(std::rand() % 100000);
+  const std::string schema = schema_prefix() + std::to_string(counter++) + "_" +
+                             (suffix.empty() ? std::to_string(std::rand() % 100000) : suffix);
   colikv::detail::PgConnection conn(uri, colikv::detail::PgConnection::Settings());
-  conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema, "creating a test schema");
-  {
-    std::lock_guard<std::mutex> lock(schemas_mu);
-    created_schemas.push_back(schema);
-  }
-  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+  const std::string q = quoted_identifier(schema);
+  conn.exec("DROP SCHEMA IF EXISTS " + q + " CASCADE; CREATE SCHEMA " + q, "creating a test schema");
+  std::lock_guard<std::mutex> lock(schemas_mu);
+  created_schemas.push_back(schema);
+  return schema;
 }
+
+std::string with_search_path(const std::string& uri, const std::vector<std::string>& schemas) {
+  std::string path;
+  for (const std::string& s : schemas) path += (path.empty() ? "" : ",") + quoted_identifier(s);
+  std::string encoded;
+  static const char* kHex = "0123456789ABCDEF";
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
+      encoded += static_cast<char>(c);
+    } else {
+      encoded += '%';
+      encoded += kHex[c >> 4];
+      encoded += kHex[c & 15];
+    }
+  }
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + encoded;
+}
+
+std::string fresh_pg_store() { return with_search_path(test_pg_uri(), {fresh_pg_schema()}); }
 
 std::string store_at(const TempDir& dir, const std::string& name) {
   const std::string file = dir.file(name);
@@ -133,7 +159,7 @@ int drop_test_schemas() {
     conn.exec("SET lock_timeout = '10s'", "bounding the wait of a test schema's drop");
     for (const std::string& schema : schemas) {
       try {
-        conn.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE", "dropping the test schema " + schema);
+        conn.exec("DROP SCHEMA IF EXISTS " + quoted_identifier(schema) + " CASCADE", "dropping the test schema " + schema);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "test schema %s not dropped: %s\n", schema.c_str(), e.what());
         ++failures;

@@ -27,6 +27,14 @@ std::string store_at(const TempDir& dir, const std::string& name);
 // A new empty schema on the test server, as a store URI.
 std::string fresh_pg_store();
 
+// A new empty schema on the test server named with this process's prefix and
+// `suffix` (any characters: it is quoted), dropped when the test case ends.
+std::string fresh_pg_schema(const std::string& suffix = "");
+// "name" as an SQL identifier, quoted.
+std::string quoted_identifier(const std::string& name);
+// The URI with a search_path of these schemas (quoted, in this order).
+std::string with_search_path(const std::string& uri, const std::vector<std::string>& schemas);
+
 // Plain SQL on a store through a connection of its own (SQLite read-only):
 // each row's columns as text, NULL as "". Parameters are `?` in the SQL and
 // bound as text; the SQL must mean the same on both backends.

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -359,6 +360,23 @@ TEST_CASE_METHOD(AsyncFixture, "async: closing the store commits every queued tu
   Store s(path, options());
   CHECK(holds(s, "a", 17) == "");
   CHECK(holds(s, "b", 9) == "");
+}
+
+TEST_CASE_METHOD(AsyncFixture,
+                 "async: destroying the store while another thread is blocked at the bound waits for its turn",
+                 "[async][tsan]") {
+  colikv::Options o = options();
+  o.max_queued_bytes = 10 * m.floats_per_token() * 4;  // ten positions
+  auto s = std::make_unique<Store>(path, o);
+  writer(*s).pause(true);
+  queue(*s, "c", 8);
+  Blocker b([&] { queue(*s, "c", 16); }, [&] { return writer(*s).blocked_enqueues() > 0; });
+  REQUIRE_FALSE(b.done());  // blocked at the bound: 8 + 8 > 10
+  s.reset();  // waits for the blocked call, then commits both turns
+  CHECK(b.done());
+  b.join();
+  Store again(path, options());
+  CHECK(holds(again, "c", 16) == "");
 }
 
 TEST_CASE_METHOD(AsyncFixture, "async: threads queueing and reading conversations of one store", "[async][tsan]") {

@@ -2,8 +2,21 @@
  *
  * Every call that fails returns a negative COLIKV_ERR_* code and leaves the
  * store unchanged; colikv_errmsg(store) then says what failed, naming the
- * conversation and what is wrong. No C++ exception ever escapes. A store
- * handle may be used from several threads; calls on it are serialized.
+ * conversation and what is wrong. No C++ exception ever escapes.
+ *
+ * Threads: a store handle may be used from several threads at once; calls on
+ * it are serialized. The error state is per thread: colikv_errmsg and
+ * colikv_diverged_at return what the calling thread's own last call on the
+ * handle left, never another thread's. colikv_close must be called once, by
+ * one thread, and no call may start after it returned (see colikv_close).
+ *
+ * fork(): a handle belongs to the process that opened it. In a child forked
+ * from that process every call on an inherited handle fails with
+ * COLIKV_ERR_INVALID ("... cannot be used in its forked child ..."), without
+ * touching the store, and colikv_close frees it without waiting for anything
+ * (the parent's threads and connections are left to the parent, as SQLite
+ * requires for a connection carried across fork). Open the store again in
+ * the child.
  *
  * KV buffers are the engine's own: Lc[layer] + pos*kv_lora, Rc[layer] +
  * pos*qk_rope, and Ic[layer] + pos*index_hd for the layers with an indexer.
@@ -75,10 +88,17 @@ typedef struct colikv_options {
  * colikv_open. */
 COLIKV_API int colikv_open_ex(const char *path, const colikv_options *o, colikv_store **out);
 
-/* Closes the store; NULL is allowed. */
+/* Closes the store; NULL is allowed. Calls other threads have in flight on s
+ * are waited for (one blocked in colikv_append_async at the queue bound
+ * finishes queueing its turn); a call that starts while colikv_close runs
+ * fails with COLIKV_ERR_INVALID; one that starts after it returned uses freed
+ * memory. Then every queued append is committed before the handle is freed.
+ * A queued append that fails then is not reported anywhere: call
+ * colikv_wait(s, NULL) first to learn whether everything was saved. */
 COLIKV_API void colikv_close(colikv_store *s);
 
-/* The message of the last failed call on s ("" if none); valid until the next
+/* The message of the calling thread's last call on s if it failed ("" if it
+ * succeeded, or if this thread made none); valid until this thread's next
  * call on s. Never NULL. */
 COLIKV_API const char *colikv_errmsg(const colikv_store *s);
 
@@ -135,14 +155,15 @@ COLIKV_API int colikv_write(colikv_store *s, const char *conv, const colikv_mode
                             int64_t from, int64_t len, const float *const *Lc, const float *const *Rc,
                             const float *const *Ic);
 
-/* The first differing position of the last call's COLIKV_ERR_DIVERGED on s;
- * -1 when the last call did not fail so. */
+/* The first differing position of the calling thread's last call on s when
+ * it failed with COLIKV_ERR_DIVERGED; -1 otherwise. */
 COLIKV_API int64_t colikv_diverged_at(const colikv_store *s);
 
 /* A conversation's row. */
 typedef struct colikv_info {
   int64_t tokens;       /* committed tokens */
-  colikv_model model;   /* model.weights_id: valid until the next call on s ("" for none) */
+  colikv_model model;   /* model.weights_id: valid until this thread's next colikv_conversation_info
+                           on s ("" for none) */
   int64_t raw_bytes;    /* its .coli_kv record bytes */
   int64_t stored_bytes; /* bytes of the chunks it references (shared ones counted fully) */
   int64_t last_used_ms; /* Unix time in milliseconds of its last load, append or fork */
@@ -206,6 +227,25 @@ COLIKV_API int64_t colikv_match(colikv_store *s, const colikv_model *m, const in
  * may have lost its data while another conversation keeps a shorter prefix. */
 COLIKV_API int64_t colikv_match_loadable(colikv_store *s, const colikv_model *m, const int32_t *tokens, int64_t len,
                                          char *conv_out, size_t conv_cap);
+
+/* Prefix adoption in one read snapshot (colikv::Store::adopt): finds, as
+ * colikv_match_loadable does, the conversation of m holding the longest
+ * prefix of prompt[0, len) with all of its KV data, and when it holds more
+ * than `from` tokens fills tokens[from, got) and rows from..got-1 of the KV
+ * buffers (addressed as colikv_load_range addresses them; nothing before
+ * `from` is written) from the same snapshot: another writer cannot change the
+ * conversation between the match and the load. The loaded token ids are
+ * compared with prompt[from, got) before it returns. Returns got, the prefix
+ * length the conversation holds (got <= from: nothing was loaded), and writes
+ * its NUL-terminated id to conv_out ("" when 0 is returned). Fails with
+ * COLIKV_ERR_INVALID unless 0 <= from <= len, COLIKV_ERR_CORRUPT when a loaded
+ * token id is not the prompt's (the store's prefix index disagrees with its
+ * chunks: run colikv verify), COLIKV_ERR_TOO_LARGE when the id and its NUL do
+ * not fit conv_cap bytes (then the buffers from `from` on may have been
+ * written), and the errors of colikv_load_range. */
+COLIKV_API int64_t colikv_adopt(colikv_store *s, const colikv_model *m, const int32_t *prompt, int64_t len,
+                                int64_t from, char *conv_out, size_t conv_cap, int32_t *tokens, float *const *Lc,
+                                float *const *Rc, float *const *Ic);
 
 /* Evicts the KV data of the least recently used conversations until the
  * chunk payloads of the store take at most max_bytes (0: evict everything),

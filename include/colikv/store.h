@@ -5,7 +5,9 @@
 // nothing. Thread safety: a Store may be shared by threads (calls are
 // serialized on it); many Stores, in many threads or processes, may open the
 // same file: readers never block, one writer at a time, and a writer waits up
-// to Options::busy_timeout_ms for another's lock.
+// to Options::busy_timeout_ms for another's lock. A Store belongs to the
+// process that opened it: in a child forked from it every call throws
+// kInvalidArgument and the destructor frees nothing (open it again there).
 #ifndef COLIKV_STORE_H
 #define COLIKV_STORE_H
 
@@ -155,19 +157,36 @@ struct VacuumReport {
 };
 
 // A store's location is a file path (SQLite, the embedded default) or a
-// PostgreSQL connection URI (libpq's syntax: postgresql://USER:PASSWORD@HOST:PORT/DB,
-// or postgres://...), accepted wherever a store path is.
+// PostgreSQL connection URI (libpq's syntax: postgresql://USER@HOST:PORT/DB,
+// or postgres://..., the scheme in any case), accepted wherever a store path
+// is. Keep the password out of it: libpq reads PGPASSWORD, ~/.pgpass and
+// service files (docs/postgres.md). A libpq keyword/value string
+// ("host=... dbname=...") is refused with kInvalidArgument, never taken as a
+// file name.
 COLIKV_API bool is_postgres_location(const std::string& location);
-// The location as messages show it: a URI without its password; a path unchanged.
+// The location as messages show it: a URI or keyword/value string as libpq
+// parses it, with every secret (password, sslpassword) shown as *** and
+// control characters percent-encoded (one libpq cannot parse: its scheme
+// only); a path unchanged.
 COLIKV_API std::string shown_store_location(const std::string& location);
 
+// Conversation ids, titles and metadata are text without a NUL byte: every
+// call given one that holds a NUL throws kInvalidArgument and changes
+// nothing, on both backends (PostgreSQL's text cannot hold one).
 class COLIKV_API Store {
  public:
   // Opens (or creates) the store at path (a file, or a postgresql:// URI)
   // and applies pending migrations.
   // Throws kNotFound (missing and !create_if_missing), kVersion (schema newer
-  // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy.
+  // than this library), kCorrupt (not a colikv store), kReadOnly, kIO, kBusy,
+  // kInvalidArgument (a libpq keyword/value string, or a URI libpq cannot parse).
   explicit Store(const std::string& path, const Options& options = Options());
+  // Waits for the calls other threads have in flight on this Store (one
+  // blocked in append_async at the queue bound queues its turn), refusing with
+  // kInvalidArgument those that start meanwhile (one that starts after the
+  // destructor returned is undefined, as for any object), then commits every
+  // queued turn; an error committing one is not reported: call wait() first.
+  // In a forked child it waits for and frees nothing (the memory is leaked).
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -316,6 +335,21 @@ class COLIKV_API Store {
   // each probe skips the evicted holders one by one.
   PrefixMatch match_loadable(const ModelSignature& model, const int32_t* tokens, int64_t len);
 
+  // Prefix adoption in one read snapshot: match_loadable(model, prompt, len),
+  // then, when the match holds more than `from` tokens, load_range of its
+  // positions [from, match.tokens) into tokens and kv (addressed as load_range
+  // addresses them; nothing before `from` is written). Another writer cannot
+  // change the matched conversation in between, and the loaded token ids are
+  // compared with prompt[from, match.tokens) before this returns. Returns the
+  // match (id "" and tokens 0 when nothing matches); it loaded
+  // max(0, match.tokens - from) positions. Throws kInvalidArgument unless
+  // 0 <= from <= len (or for a null prompt with len > 0, or null buffers when
+  // rows are to be loaded), kCorrupt when a loaded token differs from the
+  // prompt's (the prefix index disagrees with the chunks: run verify), and
+  // what match_loadable and load_range throw. Does not change last-used times.
+  PrefixMatch adopt(const ModelSignature& model, const int32_t* prompt, int64_t len, int64_t from, int32_t* tokens,
+                    const KvTarget& kv);
+
   // Evicts the KV data of the least recently used conversations until the
   // chunk payloads take at most max_bytes (0: evict all), in one write
   // transaction. Evicted conversations keep their rows, metadata and token
@@ -328,6 +362,8 @@ class COLIKV_API Store {
   // Rewrites the file without its free pages (VACUUM, then truncates the WAL).
   // Needs free disk space about the size of the store; waits for other
   // connections' transactions like any writer. Throws kReadOnly, kBusy, kDiskFull.
+  // On PostgreSQL, VACUUM FULL of each table: a role that does not own them
+  // gets kReadOnly with the server's warning, naming the tables skipped.
   VacuumReport vacuum();
 
   class COLIKV_LOCAL Impl;

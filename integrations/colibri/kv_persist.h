@@ -82,11 +82,11 @@ static int kv_colikv_exists(colikv_store *s, const char *id){
     colikv_info in; return colikv_conversation_info(s,id,&in)==COLIKV_OK;
 }
 
-/* Keeps the whole of conversation id as "<id>/<n>" before it is cut: a fork shares every
+/* Keeps the whole of conversation id as "<id>/<n>" before it is cut (1; 0 logged): a fork shares every
  * chunk, so it costs a row; the byte budget (COLIKV_MAX_BYTES) bounds what they hold.
  * n is the first free number after those taken (found by doubling, then bisecting, once
  * per slot and process); another process taking it meanwhile moves on to the next. */
-static void kv_colikv_keep(colikv_store *s, KVState *k, const char *id, int64_t have){
+static int kv_colikv_keep(colikv_store *s, KVState *k, const char *id, int64_t have){
     static int64_t next[512];
     int slot=kv_colikv_slot(k)&511;
     char dst[340];
@@ -101,12 +101,16 @@ static void kv_colikv_keep(colikv_store *s, KVState *k, const char *id, int64_t 
     for(int tries=0;tries<16;tries++){
         snprintf(dst,sizeof(dst),"%s/%lld",id,(long long)next[slot]++);
         int rc=colikv_fork(s,id,dst,-1);
-        if(rc==COLIKV_OK){ fprintf(stderr,"[KV] colikv: kept %lld tokens of %s as %s\n",(long long)have,id,dst); return; }
+        if(rc==COLIKV_OK){ fprintf(stderr,"[KV] colikv: kept %lld tokens of %s as %s\n",(long long)have,id,dst); return 1; }
         if(rc!=COLIKV_ERR_CONFLICT) break;
     }
     fprintf(stderr,"[KV] colikv: not kept: %s\n",colikv_errmsg(s));
+    return 0;
 }
 
+/* disk_nrec is what the slot knows the store holds of its history. After any failure it is
+ * set to 0, "unknown": the next save then reads the store again (colikv_append_async checks
+ * every stored token against the history) instead of trusting a count the failed call left. */
 static void kv_disk_truncate(Model *m, int nrec){
     if(!g_kvsave) return;
     KVState *k=m->kv; colikv_store *s=kv_colikv(k);
@@ -114,17 +118,42 @@ static void kv_disk_truncate(Model *m, int nrec){
     char id[300]; kv_colikv_id(k,id,sizeof(id));
     if(colikv_wait(s,id)!=COLIKV_OK) fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
     int64_t have=colikv_count(s,id);
-    if(have<0){ fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); k->disk_nrec=0; return; }
+    if(have<0){ fprintf(stderr,"[KV] colikv: not truncated: %s\n",colikv_errmsg(s)); k->disk_nrec=0; return; }
     if(have-nrec>KV_KEEP_MIN) kv_colikv_keep(s,k,id,have);
     if(nrec<have && colikv_truncate(s,id,nrec)!=COLIKV_OK){
-        fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); return; }
+        fprintf(stderr,"[KV] colikv: not truncated: %s\n",colikv_errmsg(s)); k->disk_nrec=0; return; }
     k->disk_nrec = nrec<have ? nrec : (int)have;
 }
 
 static void kv_disk_reset(Model *m){ kv_disk_truncate(m,0); }
 
+/* The store holds other tokens than hist[0, len) (a diverged or longer tail): rewrites the slot in
+ * one transaction by colikv_write. Stored tokens the slot did not load (a load or truncate that
+ * failed, another process writing the slot) are never replaced unkept: they are first kept as a
+ * fork, as a start-over keeps them, and when that fails nothing is written. */
+static int kv_colikv_rewrite(colikv_store *s, KVState *k, const char *id, const colikv_model *cm,
+                             const int *hist, int len, const float *const *ic, float **Lc, float **Rc){
+    int64_t have=colikv_count(s,id);
+    if(have<0) return (int)have;
+    int64_t from=k->disk_nrec<have?k->disk_nrec:have; int kept=0;
+    if(have>from){
+        if(!kv_colikv_keep(s,k,id,have)){
+            fprintf(stderr,"[KV] colikv: not replacing %lld stored tokens of %s this slot did not load\n",
+                (long long)(have-from),id);
+            return COLIKV_ERR_CONFLICT; }
+        kept=1; }
+    int rc=colikv_write(s,id,cm,(const int32_t*)hist,from,len,(const float *const*)Lc,(const float *const*)Rc,ic);
+    if(rc==COLIKV_ERR_DIVERGED && from>0){   /* [0, from) changed too: those were not loaded either */
+        if(!kept && !kv_colikv_keep(s,k,id,have)){
+            fprintf(stderr,"[KV] colikv: not replacing the %lld stored tokens of %s, changed since this slot loaded them\n",
+                (long long)have,id);
+            return COLIKV_ERR_CONFLICT; }
+        rc=colikv_write(s,id,cm,(const int32_t*)hist,0,len,(const float *const*)Lc,(const float *const*)Rc,ic); }
+    return rc;
+}
+
 /* Hands [disk_nrec, len) to the store's background writer and returns once it is copied; a
- * stored tail that differs (diverged or longer) is replaced in one transaction by colikv_write. */
+ * stored tail that differs is rewritten by kv_colikv_rewrite. */
 static void kv_disk_append(Model *m, const int *hist, int len){
     KVState *k=m->kv;
     if(!g_kvsave || len<=k->disk_nrec) return;
@@ -135,12 +164,12 @@ static void kv_disk_append(Model *m, const int *hist, int len){
     int rc=colikv_append_async(s,id,&cm,(const int32_t*)hist,len,(const float *const*)m->Lc,
                                (const float *const*)m->Rc,ic);
     if(rc==COLIKV_ERR_DIVERGED || rc==COLIKV_ERR_INVALID)
-        rc=colikv_write(s,id,&cm,(const int32_t*)hist,k->disk_nrec,len,(const float *const*)m->Lc,
-                        (const float *const*)m->Rc,ic);
+        rc=kv_colikv_rewrite(s,k,id,&cm,hist,len,ic,m->Lc,m->Rc);
     if(rc!=COLIKV_OK){
         fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
-        colikv_wait(s,id);  /* an earlier queued turn failed: reported, the store keeps the last good one */
-        int64_t have=colikv_count(s,id); k->disk_nrec=have>0?(int)have:0;
+        /* An earlier queued turn may have failed: the store keeps the last good one. */
+        if(colikv_wait(s,id)!=COLIKV_OK) fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
+        k->disk_nrec=0;   /* unknown: the next save reads the store again */
         return; }
     k->disk_nrec=len;
 }
@@ -153,13 +182,14 @@ static int kv_disk_load(Model *m, int *hist, int maxctx){
     colikv_model cm=kv_colikv_model(m);
     colikv_info in;
     int rc=colikv_conversation_info(s,id,&in);
+    k->disk_nrec=0;   /* nothing loaded yet: a failed load leaves the stored tokens to kv_colikv_rewrite */
     if(rc==COLIKV_ERR_NOT_FOUND) return 0;
-    if(rc!=COLIKV_OK){ fprintf(stderr,"[KV] colikv: %s\n",colikv_errmsg(s)); return 0; }
+    if(rc!=COLIKV_OK){ fprintf(stderr,"[KV] colikv: not resumed: %s\n",colikv_errmsg(s)); return 0; }
     int nrec=(int)in.tokens;
     if(nrec<1) return 0;
     if(nrec>=maxctx-8-g_draft){
         fprintf(stderr,"[KV] saved conversation (%d tokens) exceeds the context: starting over\n",nrec);
-        kv_colikv_keep(s,k,id,nrec);   /* the next save rewrites the slot from position 0 */
+        kv_disk_truncate(m,0);   /* kept as a fork, then the slot starts from position 0 */
         return 0; }
     double t0=now_s();
     int64_t n=colikv_load(s,id,&cm,(int32_t*)hist,maxctx,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);
@@ -186,12 +216,15 @@ static int kv_disk_adopt(Model *m, int *hist, int len, const int *prompt, int nt
     colikv_model cm=kv_colikv_model(m);
     char from[340];
     double t0=now_s();
-    /* The longest prefix that can be loaded: a longer match may have been evicted. */
-    int64_t got=colikv_match_loadable(s,&cm,(const int32_t*)prompt,nt,from,sizeof(from));
+    /* The longest prefix that can be loaded (a longer match may have been evicted), matched and
+     * loaded in one read snapshot: another process rewriting it cannot slip another history in. */
+    int64_t got=colikv_adopt(s,&cm,(const int32_t*)prompt,nt,len,from,sizeof(from),(int32_t*)hist,
+                             m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);
     if(got<0){ fprintf(stderr,"[KV] colikv: no adoption: %s\n",colikv_errmsg(s)); return len; }
     if(got<=len) return len;
-    int64_t n=colikv_load_range(s,from,&cm,len,got,(int32_t*)hist,m->Lc,m->Rc,m->has_dsa?m->Ic:NULL);
-    if(n<0){ fprintf(stderr,"[KV] colikv: no adoption from %s: %s\n",from,colikv_errmsg(s)); return len; }
+    for(int i=len;i<got;i++) if(hist[i]!=prompt[i]){   /* colikv_adopt compared them: never trusted unchecked */
+        fprintf(stderr,"[KV] colikv: no adoption from %s: token %d is %d, the prompt's is %d\n",from,i,hist[i],prompt[i]);
+        return len; }
     if(m->has_mtp) m->kv_start[m->c.n_layers]=-1;   /* MTP rows are per-slot decode state */
     fprintf(stderr,"[KV] adopted %d tokens [%d,%d) from %s in %.3fs (prefill skipped)\n",
         (int)got-len,len,(int)got,from,now_s()-t0);

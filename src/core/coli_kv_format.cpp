@@ -19,6 +19,7 @@
 #include "core/coli_kv_file.h"
 #include "core/fd.h"
 #include "core/file_kind.h"
+#include "core/text_argument.h"
 
 namespace colikv {
 namespace detail {
@@ -131,6 +132,7 @@ ParsedHeader parse_header(int fd, const std::string& path) {
 // records to read at offsets. O_NONBLOCK keeps the open itself from blocking.
 Fd open_for_reading(const std::string& path) {
   if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "the .coli_kv file's path is empty");
+  require_no_nul(path, "path", "the .coli_kv file");
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw_errno(path, errno);
   struct stat st;

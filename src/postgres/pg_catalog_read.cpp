@@ -371,14 +371,17 @@ int64_t PgCatalog::evicted_conversation_count() {
 void PgCatalog::compact(const std::string& what) {
   // VACUUM FULL rewrites each table without its dead rows and gives the space
   // back to the file system (plain VACUUM only marks it reusable).
-  conn_.ensure_connected(what);
-  conn_.exec("VACUUM FULL models, conversations, chunks, chunk_meta, conversation_chunks", what);
+  // One table at a time, so that a table the role may not vacuum is named.
+  conn_.vacuum_full({"models", "conversations", "chunks", "chunk_meta", "conversation_chunks"}, what);
 }
 
 int64_t PgCatalog::file_bytes() {
+  // The schema's oid, resolved at open: its name is never parsed again.
+  PgParams p;
+  p.add(conn_.schema_oid());
   return run("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
-             "WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
-             PgParams(), "measuring the store")
+             "WHERE c.relkind = 'r' AND c.relnamespace = $1::oid",
+             p, "measuring the store")
       .int64(0, 0);
 }
 

@@ -1,5 +1,7 @@
 #include "postgres/pg_connection.h"
 
+#include <poll.h>
+
 #include <cstring>
 
 namespace colikv {
@@ -10,7 +12,8 @@ namespace {
 ErrorCode error_code_for_sqlstate(const std::string& state) {
   if (state.compare(0, 2, "08") == 0) return ErrorCode::kIO;  // connection exception
   if (state == "57P01" || state == "57P02" || state == "57P03") return ErrorCode::kIO;  // server shut down
-  if (state == "55P03" || state == "57014" || state == "40P01") return ErrorCode::kBusy;  // lock or statement timeout, deadlock
+  // A lock or statement timeout, a deadlock: another try may get through.
+  if (state == "55P03" || state == "57014" || state == "40P01") return ErrorCode::kBusy;
   if (state == "40001" || state == "23505") return ErrorCode::kConflict;  // a racing writer
   if (state.compare(0, 2, "23") == 0) return ErrorCode::kConflict;  // another constraint, as SQLITE_CONSTRAINT
   if (state == "53100") return ErrorCode::kDiskFull;
@@ -39,14 +42,43 @@ int64_t big_endian(const uint8_t* p, int n) {
   return static_cast<int64_t>(v);
 }
 
+// The names of the types a hand-made change most likely gives a column.
+std::string type_name(Oid t) {
+  switch (t) {
+    case 16: return "boolean";
+    case 17: return "bytea";
+    case 18: return "\"char\"";
+    case 20: return "bigint";
+    case 21: return "smallint";
+    case 23: return "integer";
+    case 25: return "text";
+    case 26: return "oid";
+    case 114: return "json";
+    case 700: return "real";
+    case 701: return "double precision";
+    case 1042: return "character";
+    case 1043: return "character varying";
+    case 1082: return "date";
+    case 1114: return "timestamp without time zone";
+    case 1184: return "timestamp with time zone";
+    case 1700: return "numeric";
+    case 3802: return "jsonb";
+  }
+  return "the type with oid " + std::to_string(t);
+}
+
+bool integer_type(Oid t) { return t == 16 || t == 20 || t == 21 || t == 23 || t == 26; }
+
 }  // namespace
 
 PgParams& PgParams::add(int64_t v) { return add(std::to_string(v)); }
 
 PgParams& PgParams::add(const std::string& s) {
+  if (s.find('\0') != std::string::npos)
+    throw PgError(ErrorCode::kInvalidArgument, "a text value holds a NUL byte, which PostgreSQL text cannot store");
   owned_.push_back(s);
   values_.push_back(owned_.back().c_str());
-  lengths_.push_back(0);
+  lengths_.push_back(static_cast<int>(s.size()));
   formats_.push_back(0);
   return *this;
 }
@@ -72,6 +104,10 @@ PgParams& PgParams::add_null() {
 }
 
 int64_t PgRows::int64(int row, int col) const {
+  const Oid type = PQftype(r_.get(), col);
+  if (!integer_type(type))
+    throw PgError(ErrorCode::kCorrupt, std::string("column ") + PQfname(r_.get(), col) + " is of type " +
+                                           type_name(type) + ", not an integer (was it changed by hand?)");
   if (is_null(row, col)) return 0;
   return big_endian(bytes(row, col), static_cast<int>(length(row, col)));
 }
@@ -106,17 +142,23 @@ void PgConnection::connect(const std::string& what) {
   prepared_.clear();
   // The URI's own connect_timeout, if any, wins: it comes after.
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
-  const char* values[] = {"10", "colikv", uri_.c_str(), nullptr};
+  if (!libpq_parses(uri_))
+    throw PgError(ErrorCode::kInvalidArgument,
+                  what + ": " + server_ +
+                      ": libpq cannot parse the URI (percent-encode '/', '?', '#', '@', '&' and '=' inside its parts)");
+  const std::string uri = libpq_uri(uri_);
+  const char* values[] = {"10", "colikv", uri.c_str(), nullptr};
   conn_.reset(PQconnectdbParams(keys, values, 1));
   if (!conn_) throw PgError(ErrorCode::kInternal, what + ": " + server_ + ": out of memory");
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
-    const std::string msg = one_line(PQerrorMessage(conn_.get()));
+    const std::string msg = without_secrets(one_line(PQerrorMessage(conn_.get())), uri_);
     // No such database is the caller's to fix, like a missing store file.
     const bool missing_db = msg.find("does not exist") != std::string::npos && msg.find("database") != std::string::npos;
     throw PgError(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, what + ": " + server_ + ": " + msg);
   }
-  // A library prints nothing: the server's notices (a shutdown's warning) are dropped.
-  PQsetNoticeProcessor(conn_.get(), [](void*, const char*) {}, nullptr);
+  // A library prints nothing: the server's notices (a shutdown's warning) are
+  // dropped, but for the warnings a caller collects (vacuum_full).
+  PQsetNoticeReceiver(conn_.get(), &PgConnection::on_notice, this);
   server_ = "postgresql server " + std::string(PQhost(conn_.get())) + ":" + PQport(conn_.get()) + "/" + PQdb(conn_.get());
   configure_session(what);
 }
@@ -127,9 +169,69 @@ void PgConnection::configure_session(const std::string& what) {
                     "; SET default_transaction_read_only = " + (settings_.read_only ? "on" : "off") +
                     "; SET client_min_messages = warning";
   exec(sql, what);
-  // A key per schema: several stores (schemas) in one database do not block each other.
-  PgRows key = query("SELECT ('x' || substr(md5(coalesce(current_schema(), '')), 1, 16))::bit(64)::bigint", what);
-  lock_key_ = key.int64(0, 0);
+  resolve_schema(what);
+}
+
+void PgConnection::resolve_schema(const std::string& what) {
+  if (schema_oid_ == 0) {
+    // Where the search_path finds the store's tables, else where it would
+    // create them.
+    PgRows r = query("SELECT n.oid::bigint, n.nspname::text FROM pg_namespace n WHERE n.oid = coalesce("
+                     "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass('colikv_schema')), "
+                     "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
+                     what);
+    if (r.size() == 0) {
+      // No schema to create a store in: the migrations' CREATE fails with the server's own message.
+      PgRows key = query("SELECT ('x' || substr(md5(''), 1, 16))::bit(64)::bigint", what);
+      lock_key_ = key.int64(0, 0);
+      return;
+    }
+    schema_oid_ = r.int64(0, 0);
+    schema_name_ = r.text(0, 1);
+  }
+  // The name, not the oid, keys the lock: what earlier versions took
+  // (md5(current_schema())) for a store whose role's search_path starts at it.
+  PgParams p;
+  p.add(schema_name_);
+  query("SELECT set_config('search_path', quote_ident($1::text) || ', pg_temp', false)", p, what);
+  lock_key_ = query("SELECT ('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint", p, what).int64(0, 0);
+}
+
+void PgConnection::on_notice(void* self, const PGresult* r) {
+  auto* c = static_cast<PgConnection*>(self);
+  if (!c->warnings_) return;
+  const char* severity = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (severity && std::strcmp(severity, "WARNING") == 0) c->warnings_->push_back(one_line(PQresultErrorMessage(r)));
+}
+
+void PgConnection::vacuum_full(const std::vector<std::string>& tables, const std::string& what) {
+  std::vector<std::string> vacuumed, skipped, warnings;
+  for (const std::string& t : tables) {
+    warnings.clear();
+    warnings_ = &warnings;
+    try {
+      exec("VACUUM FULL " + t, what);
+    } catch (...) {
+      warnings_ = nullptr;
+      throw;
+    }
+    warnings_ = nullptr;
+    if (warnings.empty()) {
+      vacuumed.push_back(t);
+      continue;
+    }
+    skipped.push_back(t + " (" + warnings.front() + ")");
+  }
+  if (skipped.empty()) return;
+  std::string msg = what + ": " + server_ + ": the server skipped ";
+  for (size_t i = 0; i < skipped.size(); ++i) msg += (i ? ", " : "") + skipped[i];
+  if (vacuumed.empty()) {
+    msg += "; nothing was vacuumed";
+  } else {
+    msg += "; vacuumed only ";
+    for (size_t i = 0; i < vacuumed.size(); ++i) msg += (i ? ", " : "") + vacuumed[i];
+  }
+  throw PgError(ErrorCode::kReadOnly, msg + " (VACUUM FULL needs the role that owns the tables)");
 }
 
 bool PgConnection::in_transaction() const {
@@ -137,8 +239,19 @@ bool PgConnection::in_transaction() const {
   return s == PQTRANS_INTRANS || s == PQTRANS_INERROR || s == PQTRANS_ACTIVE;
 }
 
+bool PgConnection::closed_by_server() {
+  if (PQstatus(conn_.get()) != CONNECTION_OK) return true;
+  // An idle connection is sent nothing but a goodbye: read what is there.
+  pollfd p{PQsocket(conn_.get()), POLLIN, 0};
+  for (int i = 0; i < 16 && ::poll(&p, 1, 0) > 0; ++i) {
+    if (PQconsumeInput(conn_.get()) == 0) break;  // EOF or a read error: the status says so
+    while (PGnotify* n = PQnotifies(conn_.get())) PQfreemem(n);  // parses it (an error goes to on_notice)
+  }
+  return PQstatus(conn_.get()) != CONNECTION_OK;
+}
+
 void PgConnection::ensure_connected(const std::string& what) {
-  if (PQstatus(conn_.get()) == CONNECTION_OK) return;
+  if (!closed_by_server()) return;
   connect(what + ": reconnecting");
 }
 
@@ -148,12 +261,37 @@ void PgConnection::fail(const PGresult* r, const std::string& what) {
   ErrorCode code = lost ? ErrorCode::kIO : error_code_for_sqlstate(state ? state : "");
   std::string msg = one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_.get()));
   if (msg.empty()) msg = one_line(PQerrorMessage(conn_.get()));
+  if (lost && sent_in_transaction_) lost_in_transaction_ = true;
   if (lost) msg += " (the connection to the server was lost; the next call reconnects)";
-  if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
+  if (state && std::strcmp(state, "55P03") == 0) msg += " (another connection held the lock past the busy timeout)";
+  if (state && std::strcmp(state, "57014") == 0)
+    msg += msg.find("statement timeout") != std::string::npos
+               ? " (the server's statement_timeout fired: it cancels a statement that runs longer)"
+               : " (the server cancelled the statement)";
   throw PgError(code, what + ": " + server_ + ": " + msg);
 }
 
+bool PgConnection::ready_to_send(const std::string& sql, const std::string& what) {
+  if (lost_in_transaction_) {
+    // The server rolled the transaction back with the connection: only its
+    // ROLLBACK (nothing left to send) or a new BEGIN may follow, never its
+    // remaining statements on a new connection outside any transaction.
+    if (sql.rfind("ROLLBACK", 0) == 0) {
+      lost_in_transaction_ = false;
+      return false;
+    }
+    if (sql.rfind("BEGIN", 0) != 0)
+      throw PgError(ErrorCode::kIO, what + ": " + server_ +
+                                        ": the connection was lost inside a transaction, which the server rolled back");
+    lost_in_transaction_ = false;
+  }
+  if (!in_transaction()) ensure_connected(what);
+  sent_in_transaction_ = in_transaction();
+  return true;
+}
+
 PgRows PgConnection::query(const std::string& sql, const PgParams& params, const std::string& what) {
+  if (!ready_to_send(sql, what)) return PgRows(nullptr);
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     const std::string name = "colikv_" + std::to_string(prepared_.size() + 1);
@@ -169,6 +307,7 @@ PgRows PgConnection::query(const std::string& sql, const PgParams& params, const
 }
 
 void PgConnection::exec(const std::string& sql, const std::string& what) {
+  if (!ready_to_send(sql, what)) return;
   PgResultPtr r(PQexec(conn_.get(), sql.c_str()));
   const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) fail(r.get(), what);

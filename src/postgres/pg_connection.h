@@ -50,6 +50,8 @@ using PgResultPtr = std::unique_ptr<PGresult, PgResultDeleter>;
 class PgParams {
  public:
   PgParams& add(int64_t v);
+  // Text, whole: a NUL byte in it (which PostgreSQL's text cannot hold, and
+  // libpq's text format would cut at) throws PgError(kInvalidArgument).
   PgParams& add(const std::string& s);
   PgParams& add_bytes(const void* data, size_t size);  // not copied: must outlive the query
   PgParams& add_hash(const ChunkHash& h);
@@ -73,6 +75,8 @@ class PgRows {
   explicit PgRows(PgResultPtr r) : r_(std::move(r)) {}
   int size() const { return PQntuples(r_.get()); }
   bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+  // An integer or boolean column; one of another type (changed by hand)
+  // throws PgError(kCorrupt) naming the column and its type.
   int64_t int64(int row, int col) const;
   std::string text(int row, int col) const;
   const uint8_t* bytes(int row, int col) const { return reinterpret_cast<const uint8_t*>(PQgetvalue(r_.get(), row, col)); }
@@ -95,6 +99,9 @@ class PgConnection {
   };
   // Connects; throws PgError(kIO) naming the server when it cannot.
   PgConnection(const std::string& uri, const Settings& settings);
+  // Not copied or moved: libpq's notice receiver holds its address.
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
 
   // "postgresql server HOST:PORT/DB" for messages.
   const std::string& server() const { return server_; }
@@ -106,26 +113,55 @@ class PgConnection {
   // Runs SQL text, possibly several statements, without parameters.
   void exec(const std::string& sql, const std::string& what);
 
+  // Runs VACUUM FULL on each of `tables`: throws PgError(kReadOnly) with the
+  // server's warning when it skipped any of them (a role that does not own
+  // them), saying which were vacuumed.
+  void vacuum_full(const std::vector<std::string>& tables, const std::string& what);
+
   bool in_transaction() const;
   // Outside a transaction: reconnects when the connection was lost (a server
-  // restart); throws PgError(kIO) naming the server when that fails.
+  // restart, or its idle_session_timeout, while this one was idle); throws
+  // PgError(kIO) naming the server when that fails. query() and exec() call
+  // it before sending a statement outside a transaction, so that only a
+  // transaction in flight fails with the connection.
   void ensure_connected(const std::string& what);
 
-  // The advisory-lock key of this store (its schema), taken by write
+  // The schema the store's tables live in: the one holding colikv_schema as
+  // the connection's search_path found it at the first connect, or for a new
+  // store the current schema then. Resolved once; every statement runs with
+  // search_path pinned to it (reconnects pin the same one), so that roles
+  // with other search_paths reach the same rows and take the same lock.
+  const std::string& schema_name() const { return schema_name_; }
+  int64_t schema_oid() const { return schema_oid_; }
+
+  // The advisory-lock key of this store (its schema's name), taken by write
   // transactions so that writers of one store run one at a time, as SQLite's.
   int64_t store_lock_key() const { return lock_key_; }
 
  private:
   void connect(const std::string& what);
   void configure_session(const std::string& what);
+  void resolve_schema(const std::string& what);
+  // True when the server closed this idle connection (its goodbye and EOF
+  // are waiting on the socket); reads them without blocking.
+  bool closed_by_server();
+  // Before a statement is sent: reconnects an idle connection the server
+  // closed; false for a ROLLBACK that a lost connection made needless.
+  bool ready_to_send(const std::string& sql, const std::string& what);
   [[noreturn]] void fail(const PGresult* r, const std::string& what);
+  static void on_notice(void* self, const PGresult* r);
 
   std::string uri_;
   Settings settings_;
   std::string server_;
   std::unique_ptr<PGconn, PgConnDeleter> conn_;
   std::map<std::string, std::string> prepared_;  // SQL text -> statement name
+  std::string schema_name_;
+  int64_t schema_oid_ = 0;  // 0: not resolved (no schema to create the store in)
   int64_t lock_key_ = 0;
+  bool sent_in_transaction_ = false;  // the last statement was sent inside a transaction
+  bool lost_in_transaction_ = false;  // and the connection was lost with it
+  std::vector<std::string>* warnings_ = nullptr;  // where the server's warnings go while collected
 };
 
 }  // namespace detail

@@ -1,0 +1,48 @@
+#include "call_gate.h"
+
+#include <unistd.h>
+
+#include "colikv/error.h"
+
+namespace colikv {
+namespace detail {
+
+CallGate::CallGate() : pid_(::getpid()) {}
+
+bool CallGate::forked() const { return ::getpid() != pid_; }
+
+CallGate::Refusal CallGate::try_enter() {
+  if (forked()) return Refusal::kForked;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) return Refusal::kClosing;
+  ++in_flight_;
+  return Refusal::kNone;
+}
+
+void CallGate::refuse(Refusal why, const std::string& where) const {
+  if (why == Refusal::kForked)
+    throw Error(ErrorCode::kInvalidArgument,
+                where + ": this handle was opened by process " + std::to_string(pid_) +
+                    " and cannot be used in its forked child " + std::to_string(::getpid()) +
+                    " (its threads and locks stay in the parent); open the store again in the child");
+  throw Error(ErrorCode::kInvalidArgument, where + ": the handle is being closed by another thread");
+}
+
+void CallGate::leave() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+  }
+  left_.notify_all();
+}
+
+bool CallGate::close() {
+  if (forked()) return false;
+  std::unique_lock<std::mutex> lock(mu_);
+  closing_ = true;
+  left_.wait(lock, [&] { return in_flight_ == 0; });
+  return true;
+}
+
+}  // namespace detail
+}  // namespace colikv

@@ -60,7 +60,7 @@ struct ReadColiKvOptions {
 // Throws, as import_coli_kv refuses a file: kInvalidArgument naming the file
 // and the problem (short file, wrong magic, bad header field, the header
 // counting more records than are present, a token id out of range, not a
-// regular file), kNotFound, kIO; also kModelMismatch (the file's shape is not
+// regular file, a NUL byte in path), kNotFound, kIO; also kModelMismatch (the file's shape is not
 // model's, naming both), kTooLarge (n > max_tokens), kInvalidArgument (tokens,
 // Lc or Rc null, or Ic not non-null for exactly n_indexed layers, with n > 0).
 // Nothing is written to the buffers before those header checks pass. A file

@@ -1,5 +1,6 @@
-// .coli_kv import and export: a file's records into a new conversation, and
-// a conversation into a file (core/coli_kv_format.cpp reads and checks the format).
+// .coli_kv read, import and export: a file's records into the caller's buffers
+// or a new conversation, and a conversation into a file (core/coli_kv_format.cpp
+// reads and checks the format).
 #include "colikv/coli_kv.h"
 
 #include <dirent.h>
@@ -30,7 +31,7 @@ using detail::coli_kv_file::kMagic;
 using detail::coli_kv_file::ParsedHeader;
 using detail::coli_kv_file::open_for_reading;
 using detail::coli_kv_file::parse_header;
-using detail::coli_kv_file::pread_full;
+using detail::coli_kv_file::read_records;
 using detail::coli_kv_file::throw_errno;
 using detail::coli_kv_file::write_full;
 
@@ -44,14 +45,66 @@ std::string default_id_for(const std::string& path) {
   return name;
 }
 
+// Import and read take a file whose header is sound, or refuse it.
+void require_sound_header(const ParsedHeader& h, const std::string& path) {
+  if (!h.problems.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": " + h.problems.front());
+}
+
+// A header counting more records than the file holds (a torn append?).
+Error missing_records(const ParsedHeader& h, const std::string& path, const std::string& hint) {
+  return Error(ErrorCode::kInvalidArgument, path + ": header counts " + std::to_string(h.fields[6]) +
+                                                " records but only " + std::to_string(h.records_on_disk) +
+                                                " complete records are present (a torn append?)" + hint);
+}
+
+// Records a block of read_coli_kv reads at once: its memory beyond the
+// caller's buffers (one record when a record is larger).
+constexpr int64_t kReadBlockBytes = int64_t{4} << 20;
+
 }  // namespace
+
+int64_t read_coli_kv(const std::string& path, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
+                     const KvTarget& kv, const ReadColiKvOptions& options) {
+  Fd fd = open_for_reading(path);
+  const ParsedHeader h = parse_header(fd.get(), path);
+  require_sound_header(h, path);
+  // The caller's buffers are shaped by model: a file of another shape (one
+  // replaced since it was inspected) never reaches them. A file has no
+  // weights identity, so the caller's is not compared.
+  ModelSignature file_model = h.model;
+  file_model.weights_id = model.weights_id;
+  if (file_model != model)
+    throw Error(ErrorCode::kModelMismatch,
+                path + ": the file's model is " + h.model.to_string() + ", not the caller's " + model.to_string());
+  const int64_t count = h.fields[6];
+  if (count > h.records_on_disk) throw missing_records(h, path, "");
+  const int64_t n = options.limit >= 0 ? std::min(options.limit, count) : count;
+  if (n > max_tokens)
+    throw Error(ErrorCode::kTooLarge, path + ": " + std::to_string(n) +
+                                          " records do not fit the caller's maximum of " + std::to_string(max_tokens));
+  if (n == 0) return 0;
+  if (!tokens) throw Error(ErrorCode::kInvalidArgument, path + ": tokens is null");
+  detail::check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
+                            reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
+                            path);
+  const int64_t per_block = std::max<int64_t>(1, kReadBlockBytes / h.record_bytes);
+  std::vector<uint8_t> records;
+  for (int64_t first = 0; first < n; first += per_block) {
+    const int64_t count_here = std::min(per_block, n - first);
+    read_records(fd.get(), path, h.model, first, count_here, records, tokens + first, "read");
+    detail::copy_planes(detail::record_planes(h.model, records.data()), detail::engine_planes(model, kv, first),
+                      count_here);
+    if (options.progress) options.progress(first + count_here, n);
+  }
+  return n;
+}
 
 ImportResult import_coli_kv(Store& store, const std::string& path, const ImportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
   Fd fd = open_for_reading(path);
   ParsedHeader h = parse_header(fd.get(), path);
-  if (!h.problems.empty()) throw Error(ErrorCode::kInvalidArgument, path + ": " + h.problems.front());
+  require_sound_header(h, path);
   ImportResult result;
   result.id = options.id.empty() ? default_id_for(path) : options.id;
   result.model = h.model;
@@ -61,10 +114,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   int64_t n = result.header_count;
   if (n > h.records_on_disk) {
     if (!options.salvage)
-      throw Error(ErrorCode::kInvalidArgument,
-                  path + ": header counts " + std::to_string(n) + " records but only " +
-                      std::to_string(h.records_on_disk) + " complete records are present (a torn append?); "
-                      "--salvage keeps those " + std::to_string(h.records_on_disk));
+      throw missing_records(h, path, "; --salvage keeps those " + std::to_string(h.records_on_disk));
     n = h.records_on_disk;
     result.salvaged = true;
   }
@@ -73,7 +123,6 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   result.ignored_bytes = h.file_bytes - kColiKvHeaderBytes - n * h.record_bytes;
 
   const ModelSignature model = result.model;
-  const int64_t rb = h.record_bytes;
   const int level = s.options.zstd_level;
   const int file = fd.get();
   detail::AppendRequest req;
@@ -86,23 +135,11 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   // import's memory stays bounded whatever the file's size (peak resident
   // memory measured ~40-75 MiB; docs/benchmarks.md).
   req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
-  req.produce = [&, file, rb, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
+  req.produce = [&, file, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
     // Each worker reuses its own record buffer: memory stays a few chunks.
     thread_local std::vector<uint8_t> records;
-    records.resize(static_cast<size_t>(count * rb));
-    if (!pread_full(file, records.data(), records.size(), kColiKvHeaderBytes + first * rb, path))
-      throw Error(ErrorCode::kIO, path + ": the file shrank while it was imported");
     out.tokens.resize(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) {
-      int32_t t;
-      std::memcpy(&t, records.data() + i * rb, 4);
-      if (t < 0 || t >= model.vocab)
-        throw Error(ErrorCode::kInvalidArgument,
-                    path + ": record " + std::to_string(first + i) + ": token id " + std::to_string(t) +
-                        " is outside [0, " + std::to_string(model.vocab) +
-                        ") (records written under another shape's header?)");
-      out.tokens[static_cast<size_t>(i)] = t;
-    }
+    read_records(file, path, model, first, count, records, out.tokens.data(), "imported");
     out.encoded = detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level,
                                        out.precision, &out.stored_digests);
   };

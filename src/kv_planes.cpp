@@ -2,6 +2,8 @@
 // .coli_kv records, or packed one plane after another (kv_planes.h).
 #include "kv_planes.h"
 
+#include <cstring>
+
 #include "colikv/error.h"
 
 namespace colikv {
@@ -67,6 +69,13 @@ PlaneList record_planes(const ModelSignature& m, uint8_t* records) {
     f += m.index_hd;
   }
   return planes;
+}
+
+void copy_planes(const PlaneList& from, const PlaneList& to, int64_t n) {
+  for (size_t p = 0; p < to.size(); ++p) {
+    const size_t row = static_cast<size_t>(to[p].width) * sizeof(float);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(to[p].base + i * to[p].stride, from[p].base + i * from[p].stride, row);
+  }
 }
 
 PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n) {

@@ -22,6 +22,9 @@ PlaneList engine_planes(const ModelSignature& m, const KvSource& kv, int64_t fir
 PlaneList engine_planes(const ModelSignature& m, const KvTarget& kv, int64_t first_pos);
 // The planes of n .coli_kv records laid out from `records` on.
 PlaneList record_planes(const ModelSignature& m, uint8_t* records);
+// Copies rows [0, n) of every plane of `from` to the same plane of `to`
+// (equal plane lists: the same model's), whatever their strides.
+void copy_planes(const PlaneList& from, const PlaneList& to, int64_t n);
 // Planes packed one after another from `buf` (n * floats_per_token floats).
 PlaneList packed_planes(const ModelSignature& m, float* buf, int64_t n);
 

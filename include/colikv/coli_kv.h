@@ -1,4 +1,4 @@
-// colikv/coli_kv.h: the engine's raw .coli_kv file: inspect, import, export.
+// colikv/coli_kv.h: the engine's raw .coli_kv file: inspect, read, import, export.
 // The format, and inspect_coli_kv, are in colikv/coli_kv_format.h.
 #ifndef COLIKV_COLI_KV_H
 #define COLIKV_COLI_KV_H
@@ -40,6 +40,36 @@ struct ImportResult {
 // (also when the file shrinks meanwhile).
 COLIKV_API ImportResult import_coli_kv(Store& store, const std::string& path,
                             const ImportOptions& options = ImportOptions());
+
+struct ReadColiKvOptions {
+  int64_t limit = -1;   // read only the first limit records when 0 <= limit < the count; default all
+  ProgressFn progress;  // called with records read / to read after each block; default none
+};
+
+// Reads a .coli_kv file's records into the caller's buffers, without a
+// store: tokens[0, n) and, for position p, Lc[layer] + p*kv_lora,
+// Rc[layer] + p*qk_rope and Ic[layer] + p*index_hd, addressed as Store::load
+// addresses them (Ic's non-null layers take the file's indexer planes in
+// layer order), where n is the header's record count, or options.limit when
+// smaller. Returns n.
+// Requires model to have the file's six shape fields (inspect_coli_kv reads
+// them; weights_id is not compared: a file has none) and buffers for
+// max_tokens positions. Reads a block of records at a time: its memory is a
+// few MiB (one record when a record is larger), never sized by the header;
+// the caller's buffers bound the rest.
+// Throws, as import_coli_kv refuses a file: kInvalidArgument naming the file
+// and the problem (short file, wrong magic, bad header field, the header
+// counting more records than are present, a token id out of range, not a
+// regular file, a NUL byte in path), kNotFound, kIO; also kModelMismatch (the file's shape is not
+// model's, naming both), kTooLarge (n > max_tokens), kInvalidArgument (tokens,
+// Lc or Rc null, or Ic not non-null for exactly n_indexed layers, with n > 0).
+// Nothing is written to the buffers before those header checks pass. A file
+// cut meanwhile is kIO ("the file shrank while it was read"); records
+// appended meanwhile are not read. After a throw once reading began (kIO, a
+// token id out of range), the buffers may hold the records before it.
+COLIKV_API int64_t read_coli_kv(const std::string& path, const ModelSignature& model, int32_t* tokens,
+                                int64_t max_tokens, const KvTarget& kv,
+                                const ReadColiKvOptions& options = ReadColiKvOptions());
 
 struct ExportOptions {
   bool force = false;   // overwrite an existing file; default false (kConflict)

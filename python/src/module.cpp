@@ -29,6 +29,7 @@
 #include "buffers.h"
 #include "coli_kv_reader.h"
 #include "errors.h"
+#include "text.h"
 
 namespace py = pybind11;
 using colikv::ErrorCode;
@@ -116,10 +117,10 @@ std::string model_repr(const colikv::ModelSignature& m) {
   std::string r = "colikv.Model(n_layers=" + std::to_string(m.n_layers) + ", kv_lora=" + std::to_string(m.kv_lora) +
                   ", qk_rope=" + std::to_string(m.qk_rope) + ", index_hd=" + std::to_string(m.index_hd) +
                   ", n_indexed=" + std::to_string(m.n_indexed) + ", vocab=" + std::to_string(m.vocab);
-  return r + ", weights_id=" + py::repr(py::str(m.weights_id)).cast<std::string>() + ")";
+  return r + ", weights_id=" + py::repr(text_str(m.weights_id)).cast<std::string>() + ")";
 }
 
-KV load(PyStore& ps, const std::string& id, const colikv::ModelSignature& m, std::optional<int64_t> limit) {
+KV load(PyStore& ps, const Text& id, const colikv::ModelSignature& m, std::optional<int64_t> limit) {
   auto s = ps.get();
   if (limit && *limit < 0)
     throw colikv::Error(ErrorCode::kInvalidArgument, "limit must be >= 0, not " + std::to_string(*limit));
@@ -189,7 +190,7 @@ AppendArgs append_args(const colikv::ModelSignature& m, py::handle tokens, py::h
 // What match returns: (id, tokens), or None when nothing matches.
 py::object match_result(const colikv::PrefixMatch& pm) {
   if (pm.id.empty()) return py::none();
-  return py::make_tuple(pm.id, pm.tokens);
+  return py::make_tuple(text_str(pm.id), pm.tokens);
 }
 
 std::vector<colikv::ConversationInfo> list_all(colikv::Store& s, std::optional<int64_t> limit, int64_t offset) {
@@ -238,7 +239,7 @@ are; nothing loads into a model whose signature differs.
 Model(n_layers, kv_lora, qk_rope, index_hd=0, n_indexed=0, vocab, weights_id="")
 raises colikv.InvalidArgument naming the first bad field.)doc")
       .def(py::init([](int32_t n_layers, int32_t kv_lora, int32_t qk_rope, int32_t index_hd, int32_t n_indexed,
-                       int32_t vocab, std::string weights_id) {
+                       int32_t vocab, const Text& weights_id) {
              colikv::ModelSignature m;
              m.n_layers = n_layers;
              m.kv_lora = kv_lora;
@@ -246,7 +247,7 @@ raises colikv.InvalidArgument naming the first bad field.)doc")
              m.index_hd = index_hd;
              m.n_indexed = n_indexed;
              m.vocab = vocab;
-             m.weights_id = std::move(weights_id);
+             m.weights_id = weights_id.bytes;
              m.validate();
              return m;
            }),
@@ -258,15 +259,15 @@ raises colikv.InvalidArgument naming the first bad field.)doc")
       .def_readonly("index_hd", &colikv::ModelSignature::index_hd)
       .def_readonly("n_indexed", &colikv::ModelSignature::n_indexed)
       .def_readonly("vocab", &colikv::ModelSignature::vocab)
-      .def_readonly("weights_id", &colikv::ModelSignature::weights_id)
+      .def_property_readonly("weights_id", [](const colikv::ModelSignature& m) { return Text(m.weights_id); })
       .def_property_readonly("floats_per_token", &colikv::ModelSignature::floats_per_token,
                              "Floats one token holds: n_layers*(kv_lora+qk_rope) + n_indexed*index_hd.")
       .def_property_readonly("record_bytes", &colikv::ModelSignature::record_bytes,
                              "Bytes of one .coli_kv record: 4 + 4*floats_per_token.")
-      .def("__str__", &colikv::ModelSignature::to_string)
+      .def("__str__", [](const colikv::ModelSignature& m) { return Text(m.to_string()); })
       .def("__repr__", &model_repr)
       .def("__eq__", [](const colikv::ModelSignature& a, const colikv::ModelSignature& b) { return a == b; })
-      .def("__hash__", [](const colikv::ModelSignature& m) { return py::hash(py::str(m.to_string())); });
+      .def("__hash__", [](const colikv::ModelSignature& m) { return py::hash(text_str(m.to_string())); });
 
   mod.def(
       "weights_id_from_dir",
@@ -283,7 +284,7 @@ raises colikv.InvalidArgument naming the first bad field.)doc")
 A loaded conversation: tokens int32 (n,), lc float32 (n_layers, n, kv_lora),
 rc float32 (n_layers, n, qk_rope), ic float32 (n_indexed, n, index_hd).
 The arrays are the ones the library filled, not copies.)doc")
-      .def_readonly("id", &KV::id)
+      .def_property_readonly("id", [](const KV& k) { return Text(k.id); })
       .def_readonly("model", &KV::model)
       .def_readonly("tokens", &KV::tokens)
       .def_readonly("lc", &KV::lc)
@@ -291,19 +292,20 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("ic", &KV::ic)
       .def("__len__", [](const KV& k) { return k.n; })
       .def("__repr__", [](const KV& k) {
-        return "<colikv.KV " + py::repr(py::str(k.id)).cast<std::string>() + " tokens=" + std::to_string(k.n) + ">";
+        return "<colikv.KV " + py::repr(text_str(k.id)).cast<std::string>() + " tokens=" + std::to_string(k.n) + ">";
       });
 
   py::class_<colikv::ConversationInfo>(mod, "ConversationInfo", "One conversation's row (Store.info, Store.conversations).")
-      .def_readonly("id", &colikv::ConversationInfo::id)
+      .def_property_readonly("id", [](const colikv::ConversationInfo& x) { return Text(x.id); })
       .def_readonly("model", &colikv::ConversationInfo::model)
       .def_readonly("precision", &colikv::ConversationInfo::precision, "\"f32\" (exact) or \"bf16\"")
       .def_readonly("tokens", &colikv::ConversationInfo::tokens, "committed token count")
-      .def_readonly("title", &colikv::ConversationInfo::title)
-      .def_readonly("metadata", &colikv::ConversationInfo::metadata, "JSON text; \"{}\" unless set")
+      .def_property_readonly("title", [](const colikv::ConversationInfo& c) { return Text(c.title); })
+      .def_property_readonly("metadata", [](const colikv::ConversationInfo& c) { return Text(c.metadata); },
+                             "JSON text; \"{}\" unless set")
       .def_property_readonly("parent",
                              [](const colikv::ConversationInfo& c) -> py::object {
-                               return c.parent.empty() ? py::object(py::none()) : py::object(py::str(c.parent));
+                               return c.parent.empty() ? py::object(py::none()) : text_str(c.parent);
                              },
                              "id it was forked from; None if none or deleted")
       .def_readonly("forked_at", &colikv::ConversationInfo::forked_at)
@@ -314,7 +316,7 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("stored_bytes", &colikv::ConversationInfo::stored_bytes)
       .def_readonly("evicted", &colikv::ConversationInfo::evicted)
       .def("__repr__", [](const colikv::ConversationInfo& c) {
-        return "<colikv.ConversationInfo " + py::repr(py::str(c.id)).cast<std::string>() +
+        return "<colikv.ConversationInfo " + py::repr(text_str(c.id)).cast<std::string>() +
                " tokens=" + std::to_string(c.tokens) + ">";
       });
 
@@ -338,25 +340,25 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("evicted_chunks", &colikv::StoreStats::evicted_chunks);
 
   py::class_<colikv::VerifyProblem>(mod, "VerifyProblem", "One problem Store.verify found.")
-      .def_readonly("conversation", &colikv::VerifyProblem::conversation)
+      .def_property_readonly("conversation", [](const colikv::VerifyProblem& x) { return Text(x.conversation); })
       .def_readonly("chunk_seq", &colikv::VerifyProblem::chunk_seq)
       .def_readonly("chunk_id", &colikv::VerifyProblem::chunk_id)
       .def_readonly("first_pos", &colikv::VerifyProblem::first_pos)
       .def_readonly("end_pos", &colikv::VerifyProblem::end_pos)
-      .def_readonly("what", &colikv::VerifyProblem::what)
-      .def("__repr__", [](const colikv::VerifyProblem& p) { return "<colikv.VerifyProblem " + py::repr(py::str(p.what)).cast<std::string>() + ">"; });
+      .def_property_readonly("what", [](const colikv::VerifyProblem& x) { return Text(x.what); })
+      .def("__repr__", [](const colikv::VerifyProblem& p) { return "<colikv.VerifyProblem " + py::repr(text_str(p.what)).cast<std::string>() + ">"; });
 
   py::class_<colikv::UncomparedShare>(mod, "UncomparedShare", "A verify warning: a pre-schema-5 chunk shared without comparing values.")
       .def_readonly("chunk_id", &colikv::UncomparedShare::chunk_id)
       .def_readonly("first_pos", &colikv::UncomparedShare::first_pos)
       .def_readonly("end_pos", &colikv::UncomparedShare::end_pos)
-      .def_readonly("conversations", &colikv::UncomparedShare::conversations);
+      .def_property_readonly("conversations", [](const colikv::UncomparedShare& x) { return texts(x.conversations); });
 
   py::class_<colikv::VerifyReport>(mod, "VerifyReport", "Store.verify(): what was checked and the problems found.")
       .def_readonly("conversations", &colikv::VerifyReport::conversations)
       .def_readonly("chunks", &colikv::VerifyReport::chunks)
       .def_readonly("bytes", &colikv::VerifyReport::bytes)
-      .def_readonly("integrity", &colikv::VerifyReport::integrity)
+      .def_property_readonly("integrity", [](const colikv::VerifyReport& x) { return Text(x.integrity); })
       .def_readonly("problems", &colikv::VerifyReport::problems)
       .def_readonly("uncompared_shares", &colikv::VerifyReport::uncompared_shares)
       .def_property_readonly("ok", &colikv::VerifyReport::ok, "True when no problem was found")
@@ -367,7 +369,7 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("stored_bytes_after", &colikv::EvictionReport::stored_bytes_after)
       .def_readonly("freed_bytes", &colikv::EvictionReport::freed_bytes)
       .def_readonly("chunks", &colikv::EvictionReport::chunks)
-      .def_readonly("conversations", &colikv::EvictionReport::conversations)
+      .def_property_readonly("conversations", [](const colikv::EvictionReport& x) { return texts(x.conversations); })
       .def_readonly("fits", &colikv::EvictionReport::fits);
 
   py::class_<colikv::VacuumReport>(mod, "VacuumReport",
@@ -379,7 +381,7 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("held_back", &colikv::VacuumReport::held_back);
 
   py::class_<colikv::ImportResult>(mod, "ImportResult", "Store.import_coli_kv(): what was stored.")
-      .def_readonly("id", &colikv::ImportResult::id)
+      .def_property_readonly("id", [](const colikv::ImportResult& x) { return Text(x.id); })
       .def_readonly("model", &colikv::ImportResult::model)
       .def_readonly("tokens", &colikv::ImportResult::tokens)
       .def_readonly("header_count", &colikv::ImportResult::header_count)
@@ -388,7 +390,7 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("salvaged", &colikv::ImportResult::salvaged);
 
   py::class_<colikv::CopyResult>(mod, "CopyResult", "One conversation Store.copy_to copied, checked byte for byte.")
-      .def_readonly("id", &colikv::CopyResult::id)
+      .def_property_readonly("id", [](const colikv::CopyResult& x) { return Text(x.id); })
       .def_readonly("model", &colikv::CopyResult::model)
       .def_readonly("tokens", &colikv::CopyResult::tokens)
       .def_readonly("records_sha256", &colikv::CopyResult::records_sha256)
@@ -409,7 +411,10 @@ changes nothing. A Store may be used from several threads; each call
 releases the GIL while the library works. Arrays are float32, C-contiguous:
 lc (n_layers, n, kv_lora), rc (n_layers, n, qk_rope), ic (n_indexed, n,
 index_hd) for tokens of shape (n,); a buffer may hold more positions than n
-(an engine's preallocated buffer), its rows past n are not read.)doc")
+(an engine's preallocated buffer), its rows past n are not read. Ids,
+titles and metadata are str or bytes; bytes a store holds that are not
+UTF-8 come back as os.fsdecode gives a path (lone surrogates), and such a
+str names the same bytes.)doc")
       .def(py::init([](py::handle location_arg, bool create, bool read_only, const std::string& synchronous,
                        int busy_timeout_ms, const std::string& precision, int zstd_level, int threads,
                        int64_t max_store_bytes, int64_t max_queued_bytes) {
@@ -448,7 +453,7 @@ index_hd) for tokens of shape (n,); a buffer may hold more positions than n
       })
       .def(
           "append",
-          [](PyStore& ps, const std::string& id, const colikv::ModelSignature& m, py::handle tokens, py::handle lc,
+          [](PyStore& ps, const Text& id, const colikv::ModelSignature& m, py::handle tokens, py::handle lc,
              py::handle rc, py::handle ic) {
             auto s = ps.get();
             AppendArgs a = append_args(m, tokens, lc, rc, ic);
@@ -464,7 +469,7 @@ Diverged, InvalidArgument (a token outside [0, vocab)), Conflict, ReadOnly,
 DiskFull, Busy.)doc")
       .def(
           "append_async",
-          [](PyStore& ps, const std::string& id, const colikv::ModelSignature& m, py::handle tokens, py::handle lc,
+          [](PyStore& ps, const Text& id, const colikv::ModelSignature& m, py::handle tokens, py::handle lc,
              py::handle rc, py::handle ic) {
             auto s = ps.get();
             AppendArgs a = append_args(m, tokens, lc, rc, ic);
@@ -480,7 +485,7 @@ turn's error not yet reported; errors met while committing are raised by
 wait().)doc")
       .def(
           "wait",
-          [](PyStore& ps, std::optional<std::string> id) {
+          [](PyStore& ps, std::optional<Text> id) {
             locked_call(ps, [&](colikv::Store& s) {
               if (id)
                 s.wait(*id);
@@ -494,7 +499,7 @@ wait().)doc")
           "error one of them met since the last wait.")
       .def(
           "write",
-          [](PyStore& ps, const std::string& id, const colikv::ModelSignature& m, py::handle tokens, py::handle lc,
+          [](PyStore& ps, const Text& id, const colikv::ModelSignature& m, py::handle tokens, py::handle lc,
              py::handle rc, py::handle ic, int64_t start) {
             auto s = ps.get();
             AppendArgs a = append_args(m, tokens, lc, rc, ic);
@@ -511,7 +516,7 @@ new numpy arrays the library fills: a colikv.KV. Raises NotFound,
 ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
       .def(
           "tokens",
-          [](PyStore& ps, const std::string& id) {
+          [](PyStore& ps, const Text& id) {
             std::vector<int32_t> t = locked_call(ps, [&](colikv::Store& s) { return s.tokens(id); });
             py::array_t<int32_t> a({static_cast<py::ssize_t>(t.size())});
             if (!t.empty()) std::memcpy(a.mutable_data(), t.data(), t.size() * sizeof(int32_t));
@@ -519,15 +524,15 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           },
           py::arg("id"), "The committed token ids, int32 (n,). Raises NotFound, Corrupt.")
       .def(
-          "count", [](PyStore& ps, const std::string& id) { return locked_call(ps, [&](colikv::Store& s) { return s.count(id); }); },
+          "count", [](PyStore& ps, const Text& id) { return locked_call(ps, [&](colikv::Store& s) { return s.count(id); }); },
           py::arg("id"), "Committed tokens of a conversation; 0 when it does not exist.")
       .def(
-          "exists", [](PyStore& ps, const std::string& id) { return locked_call(ps, [&](colikv::Store& s) { return s.exists(id); }); },
+          "exists", [](PyStore& ps, const Text& id) { return locked_call(ps, [&](colikv::Store& s) { return s.exists(id); }); },
           py::arg("id"))
-      .def("__contains__", [](PyStore& ps, const std::string& id) { return locked_call(ps, [&](colikv::Store& s) { return s.exists(id); }); })
+      .def("__contains__", [](PyStore& ps, const Text& id) { return locked_call(ps, [&](colikv::Store& s) { return s.exists(id); }); })
       .def("__len__", [](PyStore& ps) { return locked_call(ps, [](colikv::Store& s) { return s.conversation_count(); }); })
       .def(
-          "info", [](PyStore& ps, const std::string& id) { return locked_call(ps, [&](colikv::Store& s) { return s.info(id); }); },
+          "info", [](PyStore& ps, const Text& id) { return locked_call(ps, [&](colikv::Store& s) { return s.info(id); }); },
           py::arg("id"), "The conversation's colikv.ConversationInfo. Raises NotFound.")
       .def(
           "conversations",
@@ -539,24 +544,24 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "limit is None).")
       .def(
           "create",
-          [](PyStore& ps, const std::string& id, const colikv::ModelSignature& m, const std::string& title,
-             const std::string& metadata) {
+          [](PyStore& ps, const Text& id, const colikv::ModelSignature& m, const Text& title,
+             const Text& metadata) {
             locked_call(ps, [&](colikv::Store& s) { s.create(id, m, title, metadata); return 0; });
           },
           py::arg("id"), py::arg("model"), py::arg("title") = "", py::arg("metadata") = "{}",
           "Creates an empty conversation. Raises Conflict if the id exists.")
       .def(
-          "delete", [](PyStore& ps, const std::string& id) { locked_call(ps, [&](colikv::Store& s) { s.remove(id); return 0; }); },
+          "delete", [](PyStore& ps, const Text& id) { locked_call(ps, [&](colikv::Store& s) { s.remove(id); return 0; }); },
           py::arg("id"), "Deletes a conversation and frees the chunks no other uses. Raises NotFound.")
       .def(
           "rename",
-          [](PyStore& ps, const std::string& a, const std::string& b) {
+          [](PyStore& ps, const Text& a, const Text& b) {
             locked_call(ps, [&](colikv::Store& s) { s.rename(a, b); return 0; });
           },
           py::arg("old_id"), py::arg("new_id"), "Raises NotFound, Conflict (new_id exists).")
       .def(
           "fork",
-          [](PyStore& ps, const std::string& src, const std::string& dst, std::optional<int64_t> at) {
+          [](PyStore& ps, const Text& src, const Text& dst, std::optional<int64_t> at) {
             if (at && *at < 0) throw colikv::Error(ErrorCode::kInvalidArgument, "at must be >= 0 or None, not " + std::to_string(*at));
             locked_call(ps, [&](colikv::Store& s) { s.fork(src, dst, at ? *at : -1); return 0; });
           },
@@ -565,19 +570,19 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "Conflict, InvalidArgument (at > count).")
       .def(
           "truncate",
-          [](PyStore& ps, const std::string& id, int64_t n) {
+          [](PyStore& ps, const Text& id, int64_t n) {
             locked_call(ps, [&](colikv::Store& s) { s.truncate(id, n); return 0; });
           },
           py::arg("id"), py::arg("length"), "Keeps the first `length` tokens. Raises NotFound, InvalidArgument.")
       .def(
           "set_title",
-          [](PyStore& ps, const std::string& id, const std::string& t) {
+          [](PyStore& ps, const Text& id, const Text& t) {
             locked_call(ps, [&](colikv::Store& s) { s.set_title(id, t); return 0; });
           },
           py::arg("id"), py::arg("title"))
       .def(
           "set_metadata",
-          [](PyStore& ps, const std::string& id, const std::string& t) {
+          [](PyStore& ps, const Text& id, const Text& t) {
             locked_call(ps, [&](colikv::Store& s) { s.set_metadata(id, t); return 0; });
           },
           py::arg("id"), py::arg("metadata"), "metadata is JSON text (else InvalidArgument).")
@@ -613,8 +618,8 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
            "The store's sizes: a colikv.StoreStats.")
       .def(
           "verify",
-          [](PyStore& ps, std::optional<std::string> id) {
-            return locked_call(ps, [&](colikv::Store& s) { return s.verify(id ? *id : std::string()); });
+          [](PyStore& ps, std::optional<Text> id) {
+            return locked_call(ps, [&](colikv::Store& s) { return s.verify(id ? id->bytes : std::string()); });
           },
           py::arg("id") = py::none(),
           "Reads and checks every chunk of one conversation (all when None): a colikv.VerifyReport. Raises "
@@ -628,7 +633,7 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
            "Rewrites the file without its free pages: a colikv.VacuumReport.")
       .def(
           "copy_to",
-          [](PyStore& ps, py::object other, std::optional<std::vector<std::string>> ids) {
+          [](PyStore& ps, py::object other, std::optional<std::vector<Text>> ids) {
             auto s = ps.get();
             std::shared_ptr<colikv::Store> dst;
             if (py::isinstance<PyStore>(other)) {
@@ -645,7 +650,7 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
             py::gil_scoped_release nogil;
             std::vector<std::string> todo;
             if (ids) {
-              todo = *ids;
+              for (const Text& id : *ids) todo.push_back(id.bytes);
             } else {
               for (auto& c : list_all(*s, std::nullopt, 0)) todo.push_back(c.id);
             }
@@ -659,12 +664,12 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "the destination has an id; conversations copied before the failing one stay copied.")
       .def(
           "import_coli_kv",
-          [](PyStore& ps, py::handle path_arg, std::optional<std::string> id, std::optional<std::string> weights_id,
+          [](PyStore& ps, py::handle path_arg, std::optional<Text> id, std::optional<Text> weights_id,
              bool salvage) {
             const std::string path = fs_path(path_arg);
             colikv::ImportOptions io;
             if (id) {
-              if (id->empty()) throw colikv::Error(ErrorCode::kInvalidArgument, "id must not be empty");
+              if (id->bytes.empty()) throw colikv::Error(ErrorCode::kInvalidArgument, "id must not be empty");
               io.id = *id;
             }
             if (weights_id) io.weights_id = *weights_id;
@@ -678,7 +683,7 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "Conflict, NotFound, IO.")
       .def(
           "export_coli_kv",
-          [](PyStore& ps, const std::string& id, py::handle path_arg, bool force) {
+          [](PyStore& ps, const Text& id, py::handle path_arg, bool force) {
             const std::string path = fs_path(path_arg);
             colikv::ExportOptions eo;
             eo.force = force;

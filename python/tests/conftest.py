@@ -22,7 +22,8 @@ PG_URI = os.environ.get("COLIKV_TEST_PG_URI", "")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "sqlite_only: needs a SQLite file (a lock taken by Python's sqlite3)")
+    config.addinivalue_line("markers", "sqlite_only: needs a SQLite file (a lock taken by Python's sqlite3, "
+                                       "or bytes that PostgreSQL's text refuses)")
 
 
 def pytest_sessionstart(session):
@@ -131,6 +132,50 @@ def store_exec(location, sql):
         con.execute(sql)
     finally:
         con.close()
+
+
+class StoreWriteLock:
+    """Another connection holding the store against writers (readers go on),
+    until release(): on SQLite a BEGIN IMMEDIATE of Python's sqlite3; on
+    PostgreSQL a psql session's transaction holding the store's tables in
+    EXCLUSIVE mode (which only plain reads pass), taken before this returns:
+    pg_locks shows it granted."""
+
+    TABLES = "conversations, conversation_chunks, chunks"
+
+    def __init__(self, location):
+        self.location = location
+        if not POSTGRES:
+            import sqlite3
+            self.con = sqlite3.connect(location, isolation_level=None, check_same_thread=False)
+            self.con.execute("BEGIN IMMEDIATE")
+            return
+        self.proc = subprocess.Popen([psql(), "-X", "-q", "-v", "ON_ERROR_STOP=1", location], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, text=True)
+        self.proc.stdin.write("BEGIN; LOCK TABLE %s IN EXCLUSIVE MODE;\n" % self.TABLES)
+        self.proc.stdin.flush()
+        import time
+        deadline = time.monotonic() + 60  # a guard against a hang, not a timing assertion
+        while self._granted() < 3:
+            assert self.proc.poll() is None, "psql exited before it held the lock"
+            assert time.monotonic() < deadline, "psql did not get the lock"
+            time.sleep(0.02)
+
+    def _granted(self):
+        sql = ("SELECT count(*) FROM pg_locks WHERE granted AND mode = 'ExclusiveLock' AND relation IN "
+               "('conversations'::regclass, 'conversation_chunks'::regclass, 'chunks'::regclass)")
+        out = subprocess.run([psql(), "-X", "-q", "-t", "-A", self.location, "-c", sql], check=True,
+                             capture_output=True, text=True).stdout
+        return int(out.strip())
+
+    def release(self):
+        if not POSTGRES:
+            self.con.execute("ROLLBACK")
+            self.con.close()
+            return
+        self.proc.stdin.write("ROLLBACK;\n")
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
 
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python")

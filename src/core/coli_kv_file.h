@@ -48,6 +48,14 @@ ParsedHeader parse_header(int fd, const std::string& path);
 // regular file.
 Fd open_for_reading(const std::string& path);
 
+// Reads records [first, first + count) of the open file (of model m) into
+// `records`, resized to count * record_bytes, and their token ids into
+// tokens[0, count). Throws kIO "the file shrank while it was <doing>" when
+// the file ends before them, kInvalidArgument naming the record when a token
+// id is outside [0, vocab). The one record reader of import and read.
+void read_records(int fd, const std::string& path, const ModelSignature& m, int64_t first, int64_t count,
+                  std::vector<uint8_t>& records, int32_t* tokens, const char* doing);
+
 }  // namespace coli_kv_file
 }  // namespace detail
 }  // namespace colikv

@@ -144,6 +144,23 @@ Fd open_for_reading(const std::string& path) {
   return fd;
 }
 
+void read_records(int fd, const std::string& path, const ModelSignature& m, int64_t first, int64_t count,
+                  std::vector<uint8_t>& records, int32_t* tokens, const char* doing) {
+  const int64_t rb = m.record_bytes();
+  records.resize(static_cast<size_t>(count * rb));
+  if (!pread_full(fd, records.data(), records.size(), kColiKvHeaderBytes + first * rb, path))
+    throw Error(ErrorCode::kIO, path + ": the file shrank while it was " + doing);
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t t;
+    std::memcpy(&t, records.data() + i * rb, 4);
+    if (t < 0 || t >= m.vocab)
+      throw Error(ErrorCode::kInvalidArgument, path + ": record " + std::to_string(first + i) + ": token id " +
+                                                   std::to_string(t) + " is outside [0, " + std::to_string(m.vocab) +
+                                                   ") (records written under another shape's header?)");
+    tokens[i] = t;
+  }
+}
+
 }  // namespace coli_kv_file
 }  // namespace detail
 

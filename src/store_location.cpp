@@ -1,9 +1,12 @@
 #include "store_location.h"
 
+#if COLIKV_WITH_POSTGRES
 #include <libpq-fe.h>
+#endif
 
 #include <cctype>
 #include <memory>
+#include <sstream>
 
 #include "colikv/error.h"
 #include "core/text_argument.h"
@@ -28,6 +31,7 @@ size_t scheme_length(const std::string& s) {
   return 0;
 }
 
+#if COLIKV_WITH_POSTGRES
 struct ConninfoDeleter {
   void operator()(PQconninfoOption* o) const { PQconninfoFree(o); }
 };
@@ -109,6 +113,30 @@ std::string shown_keywords(const Conninfo& opts) {
   return out;
 }
 
+#else
+// Without libpq (a build with COLIKV_WITH_POSTGRES=OFF) nothing parses a URI,
+// and no store on a server can be opened: a URI is shown without any of its
+// text after the scheme, and a keyword/value string is recognised by libpq's
+// common keywords alone.
+bool looks_like_keywords(const std::string& location) {
+  static const char* kKeywords[] = {"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+                                    "service", "sslmode", "sslpassword", "connect_timeout", "options",
+                                    "application_name", "target_session_attrs"};
+  std::istringstream words(location);
+  std::string word;
+  bool any = false;
+  while (words >> word) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos) return false;
+    bool known = false;
+    for (const char* k : kKeywords) known = known || (eq == std::string(k).size() && word.compare(0, eq, k) == 0);
+    if (!known) return false;
+    any = true;
+  }
+  return any;
+}
+#endif
+
 }  // namespace
 
 bool is_postgres_uri(const std::string& location) { return scheme_length(location) != 0; }
@@ -116,7 +144,11 @@ bool is_postgres_uri(const std::string& location) { return scheme_length(locatio
 bool is_keyword_conninfo(const std::string& location) {
   // libpq takes a string with '=' for keyword/value text; a path with '=' in
   // it is one only when every word is one of libpq's keywords.
+#if COLIKV_WITH_POSTGRES
   return !is_postgres_uri(location) && location.find('=') != std::string::npos && parse(location) != nullptr;
+#else
+  return !is_postgres_uri(location) && looks_like_keywords(location);
+#endif
 }
 
 std::string libpq_uri(const std::string& uri) {
@@ -127,6 +159,7 @@ std::string libpq_uri(const std::string& uri) {
   return out;
 }
 
+#if COLIKV_WITH_POSTGRES
 std::string shown_location(const std::string& location) {
   if (is_postgres_uri(location)) return shown_uri(location);
   if (location.find('=') != std::string::npos) {
@@ -149,6 +182,17 @@ std::string without_secrets(const std::string& text, const std::string& location
   }
   return out;
 }
+#else
+std::string shown_location(const std::string& location) {
+  if (is_postgres_uri(location)) return "postgresql://(not shown: this build has no PostgreSQL backend)";
+  if (looks_like_keywords(location)) return "(a libpq keyword/value string, not shown)";
+  return location;
+}
+
+bool libpq_parses(const std::string&) { return false; }
+
+std::string without_secrets(const std::string& text, const std::string&) { return text; }
+#endif
 
 void require_store_location(const std::string& location) {
   require_no_nul(location, "store location", "store");

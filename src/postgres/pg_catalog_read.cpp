@@ -153,8 +153,10 @@ bool PgCatalog::is_json(const std::string& text) {
   // SQLite's json_valid, so that both backends accept exactly the same
   // metadata (PostgreSQL's json input differs at the edges, and a failed cast
   // would abort the caller's transaction).
-  static std::mutex mu;
-  static SQLite::Database validator(":memory:", SQLite::OPEN_READWRITE);
+  // Never destroyed, as migrations.cpp's schema cache: a store may be used
+  // from an atexit handler.
+  static std::mutex& mu = *new std::mutex;
+  static SQLite::Database& validator = *new SQLite::Database(":memory:", SQLite::OPEN_READWRITE);
   std::lock_guard<std::mutex> lock(mu);
   SQLite::Statement q(validator, "SELECT json_valid(?)");
   q.bind(1, text);

@@ -72,8 +72,10 @@ std::string describe(const SchemaObject& o) { return visible(o.type) + " '" + vi
 }  // namespace
 
 const std::vector<SchemaObject>& expected_schema(int version) {
-  static std::mutex mu;
-  static std::map<int, std::vector<SchemaObject>> cache;
+  // Never destroyed: an atexit handler registered before the first open runs
+  // after static destructors would have run, and may still open a store.
+  static std::mutex& mu = *new std::mutex;
+  static std::map<int, std::vector<SchemaObject>>& cache = *new std::map<int, std::vector<SchemaObject>>;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(version);
   if (it != cache.end()) return it->second;

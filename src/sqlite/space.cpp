@@ -52,15 +52,15 @@ void evict_chunk_payload(SQLite::Database& db, StatementCache& statements, int64
   sqlite3* h = db.getHandle();
   // Every column of both rows but the payload. chunk_meta's row goes with the
   // chunk's (ON DELETE CASCADE) and comes back with payload_bytes 0.
-  static const std::string kChunkColumns =
+  static const char* const kChunkColumns =
       "chunk_id, model_id, hash, first_pos, n_tokens, tokens, precision, compression, raw_size, checksum";
-  RawStatement chunk(h, "SELECT " + kChunkColumns + " FROM chunks WHERE chunk_id = ?");
+  RawStatement chunk(h, std::string("SELECT ") + kChunkColumns + " FROM chunks WHERE chunk_id = ?");
   RawStatement meta(h, "SELECT * FROM chunk_meta WHERE chunk_id = ?");
   sqlite3_bind_int64(chunk.get(), 1, chunk_id);
   sqlite3_bind_int64(meta.get(), 1, chunk_id);
   if (!chunk.step()) return;  // gone: nothing to evict
   const bool has_meta = meta.step();
-  RawStatement put_chunk(h, "INSERT INTO chunks (" + kChunkColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  RawStatement put_chunk(h, std::string("INSERT INTO chunks (") + kChunkColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   bind_row(chunk, put_chunk);
   std::string meta_insert = "INSERT INTO chunk_meta VALUES (";
   for (int i = 0; i < sqlite3_column_count(meta.get()); ++i) meta_insert += i ? ", ?" : "?";

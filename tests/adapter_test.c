@@ -218,14 +218,32 @@ static engine_run start_engine(int slot, const char *const *steps) {
   return r;
 }
 
+/* Every text slurp returns is kept here and freed at exit: a scenario reads
+ * several engine runs' output into the same variables and frees none. */
+static char *g_texts[256];
+static size_t g_ntexts;
+
+static void free_texts(void) {
+  while (g_ntexts > 0) free(g_texts[--g_ntexts]);
+}
+
+static char *kept_text(const char *text) {
+  if (g_ntexts == 0) atexit(free_texts);
+  CHECK(g_ntexts < sizeof g_texts / sizeof g_texts[0]);
+  char *t = strdup(text);
+  CHECK(t != NULL);
+  g_texts[g_ntexts++] = t;
+  return t;
+}
+
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");
-  if (!f) return strdup("");
+  if (!f) return kept_text("");
   static char buf[1 << 16];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = 0;
-  return strdup(buf);
+  return kept_text(buf);
 }
 
 /* Waits for an engine run; its stdout and stderr are returned (free them). */

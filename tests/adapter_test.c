@@ -218,8 +218,18 @@ static engine_run start_engine(int slot, const char *const *steps) {
   return r;
 }
 
-/* Every text slurp returns is kept here and freed at exit: a scenario reads
- * several engine runs' output into the same variables and frees none. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return strdup("");
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strdup(buf);
+}
+
+/* The engine runs' output finish_engine returns is kept here and freed at
+ * exit: a scenario reads several runs into the same variables. */
 static char *g_texts[256];
 static size_t g_ntexts;
 
@@ -227,31 +237,19 @@ static void free_texts(void) {
   while (g_ntexts > 0) free(g_texts[--g_ntexts]);
 }
 
-static char *kept_text(const char *text) {
+static char *kept(char *text) {
   if (g_ntexts == 0) atexit(free_texts);
-  CHECK(g_ntexts < sizeof g_texts / sizeof g_texts[0]);
-  char *t = strdup(text);
-  CHECK(t != NULL);
-  g_texts[g_ntexts++] = t;
-  return t;
+  CHECK(text != NULL && g_ntexts < sizeof g_texts / sizeof g_texts[0]);
+  g_texts[g_ntexts++] = text;
+  return text;
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return kept_text("");
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return kept_text(buf);
-}
-
-/* Waits for an engine run; its stdout and stderr are returned (free them). */
+/* Waits for an engine run; its stdout and stderr are returned (kept until exit). */
 static void finish_engine(engine_run *r, char **out, char **err) {
   int status = 0;
   CHECK(waitpid(r->pid, &status, 0) == r->pid);
-  *out = slurp(r->out);
-  *err = slurp(r->err);
+  *out = kept(slurp(r->out));
+  *err = kept(slurp(r->err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     printf("engine run %s: status %d\nstdout:\n%s\nstderr:\n%s\n", r->out, status, *out, *err);
     exit(1);

@@ -29,10 +29,11 @@ void CallGate::refuse(Refusal why, const std::string& where) const {
 }
 
 void CallGate::leave() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --in_flight_;
-  }
+  // Notified under the lock: a close() waiting for the last call may destroy
+  // the gate as soon as it sees none in flight, so the condition variable must
+  // not be touched after the mutex is released.
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_flight_;
   left_.notify_all();
 }
 

@@ -16,7 +16,10 @@
  * touching the store, and colikv_close frees it without waiting for anything
  * (the parent's threads and connections are left to the parent, as SQLite
  * requires for a connection carried across fork). Open the store again in
- * the child.
+ * the child, or exec: a child may open a store only when the parent had no
+ * colikv handle open at the fork (a parent's thread may hold a lock of
+ * SQLite's or colikv's forever in the child, and SQLite's per-file lock
+ * records would be the parent's).
  *
  * KV buffers are the engine's own: Lc[layer] + pos*kv_lora, Rc[layer] +
  * pos*qk_rope, and Ic[layer] + pos*index_hd for the layers with an indexer.

@@ -8,7 +8,9 @@
 // same file: readers never block, one writer at a time, and a writer waits up
 // to Options::busy_timeout_ms for another's lock. A Store belongs to the
 // process that opened it: in a child forked from it every call throws
-// kInvalidArgument and the destructor frees nothing (open it again there).
+// kInvalidArgument and the destructor frees nothing. A child may open a Store
+// of its own only when the parent had none open at the fork (or after exec):
+// a parent's thread may have held a lock of SQLite's or colikv's at the fork.
 #ifndef COLIKV_STORE_H
 #define COLIKV_STORE_H
 

@@ -25,6 +25,7 @@ namespace colikv {
 namespace detail {
 
 class AsyncWriter;  // async_writer.h
+class StagedStore;  // sqlite/staged_store.h
 
 // A chunk produced for an append, on a worker thread.
 struct ProducedChunk {
@@ -122,7 +123,11 @@ class Store::Impl {
 
   std::string path;
   Options options;
-  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default
+  // The new store's temporary file, with Options::create_staged until
+  // publish(); declared before the catalog, so that it is removed only once
+  // the catalog's connections to it are closed.
+  std::unique_ptr<detail::StagedStore> staged;
+  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default; null once published
   std::recursive_mutex mu;  // serializes calls on this Store
   // Calls in flight (StoreCall, append_async, wait), which destroying the
   // Store waits for, and the process that opened it (close_store).

@@ -2,7 +2,11 @@
 // and the schema versions.
 #include "colikv/store.h"
 
+#include <exception>
+
+#include "async_writer.h"
 #include "backend_error.h"
+#include "sqlite/staged_store.h"
 #include "store_call.h"
 #include "store_impl.h"
 
@@ -31,6 +35,36 @@ const Options& Store::options() const { return impl_->options; }
 int Store::schema_version() const {
   detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
   return with_context(impl_->where(), [&] { return impl_->catalog->schema_version(); });
+}
+
+void Store::publish() {
+  Impl& s = *impl_;
+  {
+    detail::CallGate::Call in_flight(s.gate, [&] { return s.where(); });
+    if (!s.staged)
+      throw Error(ErrorCode::kInvalidArgument,
+                  s.where() + ": publish: this Store was not opened with Options::create_staged");
+  }
+  // The new store is whole only with every turn queued for it.
+  std::exception_ptr failed;
+  try {
+    wait();
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  // Closed as the destructor closes it (close_store), then for good.
+  if (s.async) s.async->pause(false);
+  s.gate.close("this Store was closed by publish(); open the store again to use it");
+  s.async.reset();
+  std::unique_ptr<detail::StagedStore> staged;
+  {
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    staged = std::move(s.staged);
+    if (!staged) throw Error(ErrorCode::kInvalidArgument, s.where() + ": publish: published already");
+    s.catalog.reset();  // the last connection's close folds the WAL into the file
+  }
+  if (failed) std::rethrow_exception(failed);  // staged's destructor removes the files
+  staged->publish();
 }
 
 int Store::library_schema_version() { return detail::latest_schema_version_for(std::string()); }

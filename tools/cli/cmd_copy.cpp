@@ -1,7 +1,5 @@
 // colikv copy: conversations from one store to another (SQLite to PostgreSQL
 // and back), each checked byte for byte on both sides.
-#include <sys/stat.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,11 +32,6 @@ struct Copied {
   Json conversations = Json::array();
   int64_t tokens = 0, copied = 0, skipped = 0;
 };
-
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 // Copies ids from src into the store at dst_path opened with dst_options; a
 // store opened with Options::create_staged is published once every copy is
@@ -102,14 +95,14 @@ int cmd_copy(const Args& a) {
   // copied into instead.
   Copied c;
   bool done = false;
-  if (!colikv::is_postgres_location(dst_path) && !file_exists(colikv::store_file_of(dst_path))) {
+  if (is_new_store_file(dst_path)) {
     colikv::Options fresh = dst_options;
     fresh.create_staged = true;
     try {
       c = copy_into(a, src, dst_path, fresh, ids);
       done = true;
     } catch (const colikv::Error& e) {
-      if (e.code() != colikv::ErrorCode::kConflict || !file_exists(colikv::store_file_of(dst_path))) throw;
+      if (e.code() != colikv::ErrorCode::kConflict || is_new_store_file(dst_path)) throw;
     }
   }
   if (!done) c = copy_into(a, src, dst_path, dst_options, ids);

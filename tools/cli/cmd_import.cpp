@@ -33,29 +33,22 @@ colikv::ImportResult import_into(const std::string& path, const colikv::Options&
   return r;
 }
 
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 // A store this import creates is built aside and given its name only once
 // it holds the conversation (Options::create_staged): a failed import never
 // deletes a store, not even one another process has just created.
 colikv::ImportResult import_file(const std::string& store_path, colikv::Options opts, const std::string& file,
                                  const colikv::ImportOptions& io, ProgressMode mode) {
-  // A server's store is created by its first transaction: no file to build aside.
-  if (colikv::is_postgres_location(store_path)) return import_into(store_path, opts, file, io, mode);
-  if (!file_exists(colikv::store_file_of(store_path))) {
+  if (is_new_store_file(store_path)) {
     colikv::Options fresh = opts;
     fresh.create_staged = true;
     try {
       return import_into(store_path, fresh, file, io, mode);
     } catch (const colikv::Error& e) {
       // Another process created the store meanwhile: import into it instead.
-      if (e.code() != colikv::ErrorCode::kConflict || !file_exists(colikv::store_file_of(store_path))) throw;
+      if (e.code() != colikv::ErrorCode::kConflict || is_new_store_file(store_path)) throw;
     }
+    opts.create_if_missing = false;
   }
-  opts.create_if_missing = false;
   return import_into(store_path, opts, file, io, mode);
 }
 

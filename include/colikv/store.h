@@ -197,6 +197,9 @@ class COLIKV_API Store {
   // kInvalidArgument (a libpq keyword/value string, or a URI libpq cannot
   // parse; a postgresql:// URI when the library was built without the
   // PostgreSQL backend, COLIKV_WITH_POSTGRES=OFF, naming that option).
+  // With Options::create_staged the store is new and built aside until
+  // publish(): kConflict when the location's file exists, and the other
+  // errors that option lists.
   explicit Store(const std::string& path, const Options& options = Options());
   // Waits for the calls other threads have in flight on this Store (one
   // blocked in append_async at the queue bound queues its turn), refusing with

@@ -10,7 +10,6 @@
 #include "chunk_layout.h"
 #include "core/store_limits.h"
 #include "core/text_argument.h"
-#include "sqlite/staged_store.h"
 #include "store_location.h"
 
 namespace colikv {
@@ -107,42 +106,11 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
 
 }  // namespace detail
 
-namespace {
-
-// The new store's temporary file when Options::create_staged asks for one.
-std::unique_ptr<detail::StagedStore> stage_if_asked(const std::string& location, const Options& o) {
-  if (!o.create_staged) return nullptr;
-  detail::require_store_location(location);
-  const std::string what = "store " + detail::shown_location(location);
-  if (detail::is_postgres_uri(location))
-    throw Error(ErrorCode::kInvalidArgument,
-                what + ": Options::create_staged is for a store file; a store on a server is created by its "
-                       "first transaction, with no file to build aside");
-  if (o.read_only) throw Error(ErrorCode::kInvalidArgument, what + ": Options::create_staged with read_only");
-  return std::make_unique<detail::StagedStore>(location, o.file_mode);
-}
-
-// The catalog of the location, or of the staged store's temporary file, whose
-// errors then name the location.
-std::unique_ptr<detail::Catalog> open_catalog_of(const std::string& location, const Options& o,
-                                                 const detail::StagedStore* staged) {
-  if (!staged) return detail::open_catalog(location, o);
-  Options create = o;
-  create.create_if_missing = true;
-  try {
-    return detail::open_catalog(staged->path(), create);
-  } catch (const Error& e) {
-    throw Error(e.code(), staged->named(e.what()));
-  }
-}
-
-}  // namespace
-
 Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
-      staged(stage_if_asked(p, o)),
-      catalog(open_catalog_of(p, o, staged.get())),
+      staged(detail::stage_new_store(p, o)),
+      catalog(detail::open_catalog_staged(p, o, staged.get())),
       pool(o.threads) {
   if (!options.read_only) async = detail::make_async_writer(*this);
 }

@@ -19,13 +19,13 @@
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "core/thread_pool.h"
+#include "store_staging.h"
 
 namespace colikv {
 
 namespace detail {
 
 class AsyncWriter;  // async_writer.h
-class StagedStore;  // sqlite/staged_store.h
 
 // A chunk produced for an append, on a worker thread.
 struct ProducedChunk {
@@ -126,7 +126,7 @@ class Store::Impl {
   // The new store's temporary file, with Options::create_staged until
   // publish(); declared before the catalog, so that it is removed only once
   // the catalog's connections to it are closed.
-  std::unique_ptr<detail::StagedStore> staged;
+  detail::StagedStorePtr staged;
   std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default; null once published
   std::recursive_mutex mu;  // serializes calls on this Store
   // Calls in flight (StoreCall, append_async, wait), which destroying the

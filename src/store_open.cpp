@@ -6,7 +6,6 @@
 
 #include "async_writer.h"
 #include "backend_error.h"
-#include "sqlite/staged_store.h"
 #include "store_call.h"
 #include "store_impl.h"
 
@@ -56,7 +55,7 @@ void Store::publish() {
   if (s.async) s.async->pause(false);
   s.gate.close("this Store was closed by publish(); open the store again to use it");
   s.async.reset();
-  std::unique_ptr<detail::StagedStore> staged;
+  detail::StagedStorePtr staged;
   {
     std::lock_guard<std::recursive_mutex> lock(s.mu);
     staged = std::move(s.staged);
@@ -64,7 +63,7 @@ void Store::publish() {
     s.catalog.reset();  // the last connection's close folds the WAL into the file
   }
   if (failed) std::rethrow_exception(failed);  // staged's destructor removes the files
-  staged->publish();
+  detail::publish_staged(*staged);
 }
 
 int Store::library_schema_version() { return detail::latest_schema_version_for(std::string()); }

@@ -38,28 +38,30 @@ int Store::schema_version() const {
 
 void Store::publish() {
   Impl& s = *impl_;
+  detail::StagedStorePtr staged;
   {
     detail::CallGate::Call in_flight(s.gate, [&] { return s.where(); });
-    if (!s.staged)
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    if (!s.options.create_staged)
       throw Error(ErrorCode::kInvalidArgument,
                   s.where() + ": publish: this Store was not opened with Options::create_staged");
+    if (!s.staged) throw Error(ErrorCode::kInvalidArgument, s.where() + ": publish: published already");
+    staged = std::move(s.staged);  // claimed: a publish racing this one finds none
   }
+  // Closed as the destructor closes it (close_store), then for good: once
+  // the calls in flight have left, nothing more can be queued.
+  if (s.async) s.async->pause(false);
+  s.gate.close("this Store was closed by publish(); open the store again to use it");
   // The new store is whole only with every turn queued for it.
   std::exception_ptr failed;
   try {
-    wait();
+    if (s.async) s.async->wait(nullptr);
   } catch (...) {
     failed = std::current_exception();
   }
-  // Closed as the destructor closes it (close_store), then for good.
-  if (s.async) s.async->pause(false);
-  s.gate.close("this Store was closed by publish(); open the store again to use it");
   s.async.reset();
-  detail::StagedStorePtr staged;
   {
     std::lock_guard<std::recursive_mutex> lock(s.mu);
-    staged = std::move(s.staged);
-    if (!staged) throw Error(ErrorCode::kInvalidArgument, s.where() + ": publish: published already");
     s.catalog.reset();  // the last connection's close folds the WAL into the file
   }
   if (failed) std::rethrow_exception(failed);  // staged's destructor removes the files

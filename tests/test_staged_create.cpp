@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -305,4 +307,27 @@ TEST_CASE("staged create: temporary stores of a killed process are removed, live
   }
   ::close(held);
   CHECK(names_in(dir.path()) == (std::vector<std::string>{".colikv-import-live00", "s.db"}));
+}
+
+TEST_CASE("staged create: two threads publishing at once: one publishes, the other is refused", "[staged]") {
+  TempDir dir;
+  const EngineBuffers a = history(50, 11);
+  for (int round = 0; round < 20; ++round) {
+    const std::string path = dir.file("s" + std::to_string(round) + ".db");
+    colikv::Store s(path, staged());
+    s.append_async("a", a.model, a.tokens.data(), a.capacity, a.source());
+    std::atomic<int> ok{0}, refused{0};
+    auto publish = [&] {
+      const ErrorCode c = error_code_of([&] { s.publish(); });
+      (c == ErrorCode::kOk ? ok : refused) += c == ErrorCode::kOk || c == ErrorCode::kInvalidArgument ? 1 : 0;
+    };
+    std::thread t1(publish), t2(publish);
+    t1.join();
+    t2.join();
+    CHECK(ok == 1);
+    CHECK(refused == 1);
+    colikv::Store again(path);
+    CHECK(colikv_test::loads_as(again, "a", a, 50) == "");
+  }
+  for (const std::string& n : names_in(dir.path())) CHECK(n.rfind(".colikv-import-", 0) != 0);
 }

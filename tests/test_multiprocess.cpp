@@ -1,5 +1,5 @@
 // Several processes on one store: two append to different conversations at
-// the same time while a third reads both over and over (colikv_test_child).
+// the same time while a third reads both over and over (colikv_store_child).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -21,8 +21,8 @@
 
 using colikv_test::loads_as;
 
-#ifndef COLIKV_TEST_CHILD_PATH
-#error "COLIKV_TEST_CHILD_PATH must name the colikv_test_child program (tests/CMakeLists.txt)"
+#ifndef COLIKV_STORE_CHILD_PATH
+#error "COLIKV_STORE_CHILD_PATH must name the colikv_store_child program (tests/CMakeLists.txt)"
 #endif
 
 extern char** environ;
@@ -33,7 +33,7 @@ using colikv_test::TempDir;
 
 namespace {
 
-// What colikv_test_child uses: tiny_model(), 4-token chunks, histories by seed.
+// What colikv_store_child uses: tiny_model(), 4-token chunks, histories by seed.
 ModelSignature child_model() { return colikv_test::tiny_model(); }
 colikv::Options child_options() {
   colikv::Options o;
@@ -61,7 +61,7 @@ class Children {
   }
   // Starts the child program with args, its stdout going to out_path.
   pid_t spawn(const std::vector<std::string>& args, const std::string& out_path) {
-    std::vector<std::string> all{COLIKV_TEST_CHILD_PATH};
+    std::vector<std::string> all{COLIKV_STORE_CHILD_PATH};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
@@ -159,7 +159,7 @@ TEST_CASE("multiprocess: three processes open a missing store at once", "[multip
 TEST_CASE("multiprocess: two engine hosts append, load, fork and match overlapping conversations",
           "[backends][multiprocess]") {
   // On PostgreSQL these are two hosts of one deployment: every turn a host
-  // acknowledges must read back bit-exact from the other (colikv_test_child
+  // acknowledges must read back bit-exact from the other (colikv_store_child
   // host checks each load), and the conversation both extend stays one
   // consistent history.
   TempDir dir;

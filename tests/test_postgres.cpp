@@ -28,7 +28,7 @@ using colikv_test::EngineBuffers;
 
 namespace {
 
-// What colikv_test_child uses: tiny_model(), 4-token chunks, histories by seed.
+// What colikv_store_child uses: tiny_model(), 4-token chunks, histories by seed.
 colikv::Options child_options() {
   colikv::Options o;
   o.chunk_target_bytes = 4 * colikv_test::tiny_model().record_bytes();
@@ -121,7 +121,7 @@ TEST_CASE("postgres: a client SIGKILLed mid-append leaves whole turns and no loc
   const std::string uri = colikv_test::fresh_pg_store();
   { colikv::Store s(uri, child_options()); }
   const int64_t per_turn = 400, turns = 200;
-  colikv_test::ChildProcess child({COLIKV_TEST_CHILD_PATH, "append", uri, "victim", "5", std::to_string(turns),
+  colikv_test::ChildProcess child({COLIKV_STORE_CHILD_PATH, "append", uri, "victim", "5", std::to_string(turns),
                                    std::to_string(per_turn)});
   std::string line;
   int64_t acknowledged = 0;

@@ -34,6 +34,7 @@ using colikv::Store;
 using colikv_test::EngineBuffers;
 using colikv_test::make_tokens;
 using colikv_test::TempDir;
+using colikv_test::history;
 
 using colikv_test::bits_of;
 using colikv_test::from_bits;
@@ -45,15 +46,6 @@ constexpr int64_t kChunk = 4;  // tokens per chunk in most tests
 // Options whose chunks hold kChunk tokens of model m (chunk_tokens is the
 // largest power of two whose raw chunk fits chunk_target_bytes).
 Options small_chunks(const ModelSignature& m) { return colikv_test::chunked_options(m, kChunk); }
-
-// A deterministic conversation: tokens and KV values of positions [0, n) are
-// functions of (seed, position) only.
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = make_tokens(n, m.vocab, seed);
-  return b;
-}
 
 // Positions [from, to) of b become those of the history of `seed`, and the
 // token at `from` is made to differ from what it was: b diverges at `from`.

@@ -55,12 +55,7 @@ colikv::Options child_options(const ModelSignature& m) {
   return o;
 }
 
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
-}
+using colikv_test::history;
 
 int usage() {
   std::fprintf(stderr,

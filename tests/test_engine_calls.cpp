@@ -58,7 +58,8 @@ TEST_CASE_METHOD(IndexedStore, "write: keeps the positions before from and repla
   CHECK(s.count("c") == 13);
 }
 
-TEST_CASE_METHOD(IndexedStore, "load_range: writes exactly the positions from..to, across chunks", "[backends][engine_calls]") {
+TEST_CASE_METHOD(IndexedStore, "load_range: writes exactly the positions from..to, across chunks",
+                 "[backends][engine_calls]") {
   const ModelSignature& m = model;
   Store& s = store();
   EngineBuffers a = history(30, 3);

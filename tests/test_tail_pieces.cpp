@@ -30,6 +30,10 @@ namespace {
 
 constexpr int64_t kC = 16;  // tokens per full chunk in these tests
 
+// The store s.colikv of the tiny model in kC-token chunks, on either backend.
+struct TailStore : colikv_test::StoreFixture {
+  TailStore() : StoreFixture(colikv_test::tiny_model(), kC, "s.colikv") {}
+};
 
 // A chunk list entry as stored: enough to tell a rewritten chunk from an untouched one.
 struct Entry {
@@ -67,13 +71,12 @@ void turns(Store& s, const std::string& id, const EngineBuffers& b, const std::v
 
 }  // namespace
 
-TEST_CASE("tail pieces: a turn inside the tail writes one chunk row and rewrites nothing stored",
-          "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = history(m, 40, 5);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: a turn inside the tail writes one chunk row and rewrites nothing stored",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 5);
+  Store& s = store();
   std::vector<Entry> before;
   for (int64_t end : {5, 8, 12, 15}) {
     const int64_t rows_before = chunk_rows(loc);
@@ -99,12 +102,12 @@ TEST_CASE("tail pieces: a turn inside the tail writes one chunk row and rewrites
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("tail pieces: a re-pack keeps the stored rows, not the caller's recomputed ones", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = history(m, 40, 6);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: a re-pack keeps the stored rows, not the caller's recomputed ones",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 6);
+  Store& s = store();
   turns(s, "c", h, {6, 11});
   EngineBuffers recomputed = h;  // the engine recomputed positions 3 and 9 meanwhile
   recomputed.fill(3, 4, 99);
@@ -146,13 +149,11 @@ TEST_CASE("tail pieces: turns of many sizes round-trip bit-exact and export as t
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("tail pieces: truncate and fork cut inside a piece, at a piece boundary and inside a full chunk",
-          "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = history(m, 60, 8);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: truncate and fork cut inside a piece, at a piece boundary and inside a full chunk",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const EngineBuffers h = history(60, 8);
+  Store& s = store();
   turns(s, "src", h, {16, 21, 24, 30});
   REQUIRE(starts(loc, "src") == (std::vector<int64_t>{0, 16, 21, 24}));
   const std::vector<Entry> src = entries(loc, "src");
@@ -198,15 +199,15 @@ TEST_CASE("tail pieces: write() rewrites a tail from inside a piece", "[backends
   CHECK(loads_as(s, "c", other, 35) == "");
 }
 
-TEST_CASE("tail pieces: match and match_loadable find a prompt ending in any piece", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = history(m, 40, 11);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: match and match_loadable find a prompt ending in any piece",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 11);
+  Store& s = store();
   turns(s, "p", h, {16, 18, 20, 23, 27, 30});  // a full chunk, then 5 pieces
   REQUIRE(starts(loc, "p").size() == 6);
-  s.append("other", m, history(m, 20, 12).tokens.data(), 20, history(m, 20, 12).source());
+  s.append("other", m, history(20, 12).tokens.data(), 20, history(20, 12).source());
   for (int64_t len : {30, 22, 17, 5}) {  // the whole tail, inside the 3rd piece, inside the 1st, in the full chunk
     INFO("prompt of " << len << " stored tokens");
     std::vector<int32_t> prompt(h.tokens.begin(), h.tokens.begin() + len);
@@ -308,12 +309,11 @@ TEST_CASE("tail pieces: three segmentations of one history are each matched", "[
   CHECK(matches(s, b, 28, "b") == "");
 }
 
-TEST_CASE("tail pieces: pieces cut by truncate and fork, and pieces after them, are matched", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = history(m, 40, 25);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: pieces cut by truncate and fork, and pieces after them, are matched",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const EngineBuffers h = history(40, 25);
+  Store& s = store();
   turns(s, "src", h, {16, 21, 24, 30});
   s.fork("src", "f", 22);  // cuts the piece [21, 24)
   s.fork("src", "t");
@@ -333,12 +333,11 @@ TEST_CASE("tail pieces: pieces cut by truncate and fork, and pieces after them, 
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("tail pieces: a conversation with pieces evicted, then re-saved", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = history(m, 40, 13);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: a conversation with pieces evicted, then re-saved", "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 13);
+  Store& s = store();
   turns(s, "c", h, {16, 19, 23, 26});
   s.gc(0);
   EngineBuffers out(m, 30);

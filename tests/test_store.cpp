@@ -47,6 +47,11 @@ constexpr int64_t kChunk = 4;  // tokens per chunk in most tests
 // largest power of two whose raw chunk fits chunk_target_bytes).
 Options small_chunks(const ModelSignature& m) { return colikv_test::chunked_options(m, kChunk); }
 
+// The store s.colikv of the tiny model in kChunk-token chunks, on either backend.
+struct SmallStore : colikv_test::StoreFixture {
+  SmallStore() : StoreFixture(colikv_test::tiny_model(), kChunk, "s.colikv") {}
+};
+
 // Positions [from, to) of b become those of the history of `seed`, and the
 // token at `from` is made to differ from what it was: b diverges at `from`.
 void diverge(EngineBuffers& b, int64_t from, int64_t to, uint32_t seed) {
@@ -534,18 +539,16 @@ TEST_CASE("store: diverged append reports the first differing position and chang
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("store: invalid appends are rejected and change nothing", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 16, 4);
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: invalid appends are rejected and change nothing", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(16, 4);
+  Store& s = store();
   s.append("c", m, h.tokens.data(), 10, h.source());
 
   SECTION("token out of [0, vocab)") {
     for (int32_t bad : {m.vocab, m.vocab + 5, -1, INT32_MIN}) {
       INFO("token " << bad);
-      EngineBuffers g = history(m, 16, 4);
+      EngineBuffers g = colikv_test::history(m, 16, 4);
       g.tokens[12] = bad;
       CHECK(caught([&] { s.append("c", m, g.tokens.data(), 14, g.source()); }).name() ==
             name(ErrorCode::kInvalidArgument));
@@ -583,12 +586,10 @@ TEST_CASE("store: invalid appends are rejected and change nothing", "[backends][
   CHECK(orphan_chunks(path) == 0);
 }
 
-TEST_CASE("store: an append of nothing new is a no-op", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 10, 6);
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: an append of nothing new is a no-op", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(10, 6);
+  Store& s = store();
   s.append("c", m, h.tokens.data(), 10, h.source());
   const auto before = s.info("c");
   const auto ids = chunk_ids(path, "c");
@@ -600,11 +601,9 @@ TEST_CASE("store: an append of nothing new is a no-op", "[backends][store]") {
   CHECK(loads_as(s, "c", h, 10) == "");
 }
 
-TEST_CASE("store: create() makes an empty conversation", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: create() makes an empty conversation", "[backends][store]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   s.create("e", m, "a title", R"({"k":1})");
   CHECK(s.exists("e"));
   CHECK(s.count("e") == 0);
@@ -627,7 +626,7 @@ TEST_CASE("store: create() makes an empty conversation", "[backends][store]") {
   // The model of an empty conversation is fixed.
   CHECK(caught([&] { s.load("e", colikv_test::tiny_indexed_model(), out.tokens.data(), 4, out.target()); }).name() ==
         name(ErrorCode::kModelMismatch));
-  EngineBuffers h = history(m, 6, 1);
+  EngineBuffers h = colikv_test::history(m, 6, 1);
   s.append("e", m, h.tokens.data(), 6, h.source());
   CHECK(loads_as(s, "e", h, 6) == "");
   CHECK(s.info("e").title == "a title");
@@ -817,12 +816,10 @@ TEST_CASE("store: fork mid-chunk, grow both independently, delete the source", "
   CHECK(chunk_rows(path) == 0);
 }
 
-TEST_CASE("store: fork errors", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 10, 1);
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: fork errors", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(10, 1);
+  Store& s = store();
   s.append("a", m, h.tokens.data(), 10, h.source());
   s.append("b", m, h.tokens.data(), 3, h.source());
   CHECK(caught([&] { s.fork("absent", "x"); }).name() == name(ErrorCode::kNotFound));
@@ -833,12 +830,10 @@ TEST_CASE("store: fork errors", "[backends][store]") {
   CHECK(s.conversation_count() == 2);
 }
 
-TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 10, 1);
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: rename, title, metadata and info", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(10, 1);
+  Store& s = store();
   s.append("a", m, h.tokens.data(), 10, h.source());
 
   auto info = s.info("a");
@@ -886,12 +881,10 @@ TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
   CHECK(loads_as(s, "id with 'quotes', \"double\", ; -- and ünïcode", h, 10) == "");
 }
 
-TEST_CASE("store: list is most recently used first, with pagination", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 8, 1);
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: list is most recently used first, with pagination", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(8, 1);
+  Store& s = store();
   auto ids = [&](const colikv::ListOptions& o) {
     std::vector<std::string> v;
     for (const auto& c : s.list(o)) v.push_back(c.id);

@@ -76,7 +76,7 @@ TEST_CASE_METHOD(BudgetStore, "append_async re-saves an evicted conversation fro
   const ModelSignature& m = model;
   const EngineBuffers b = rows(40);
   Store& s = store();
-  s.append("a", m, b.tokens.data(), 10, b.source());  // chunks [0, 4), [4, 8), a piece [8, 10)
+  write("a", b, 10);  // chunks [0, 4), [4, 8), a piece [8, 10)
   s.gc(0);
   REQUIRE(s.info("a").evicted);
   // The turn's chunk starts at 8; the evicted ones before it come from the engine's rows too.
@@ -101,7 +101,7 @@ TEST_CASE_METHOD(BudgetStore, "a queued turn whose conversation is evicted befor
   const EngineBuffers b = rows(40);
   Store& s = store();
   Store other(path, options);  // another process's gc
-  s.append("a", m, b.tokens.data(), 10, b.source());
+  write("a", b, 10);
   colikv::detail::AsyncWriter& writer = *colikv::detail::StoreAccess::impl(s).async;
   writer.pause(true);
   s.append_async("a", m, b.tokens.data(), 13, b.source());  // staged from 8: nothing was evicted yet
@@ -125,8 +125,8 @@ TEST_CASE_METHOD(BudgetStore, "an eviction by another connection while an append
   const EngineBuffers b = rows(40);
   Store& s = store();
   Store other(path, options);
-  s.append("a", m, b.tokens.data(), 10, b.source());
-  s.append("b", m, b.tokens.data(), 6, b.source());
+  write("a", b, 10);
+  write("b", b, 6);
   // An append of [10, 13) through the store's own steps; while it encodes
   // (after it read what is committed, before its write lock), the other
   // connection evicts everything.
@@ -151,7 +151,7 @@ TEST_CASE_METHOD(BudgetStore, "an eviction by another connection while an append
   CHECK(s.verify().ok());
   s.truncate("a", 11);
   s.fork("a", "f", 9);
-  s.append("a", m, b.tokens.data(), 14, b.source());
+  write("a", b, 14);
   check_loads(s, "a", b, 14);
   CHECK(s.tokens("f") == std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 9));
   CHECK(s.verify().ok());
@@ -162,7 +162,7 @@ TEST_CASE_METHOD(BudgetStore, "appends, truncates and forks beside a gc loop in 
   const ModelSignature& m = model;
   const EngineBuffers b = rows(200);
   Store& s = store();
-  s.append("x", m, b.tokens.data(), 40, b.source());
+  write("x", b, 40);
   std::atomic<bool> stop{false};
   std::atomic<int> gcs{0};
   std::thread gc([&] {

@@ -63,7 +63,7 @@ TEST_CASE_METHOD(IndexedStore, "load_range: writes exactly the positions from..t
   const ModelSignature& m = model;
   Store& s = store();
   EngineBuffers a = history(30, 3);
-  s.append("c", m, a.tokens.data(), 30, a.source());
+  write("c", a, 30);
   for (auto range : {std::pair<int64_t, int64_t>{5, 19}, {8, 12}, {0, 30}, {29, 30}, {7, 7}}) {
     EngineBuffers out(m, 30);
     out.poison();

@@ -543,25 +543,25 @@ TEST_CASE_METHOD(SmallStore, "store: invalid appends are rejected and change not
   const ModelSignature& m = model;
   EngineBuffers h = history(16, 4);
   Store& s = store();
-  s.append("c", m, h.tokens.data(), 10, h.source());
+  write("c", h, 10);
 
   SECTION("token out of [0, vocab)") {
     for (int32_t bad : {m.vocab, m.vocab + 5, -1, INT32_MIN}) {
       INFO("token " << bad);
       EngineBuffers g = colikv_test::history(m, 16, 4);
       g.tokens[12] = bad;
-      CHECK(caught([&] { s.append("c", m, g.tokens.data(), 14, g.source()); }).name() ==
+      CHECK(caught([&] { write("c", g, 14); }).name() ==
             name(ErrorCode::kInvalidArgument));
       CHECK(s.count("c") == 10);
       // A new conversation is not created by a failing append.
-      CHECK(caught([&] { s.append("new", m, g.tokens.data(), 14, g.source()); }).name() ==
+      CHECK(caught([&] { write("new", g, 14); }).name() ==
             name(ErrorCode::kInvalidArgument));
       CHECK_FALSE(s.exists("new"));
     }
-    CHECK(loads_as(s, "c", h, 10) == "");
+    CHECK(read("c", h, 10) == "");
   }
   SECTION("len below the committed count") {
-    CHECK(caught([&] { s.append("c", m, h.tokens.data(), 9, h.source()); }).name() ==
+    CHECK(caught([&] { write("c", h, 9); }).name() ==
           name(ErrorCode::kInvalidArgument));
     CHECK(caught([&] { s.append("c", m, h.tokens.data(), -1, h.source()); }).name() ==
           name(ErrorCode::kInvalidArgument));
@@ -587,18 +587,17 @@ TEST_CASE_METHOD(SmallStore, "store: invalid appends are rejected and change not
 }
 
 TEST_CASE_METHOD(SmallStore, "store: an append of nothing new is a no-op", "[backends][store]") {
-  const ModelSignature& m = model;
   EngineBuffers h = history(10, 6);
   Store& s = store();
-  s.append("c", m, h.tokens.data(), 10, h.source());
+  write("c", h, 10);
   const auto before = s.info("c");
   const auto ids = chunk_ids(path, "c");
   pause_ms(3);
-  s.append("c", m, h.tokens.data(), 10, h.source());
+  write("c", h, 10);
   CHECK(s.count("c") == 10);
   CHECK(chunk_ids(path, "c") == ids);
   CHECK(s.info("c").updated_ms == before.updated_ms);
-  CHECK(loads_as(s, "c", h, 10) == "");
+  CHECK(read("c", h, 10) == "");
 }
 
 TEST_CASE_METHOD(SmallStore, "store: create() makes an empty conversation", "[backends][store]") {
@@ -627,8 +626,8 @@ TEST_CASE_METHOD(SmallStore, "store: create() makes an empty conversation", "[ba
   CHECK(caught([&] { s.load("e", colikv_test::tiny_indexed_model(), out.tokens.data(), 4, out.target()); }).name() ==
         name(ErrorCode::kModelMismatch));
   EngineBuffers h = colikv_test::history(m, 6, 1);
-  s.append("e", m, h.tokens.data(), 6, h.source());
-  CHECK(loads_as(s, "e", h, 6) == "");
+  write("e", h, 6);
+  CHECK(read("e", h, 6) == "");
   CHECK(s.info("e").title == "a title");
 }
 
@@ -817,11 +816,10 @@ TEST_CASE("store: fork mid-chunk, grow both independently, delete the source", "
 }
 
 TEST_CASE_METHOD(SmallStore, "store: fork errors", "[backends][store]") {
-  const ModelSignature& m = model;
   EngineBuffers h = history(10, 1);
   Store& s = store();
-  s.append("a", m, h.tokens.data(), 10, h.source());
-  s.append("b", m, h.tokens.data(), 3, h.source());
+  write("a", h, 10);
+  write("b", h, 3);
   CHECK(caught([&] { s.fork("absent", "x"); }).name() == name(ErrorCode::kNotFound));
   CHECK(caught([&] { s.fork("a", "b"); }).name() == name(ErrorCode::kConflict));
   CHECK(caught([&] { s.fork("a", "x", 11); }).name() == name(ErrorCode::kInvalidArgument));
@@ -834,7 +832,7 @@ TEST_CASE_METHOD(SmallStore, "store: rename, title, metadata and info", "[backen
   const ModelSignature& m = model;
   EngineBuffers h = history(10, 1);
   Store& s = store();
-  s.append("a", m, h.tokens.data(), 10, h.source());
+  write("a", h, 10);
 
   auto info = s.info("a");
   CHECK(info.id == "a");
@@ -869,7 +867,7 @@ TEST_CASE_METHOD(SmallStore, "store: rename, title, metadata and info", "[backen
   CHECK_FALSE(s.exists("a"));
   CHECK(s.exists("renamed"));
   CHECK(s.count("renamed") == 10);
-  CHECK(loads_as(s, "renamed", h, 10) == "");
+  CHECK(read("renamed", h, 10) == "");
   CHECK(s.info("renamed").title == "Über title — with ünïcode");
   CHECK(s.info("child").parent == "renamed");
   CHECK(caught([&] { s.rename("absent", "z"); }).name() == name(ErrorCode::kNotFound));
@@ -878,7 +876,7 @@ TEST_CASE_METHOD(SmallStore, "store: rename, title, metadata and info", "[backen
   CHECK(s.count("renamed") == 10);
   // Ids are opaque text.
   s.rename("renamed", "id with 'quotes', \"double\", ; -- and ünïcode");
-  CHECK(loads_as(s, "id with 'quotes', \"double\", ; -- and ünïcode", h, 10) == "");
+  CHECK(read("id with 'quotes', \"double\", ; -- and ünïcode", h, 10) == "");
 }
 
 TEST_CASE_METHOD(SmallStore, "store: list is most recently used first, with pagination", "[backends][store]") {
@@ -892,9 +890,9 @@ TEST_CASE_METHOD(SmallStore, "store: list is most recently used first, with pagi
   };
   using V = std::vector<std::string>;
   // Pauses keep the millisecond timestamps distinct.
-  s.append("a", m, h.tokens.data(), 4, h.source());
+  write("a", h, 4);
   pause_ms(5);
-  s.append("b", m, h.tokens.data(), 5, h.source());
+  write("b", h, 5);
   pause_ms(5);
   s.create("c", m);
   pause_ms(5);
@@ -907,7 +905,7 @@ TEST_CASE_METHOD(SmallStore, "store: list is most recently used first, with pagi
   CHECK(s.info("a").updated_ms == a_before.updated_ms);  // but not an update
   CHECK(s.info("a").last_used_ms > a_before.last_used_ms);
   pause_ms(5);
-  s.append("b", m, h.tokens.data(), 8, h.source());  // so is an append
+  write("b", h, 8);  // so is an append
   CHECK(ids({}) == V{"b", "a", "c"});
   pause_ms(5);
   s.info("c");

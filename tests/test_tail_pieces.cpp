@@ -74,7 +74,6 @@ void turns(Store& s, const std::string& id, const EngineBuffers& b, const std::v
 TEST_CASE_METHOD(TailStore, "tail pieces: a turn inside the tail writes one chunk row and rewrites nothing stored",
                  "[backends][tail]") {
   const std::string& loc = path;
-  const ModelSignature& m = model;
   const EngineBuffers h = history(40, 5);
   Store& s = store();
   std::vector<Entry> before;
@@ -86,7 +85,7 @@ TEST_CASE_METHOD(TailStore, "tail pieces: a turn inside the tail writes one chun
     REQUIRE(now.size() == before.size() + 1);
     CHECK(std::vector<Entry>(now.begin(), now.end() - 1) == before);  // every stored piece untouched
     CHECK(chunk_rows(loc) == rows_before + 1);
-    CHECK(loads_as(s, "turns", h, end) == "");
+    CHECK(read("turns", h, end) == "");
     before = now;
   }
   CHECK(starts(loc, "turns") == std::vector<int64_t>{0, 5, 8, 12});
@@ -95,9 +94,9 @@ TEST_CASE_METHOD(TailStore, "tail pieces: a turn inside the tail writes one chun
   // identical conversation written in one append holds, by content key.
   turns(s, "turns", h, {19});
   CHECK(starts(loc, "turns") == std::vector<int64_t>{0, 16});
-  s.append("whole", m, h.tokens.data(), 19, h.source());
+  write("whole", h, 19);
   CHECK(entries(loc, "whole") == entries(loc, "turns"));  // the piece [16, 19) is the same content too
-  CHECK(loads_as(s, "turns", h, 19) == "");
+  CHECK(read("turns", h, 19) == "");
   CHECK(chunk_rows(loc) == 2);  // the old pieces are freed
   CHECK(s.verify().ok());
 }
@@ -115,7 +114,7 @@ TEST_CASE_METHOD(TailStore, "tail pieces: a re-pack keeps the stored rows, not t
   REQUIRE(recomputed.compare(h, 20) != "");
   s.write("c", m, recomputed.tokens.data(), 11, 20, recomputed.source());
   CHECK(starts(loc, "c") == std::vector<int64_t>{0, 16});
-  CHECK(loads_as(s, "c", h, 20) == "");
+  CHECK(read("c", h, 20) == "");
 }
 
 TEST_CASE("tail pieces: turns of many sizes round-trip bit-exact and export as the engine's file",
@@ -161,10 +160,10 @@ TEST_CASE_METHOD(TailStore, "tail pieces: truncate and fork cut inside a piece, 
     INFO("cut at " << cut);
     const std::string f = "fork" + std::to_string(cut), t = "trunc" + std::to_string(cut);
     s.fork("src", f, cut);
-    CHECK(loads_as(s, f, h, cut) == "");
+    CHECK(read(f, h, cut) == "");
     s.fork("src", t);
     s.truncate(t, cut);
-    CHECK(loads_as(s, t, h, cut) == "");
+    CHECK(read(t, h, cut) == "");
     // The chunks before the cut are shared as they are.
     const std::vector<Entry> got = entries(loc, f);
     size_t whole = 0;
@@ -175,9 +174,9 @@ TEST_CASE_METHOD(TailStore, "tail pieces: truncate and fork cut inside a piece, 
     CHECK(entries(loc, t) == got);
     // Both grow on from the cut, in pieces and through a re-pack.
     turns(s, f, h, {cut + 1, 37});
-    CHECK(loads_as(s, f, h, 37) == "");
+    CHECK(read(f, h, 37) == "");
   }
-  CHECK(loads_as(s, "src", h, 30) == "");
+  CHECK(read("src", h, 30) == "");
   CHECK(s.verify().ok());
 }
 
@@ -347,10 +346,10 @@ TEST_CASE_METHOD(TailStore, "tail pieces: a conversation with pieces evicted, th
         std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + 26));
   // The engine re-saves from its buffers: the evicted pieces come back as one.
   turns(s, "c", h, {26});
-  CHECK(loads_as(s, "c", h, 26) == "");
+  CHECK(read("c", h, 26) == "");
   CHECK(starts(loc, "c") == (std::vector<int64_t>{0, 16}));
   turns(s, "c", h, {28});
-  CHECK(loads_as(s, "c", h, 28) == "");
+  CHECK(read("c", h, 28) == "");
   CHECK(s.verify().ok());
 }
 

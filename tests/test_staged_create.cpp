@@ -55,13 +55,8 @@ colikv::Options staged(colikv::Options o = {}) {
   return o;
 }
 
-// A conversation of n positions of the tiny model, seeded.
-EngineBuffers history(int64_t n, uint32_t seed) {
-  EngineBuffers b(colikv_test::tiny_model(), n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, 1000, seed);
-  return b;
-}
+// The test support's deterministic history of the tiny model.
+EngineBuffers history(int64_t n, uint32_t seed) { return colikv_test::history(colikv_test::tiny_model(), n, seed); }
 
 void append(colikv::Store& s, const std::string& id, const EngineBuffers& b) {
   s.append(id, b.model, b.tokens.data(), b.capacity, b.source());

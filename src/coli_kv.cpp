@@ -39,13 +39,6 @@ using detail::coli_kv_file::write_full;
 
 namespace {
 
-std::string default_id_for(const std::string& path) {
-  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  const std::string ext = ".coli_kv";
-  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
-    name.resize(name.size() - ext.size());
-  return name;
-}
 
 // Import and read take a file whose header is sound, or refuse it.
 void require_sound_header(const ParsedHeader& h, const std::string& path) {
@@ -101,6 +94,14 @@ int64_t read_coli_kv(const std::string& path, const ModelSignature& model, int32
   return n;
 }
 
+std::string default_conversation_id(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  const std::string ext = ".coli_kv";
+  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
+    name.resize(name.size() - ext.size());
+  return name;
+}
+
 ImportResult import_coli_kv(Store& store, const std::string& path, const ImportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
@@ -108,7 +109,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   ParsedHeader h = parse_header(fd.get(), path);
   require_sound_header(h, path);
   ImportResult result;
-  result.id = options.id.empty() ? default_id_for(path) : options.id;
+  result.id = options.id.empty() ? default_conversation_id(path) : options.id;
   result.model = h.model;
   result.model.weights_id = options.weights_id;
   result.model.validate();

@@ -217,3 +217,12 @@ TEST_CASE("coli_kv read: a file cut while it is read is kIO, one grown meanwhile
     CHECK(colikv_test::untouched_from(b, n) == "");
   }
 }
+
+TEST_CASE("coli_kv read: the default conversation id is the file name without its directory and .coli_kv",
+          "[coli_kv_read]") {
+  CHECK(colikv::default_conversation_id("/var/kv/slot3.coli_kv") == "slot3");
+  CHECK(colikv::default_conversation_id("slot3.coli_kv") == "slot3");
+  CHECK(colikv::default_conversation_id("dir/slot3.kv") == "slot3.kv");
+  CHECK(colikv::default_conversation_id("dir/.coli_kv") == ".coli_kv");
+  CHECK(colikv::default_conversation_id("a.coli_kv.coli_kv") == "a.coli_kv");
+}

@@ -13,8 +13,13 @@
 
 namespace colikv {
 
+// The conversation id import gives a file by default: its name without the
+// directory and without a trailing ".coli_kv" ("slot3.coli_kv" -> "slot3";
+// a name that is only ".coli_kv" stays as it is). Touches no file.
+COLIKV_API std::string default_conversation_id(const std::string& path);
+
 struct ImportOptions {
-  std::string id;          // conversation id; default: the file name without directory and ".coli_kv"
+  std::string id;          // conversation id; default: default_conversation_id(path)
   std::string weights_id;  // weights identity to record in the model signature; default ""
   // Keep the complete records when the header counts more than are present,
   // as the engine itself would; default false (such a file is refused).

@@ -10,18 +10,6 @@ namespace colikv_py {
 using colikv::Error;
 using colikv::ErrorCode;
 
-namespace {
-
-std::string file_id(const std::string& path) {
-  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  const std::string ext = ".coli_kv";
-  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
-    name.resize(name.size() - ext.size());
-  return name;
-}
-
-}  // namespace
-
 KV read_coli_kv(const std::string& path, std::optional<int64_t> limit) {
   if (limit && *limit < 0) throw Error(ErrorCode::kInvalidArgument, "limit must be >= 0, not " + std::to_string(*limit));
   colikv::ColiKvInspection ins;
@@ -49,7 +37,7 @@ KV read_coli_kv(const std::string& path, std::optional<int64_t> limit) {
     o.limit = n;
     got = colikv::read_coli_kv(path, m, tokens, n, target, o);
   }
-  return make_kv(file_id(path), m, a, n, got);
+  return make_kv(colikv::default_conversation_id(path), m, a, n, got);
 }
 
 }  // namespace colikv_py

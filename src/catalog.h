@@ -467,7 +467,7 @@ class Catalog {
   virtual void release_free_pages(const std::string& what, int64_t step_bytes) = 0;
   // After a commit that deleted rows (delete, gc): makes their bytes
   // unreadable in the store's files, as far as the backend allows (SQLite:
-  // sqlite/erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns
+  // sqlite/sqlite_erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns
   // false when a reader holding an older snapshot kept it from finishing
   // within the busy timeout: then it is tried again by the next call and when
   // the store closes. Never throws: the delete itself has committed.

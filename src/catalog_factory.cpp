@@ -4,7 +4,7 @@
 #include "backend_error.h"
 #include "catalog.h"
 #include "colikv/error.h"
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_migrations.h"
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
 #include "store_location.h"

@@ -153,7 +153,7 @@ bool PgCatalog::is_json(const std::string& text) {
   // SQLite's json_valid, so that both backends accept exactly the same
   // metadata (PostgreSQL's json input differs at the edges, and a failed cast
   // would abort the caller's transaction).
-  // Never destroyed, as migrations.cpp's schema cache: a store may be used
+  // Never destroyed, as sqlite_migrations.cpp's schema cache: a store may be used
   // from an atexit handler.
   static std::mutex& mu = *new std::mutex;
   static SQLite::Database& validator = *new SQLite::Database(":memory:", SQLite::OPEN_READWRITE);

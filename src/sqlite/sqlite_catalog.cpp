@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "sqlite/erase.h"
-#include "sqlite/open_store.h"
-#include "sqlite/space.h"
+#include "sqlite/sqlite_erase.h"
+#include "sqlite/sqlite_connection.h"
+#include "sqlite/sqlite_space.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
 

@@ -1,5 +1,5 @@
-// Opening a store's SQLite file (see open_store.h).
-#include "sqlite/open_store.h"
+// Opening a store's SQLite file (see sqlite_connection.h).
+#include "sqlite/sqlite_connection.h"
 
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
@@ -16,8 +16,8 @@
 
 #include "colikv/error.h"
 #include "core/file_kind.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_migrations.h"
 #include "sqlite/sqlite_util.h"
 #include "core/store_limits.h"
 
@@ -212,7 +212,7 @@ void use_wal(SQLite::Database& db, const SchemaState& st, const Options& options
     int ps = std::clamp(options.page_size, 512, 65536);
     exec(db, "PRAGMA page_size=" + std::to_string(ps), what);
     // Set before the first table, or only a VACUUM can: vacuum and gc then
-    // give free pages back in short steps instead of one rewrite (space.h).
+    // give free pages back in short steps instead of one rewrite (sqlite_space.h).
     exec(db, "PRAGMA auto_vacuum=INCREMENTAL", what);
   }
   std::string mode = with_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });

@@ -1,4 +1,4 @@
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_migrations.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
-// How a SQLite store gives space back (see space.h).
-#include "sqlite/space.h"
+// How a SQLite store gives space back (see sqlite_space.h).
+#include "sqlite/sqlite_space.h"
 
 #include <SQLiteCpp/Exception.h>
 #include <sqlite3.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "colikv/error.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/open_store.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_connection.h"
 #include "sqlite/sqlite_util.h"
 
 namespace colikv {

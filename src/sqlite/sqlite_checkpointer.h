@@ -1,6 +1,6 @@
 // The background WAL checkpointer of a writable SQLite store.
-#ifndef COLIKV_SRC_SQLITE_CHECKPOINTER_H
-#define COLIKV_SRC_SQLITE_CHECKPOINTER_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_CHECKPOINTER_H
+#define COLIKV_SRC_SQLITE_SQLITE_CHECKPOINTER_H
 
 #include <sqlite3.h>
 
@@ -83,4 +83,4 @@ class Checkpointer {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_CHECKPOINTER_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_CHECKPOINTER_H

@@ -175,7 +175,7 @@ struct SchemaState {
 SchemaState check_schema_version(SQLite::Database& db, const std::string& what) {
   SchemaState st;
   SqlTransaction snapshot(db, what, SqlTransaction::kRead);
-  with_context(what, [&] {
+  sqlite_context(what, [&] {
     SQLite::Statement q(db, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)");
     q.executeStep();
     st.version = q.getColumn(0).getInt64();
@@ -215,7 +215,7 @@ void use_wal(SQLite::Database& db, const SchemaState& st, const Options& options
     // give free pages back in short steps instead of one rewrite (sqlite_space.h).
     exec(db, "PRAGMA auto_vacuum=INCREMENTAL", what);
   }
-  std::string mode = with_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
+  std::string mode = sqlite_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
   if (mode != "wal")
     throw Error(ErrorCode::kIO, what + ": cannot use the WAL journal (PRAGMA journal_mode answered '" + mode + "')");
 }
@@ -277,7 +277,7 @@ SQLite::Database open_store(const std::string& path, const Options& options) {
   const std::string what = "store " + path;
   check_store_path(path, options);
   create_with_mode(path, options, what);
-  SQLite::Database db = with_context(what + ": open", [&] {
+  SQLite::Database db = sqlite_context(what + ": open", [&] {
     return SQLite::Database(path, open_flags(path, options), options.busy_timeout_ms, options.vfs_name);
   });
   if (options.read_only) exec(db, "PRAGMA query_only=1", what);

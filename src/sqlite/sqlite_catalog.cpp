@@ -315,7 +315,8 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) try
   std::vector<ChunkSummary> out;
   // length(payload), not "payload IS NULL": as a result column the latter
   // makes SQLite 3.40 read the whole blob through its overflow pages (every
-  // append paid ~15 ms per 100 MB committed); length() reads only the header.
+  // append paid for reading all that was committed before it, see
+  // docs/benchmarks.md); length() reads only the header.
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
                       "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "

@@ -48,7 +48,8 @@ ConversationInfoRow info_from_row(SQLite::Statement& q) {
 void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) try {
   // Nor is it worth a device flush: it commits with synchronous=NORMAL (a
   // power loss may forget it, never corrupt anything; the next FULL commit
-  // syncs it too). Measured: an fsync made a small load ~5 ms instead of 0.3.
+  // syncs it too). An fsync would cost a small load many times its own work
+  // (docs/benchmarks.md, "Figures moved out of code comments").
   const bool full = options_.synchronous == Synchronous::kFull;
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   sqlite3_busy_timeout(db_.getHandle(), 0);

@@ -7,6 +7,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,7 +128,8 @@ TEST_CASE("cli vacuum beside a reader's open snapshot lets a writer go on and sa
 
   std::atomic<bool> stop{false};
   std::vector<std::string> failures;
-  int appended = 0;
+  std::atomic<int> appended{0};
+  std::atomic<bool> gave_up{false};
   std::thread writer([&] {
     Store w(path, o);
     int64_t len = 0;
@@ -140,10 +142,13 @@ TEST_CASE("cli vacuum beside a reader's open snapshot lets a writer go on and sa
       } catch (const Error& e) {
         if (e.code() == ErrorCode::kNotFound) continue;  // the first truncate
         failures.push_back(e.what());
-        if (failures.size() > 3) return;
+        if (failures.size() > 3) return void(gave_up = true);
       }
     }
   });
+  // The vacuum runs beside a writer that has committed past the reader's
+  // snapshot (else there may be nothing to hold back yet).
+  while (appended == 0 && !gave_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   Run r = run({"vacuum", path, "--busy-timeout", "5000"});
   const int held_code = r.code;
   const std::string held_out = r.out;

@@ -25,7 +25,7 @@ constexpr size_t kSpareBuffers = 2;  // recycled staging buffers kept while idle
 
 // Copies n floats with stores that bypass the cache where the CPU has them:
 // a turn's rows are far larger than the cache, and a plain copy first reads
-// every destination line it then overwrites (measured about twice as slow).
+// every destination line it then overwrites (slower: docs/benchmarks.md).
 void stream_copy(float* dst, const float* src, size_t n) {
 #if defined(__SSE2__)
   size_t i = 0;

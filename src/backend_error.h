@@ -1,6 +1,7 @@
-// A backend's exceptions (SQLiteCpp's, ...) become colikv::Error naming what
-// the store was doing. Each backend's translation is listed once, beside the
-// factory that opens it (catalog_factory.cpp).
+// The one error type that crosses catalog.h. A backend turns its own
+// exceptions (SQLite's, libpq's results) into BackendError in its own files;
+// the store adds what it was doing with with_context, so that users see one
+// colikv::Error naming the store, the operation and the database's words.
 #ifndef COLIKV_SRC_BACKEND_ERROR_H
 #define COLIKV_SRC_BACKEND_ERROR_H
 
@@ -19,19 +20,38 @@ enum class Reading {
   kStoredRows,
 };
 
-// Inside a catch block: rethrows the exception being handled as colikv::Error
-// prefixed by `what` if a backend threw it; anything else unchanged.
-[[noreturn]] void rethrow_backend_error(const std::string& what, Reading reading);
+// A colikv::Error raised by a backend, not yet named by what the store was
+// doing: with_context prefixes it. Caught as colikv::Error where no context
+// is added, it is complete but for that prefix.
+class BackendError : public Error {
+ public:
+  BackendError(ErrorCode code, const std::string& message) : Error(code, message) {}
+  // `stored_rows_message`, when not empty, is what the error means while the
+  // store reads stored rows (Reading::kStoredRows): kCorrupt with that text.
+  BackendError(ErrorCode code, const std::string& message, std::string stored_rows_message)
+      : Error(code, message), stored_rows_message_(std::move(stored_rows_message)) {}
 
-// Runs f(), turning backend exceptions into colikv::Error with context.
+  // The colikv::Error that users see: `what` (the store and the operation)
+  // before the backend's message.
+  Error in_context(const std::string& what, Reading reading) const {
+    if (reading == Reading::kStoredRows && !stored_rows_message_.empty())
+      return Error(ErrorCode::kCorrupt, what + ": " + stored_rows_message_);
+    return Error(code(), what + ": " + this->what());
+  }
+
+ private:
+  std::string stored_rows_message_;
+};
+
+// Runs f(), turning a BackendError into colikv::Error prefixed by `what`;
+// any other exception, a colikv::Error that names its context already among
+// them, passes unchanged.
 template <class F>
 auto with_context(const std::string& what, F&& f, Reading reading = Reading::kAny) -> decltype(f()) {
   try {
     return f();
-  } catch (const Error&) {
-    throw;
-  } catch (...) {
-    rethrow_backend_error(what, reading);
+  } catch (const BackendError& e) {
+    throw e.in_context(what, reading);
   }
 }
 

@@ -5,10 +5,14 @@
 //
 // The rules every method of Catalog and PrefixIndex follows, unless its
 // comment says otherwise (as leveldb's env.h states its own):
-// - Errors: a method throws colikv::Error, or its backend's own exception,
-//   which the caller turns into colikv::Error naming what it was doing
-//   (with_context, backend_error.h). A value that is absent is an empty
-//   optional, never an error.
+// - Errors: a method throws colikv::Error only, never a backend's own
+//   exception (SQLiteCpp's, ...): each backend translates its own in its own
+//   files (SQLite codes, SQLSTATEs to ErrorCode). What the database raised
+//   is a BackendError (backend_error.h), to which the caller adds what it
+//   was doing with with_context (read_rows while it reads stored rows, where
+//   a value out of range is kCorrupt); a colikv::Error of another type
+//   already names its context. A value that is absent is an empty optional,
+//   never an error.
 // - Transactions: a read runs in the caller's snapshot when one is open
 //   (begin(kRead) or begin(kWrite)), else alone; a method that writes needs the
 //   write transaction (begin(kWrite)) open, and its change is undone with it.
@@ -467,7 +471,7 @@ class Catalog {
   virtual void release_free_pages(const std::string& what, int64_t step_bytes) = 0;
   // After a commit that deleted rows (delete, gc): makes their bytes
   // unreadable in the store's files, as far as the backend allows (SQLite:
-  // sqlite/erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns
+  // sqlite/sqlite_erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns
   // false when a reader holding an older snapshot kept it from finishing
   // within the busy timeout: then it is tried again by the next call and when
   // the store closes. Never throws: the delete itself has committed.

@@ -1,10 +1,10 @@
 // Where a store location meets its backend: the one place that opens a
-// catalog and knows every backend's exceptions. The PostgreSQL backend is
-// built only with COLIKV_WITH_POSTGRES (the CMake option of that name).
+// catalog. The PostgreSQL backend is built only with COLIKV_WITH_POSTGRES
+// (the CMake option of that name).
 #include "backend_error.h"
 #include "catalog.h"
 #include "colikv/error.h"
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_migrations.h"
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/staged_store.h"
@@ -39,7 +39,7 @@ std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options
     throw_no_postgres(location);
 #endif
   }
-  return std::make_unique<SqliteCatalog>(location, options);
+  return with_context("store " + shown_location(location), [&] { return std::make_unique<SqliteCatalog>(location, options); });
 }
 
 void StagedStoreDeleter::operator()(StagedStore* s) const { delete s; }
@@ -83,19 +83,6 @@ int latest_schema_version_for(const std::string& location) {
 #endif
   }
   return latest_schema_version();
-}
-
-void rethrow_backend_error(const std::string& what, Reading reading) {
-  try {
-    throw;
-#if COLIKV_WITH_POSTGRES
-  } catch (const PgError& e) {
-    throw Error(e.code(), what + ": " + e.what());
-#endif
-  } catch (const SQLite::Exception& e) {
-    if (reading == Reading::kStoredRows) rethrow_sqlite_reading_rows(e, what);
-    rethrow_sqlite(e, what);
-  }
 }
 
 }  // namespace detail

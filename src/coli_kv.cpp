@@ -135,8 +135,8 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
   req.must_create = true;
   req.progress = options.progress;
   // Encoding may run this far ahead of the writer: a few chunks, so that an
-  // import's memory stays bounded whatever the file's size (peak resident
-  // memory measured ~40-75 MiB; docs/benchmarks.md).
+  // import's memory stays bounded whatever the file's size (its peak resident
+  // memory: docs/benchmarks.md, "Figures moved out of code comments").
   req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
   req.produce = [&, file, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
     // Each worker reuses its own record buffer: memory stays a few chunks.

@@ -143,8 +143,9 @@ class ChunkScan {
   }
 
   // A lone or small chunk is decoded here when it is consumed: handing it to a
-  // worker costs more than it saves (a thread wake-up, measured up to
-  // milliseconds on a busy machine, against ~0.1 ms of decoding).
+  // worker costs more than it saves (a thread wake-up on a busy machine costs
+  // more than decoding it; docs/benchmarks.md, "Figures moved out of code
+  // comments").
   void start_decoding(std::unique_ptr<StoredChunk> c) {
     StoredChunk* raw = c.get();
     owned_.push_back(std::move(c));

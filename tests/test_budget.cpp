@@ -24,8 +24,8 @@
 #include "cli_run.h"
 #include "core/chunk_codec.h"
 #include "kv_planes.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/open_store.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_connection.h"
 #include "store_impl.h"
 #include "test_support.h"
 

@@ -13,7 +13,7 @@
 
 #include "colikv/colikv.h"
 #include "colikv/store.h"
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_migrations.h"
 #include "backend.h"
 #include "test_support.h"
 

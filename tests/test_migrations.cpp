@@ -21,7 +21,7 @@
 #include "colikv/error.h"
 #include "colikv/model.h"
 #include "colikv/store.h"
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_migrations.h"
 #include "test_support.h"
 
 using colikv_test::loads_as;

@@ -78,8 +78,9 @@ uint32_t chunk_checksum(const int32_t* tokens, int64_t n_tokens, const uint8_t* 
 
 // The whole chunk is one shuffle: stream k holds byte k of every float of
 // every plane, planes in order. Per-plane streams are too short at real chunk
-// sizes (a zstd block then mixes mantissa and exponent bytes): measured 0.963
-// of raw size per plane vs 0.865 per chunk on full-mantissa activations.
+// sizes (a zstd block then mixes mantissa and exponent bytes): they compress
+// worse than one shuffle per chunk on full-mantissa activations
+// (docs/benchmarks.md, "Figures moved out of code comments").
 size_t chunk_floats(const PlaneList& planes, size_t n) {
   size_t total = 0;
   for (const PlaneRef& p : planes) total += static_cast<size_t>(p.width) * n;

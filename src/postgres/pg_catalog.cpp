@@ -16,8 +16,9 @@ PgConnection::Settings settings_of(const Options& o) {
   return s;
 }
 
-// Runs f, turning a PgError into the colikv::Error the store's callers
-// expect from begin() and commit(), which they call outside with_context.
+// Runs f, turning a PgError into a plain colikv::Error: begin() and commit()
+// name their operation themselves (`what`), as SQLite's do, so that no
+// with_context around them names it a second time.
 template <class F>
 void as_store_error(F&& f) {
   try {

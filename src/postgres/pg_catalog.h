@@ -94,33 +94,6 @@ class PgCatalog : public Catalog {
   std::unique_ptr<PrefixIndex> prefix_index_;
 };
 
-// The prefix lookup's queries (prefix_match.cpp) on a PgCatalog's connection.
-class PgPrefixIndex : public PrefixIndex {
- public:
-  explicit PgPrefixIndex(PgConnection& conn) : conn_(conn) {}
-  std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
-  bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
-  bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
-                         const std::string& from, const std::string& to) override;
-  bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
-                      const std::string& exact) override;
-  std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq) override;
-  std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
-                                            const ChunkHash* prev) override;
-  std::vector<ListedTokens> token_lists_from(int64_t conversation_id, int64_t seq, int64_t limit) override;
-  std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
-  std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override;
-  void visit_recent(int64_t limit, const ConversationVisitor& f) override;
-  void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
-                            const ConversationVisitor& f) override;
-  void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
-                             const std::string& from, const std::string& to, const std::string& exact, int64_t seq,
-                             const ConversationVisitor& f) override;
-
- private:
-  PgConnection& conn_;
-};
-
 }  // namespace detail
 }  // namespace colikv
 

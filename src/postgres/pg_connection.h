@@ -1,6 +1,6 @@
 // One libpq connection to a PostgreSQL store, with RAII handles, parameters,
 // prepared statements kept per connection, reconnection, and server errors
-// turned into colikv::Error naming the server (never the password).
+// turned into a BackendError naming the server (never the password).
 //
 // libpq, not libpqxx: colikv needs a dozen statements, binary bytea in and out
 // and SQLSTATE codes; libpq gives all three in C with no second exception
@@ -16,10 +16,10 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "backend_error.h"
 #include "core/chunk_codec.h"
 #include "colikv/error.h"
 #include "store_location.h"
@@ -27,15 +27,12 @@
 namespace colikv {
 namespace detail {
 
-// A server's error, or a lost connection: the factory (catalog_factory.cpp)
-// turns it into colikv::Error naming what the store was doing.
-class PgError : public std::runtime_error {
+// A server's error, or a lost connection: the BackendError (backend_error.h)
+// that the PostgreSQL backend throws, with the code its SQLSTATE maps to;
+// the store names what it was doing before the message.
+class PgError : public BackendError {
  public:
-  PgError(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
-  ErrorCode code() const noexcept { return code_; }
-
- private:
-  ErrorCode code_;
+  PgError(ErrorCode code, const std::string& message) : BackendError(code, message) {}
 };
 
 struct PgResultDeleter {

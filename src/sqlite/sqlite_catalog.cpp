@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "sqlite/erase.h"
-#include "sqlite/open_store.h"
-#include "sqlite/space.h"
+#include "sqlite/sqlite_erase.h"
+#include "sqlite/sqlite_connection.h"
+#include "sqlite/sqlite_space.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
 
@@ -103,7 +103,7 @@ class SqliteChunkCursor : public ChunkCursor {
     if (blob_) sqlite3_blob_close(blob_);
   }
 
-  bool next(ChunkListRow& r) override {
+  bool next(ChunkListRow& r) override try {
     if (!q_.executeStep()) return false;
     r.seq = stored_int(q_.getColumn(0), "conversation_chunks.seq");
     r.chunk_id = q_.getColumn(1).getInt64();
@@ -121,6 +121,8 @@ class SqliteChunkCursor : public ChunkCursor {
     r.precision = q_.getColumn(10).getString();
     r.digest = digest_column(q_.getColumn(11));
     return true;
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e);
   }
 
   void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
@@ -140,11 +142,13 @@ class SqliteChunkCursor : public ChunkCursor {
 
 }  // namespace
 
-std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) {
+std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
   return std::make_unique<SqliteTransaction>(db_, what, access);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) {
+std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) try {
   SQLite::Statement q(db_,
                       "SELECT conversation_id, model_id, token_count, generation, precision "
                       "FROM conversations WHERE name = ?");
@@ -158,9 +162,11 @@ std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::strin
   r.generation = stored_int(q.getColumn(3), "conversations.generation");
   r.precision = q.getColumn(4).getString();
   return r;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::insert_conversation(const NewConversation& c) {
+int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
   SQLite::Statement ins(db_,
                         "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
                         "last_used_ms, title, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
@@ -174,9 +180,11 @@ int64_t SqliteCatalog::insert_conversation(const NewConversation& c) {
   ins.bind(8, c.metadata);
   ins.exec();
   return db_.getLastInsertRowid();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::insert_fork(const NewFork& f) {
+int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
   SQLite::Statement ins(db_,
                         "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
                         "parent_id, forked_at, created_ms, updated_ms, last_used_ms) "
@@ -191,18 +199,22 @@ int64_t SqliteCatalog::insert_fork(const NewFork& f) {
   ins.bind(7, f.parent_id);
   ins.exec();
   return db_.getLastInsertRowid();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::delete_conversation(int64_t conversation_id) {
+void SqliteCatalog::delete_conversation(int64_t conversation_id) try {
   SQLite::Statement del_links(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
   del_links.bind(1, conversation_id);
   del_links.exec();
   SQLite::Statement del(db_, "DELETE FROM conversations WHERE conversation_id = ?");
   del.bind(1, conversation_id);
   del.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) {
+void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) try {
   if (!used) {
     SQLite::Statement upd(db_,
                           "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
@@ -221,21 +233,27 @@ void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t no
   upd.bind(3, now_ms);
   upd.bind(4, conversation_id);
   upd.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
+void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) try {
   SQLite::Statement used(db_, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
   used.bind(1, now_ms);
   used.bind(2, conversation_id);
   used.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) {
+std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) try {
   // Prepared once: match() asks it for every prompt.
   auto q = statements_.use("SELECT model_id FROM models WHERE signature = ?");
   q->bind(1, signature);
   if (!q->executeStep()) return std::nullopt;
   return q->getColumn(0).getInt64();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
 namespace {
@@ -252,7 +270,7 @@ int stored_dimension(const SQLite::Column& col, const char* column) {
 
 }  // namespace
 
-std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) {
+std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) try {
   SQLite::Statement q(db_,
                       "SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
                       "chunk_tokens, signature FROM models WHERE model_id = ?");
@@ -269,9 +287,11 @@ std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) {
   m.chunk_tokens = stored_int(q.getColumn(7), "models.chunk_tokens");
   m.signature = q.getColumn(8).getString();
   return m;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) {
+void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) try {
   SQLite::Statement q(db_,
                       "INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, "
                       "weights_id, record_bytes, chunk_tokens, created_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
@@ -287,13 +307,16 @@ void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens
   q.bind(10, chunk_tokens);
   q.bind(11, now_ms);
   q.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
+std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) try {
   std::vector<ChunkSummary> out;
   // length(payload), not "payload IS NULL": as a result column the latter
   // makes SQLite 3.40 read the whole blob through its overflow pages (every
-  // append paid ~15 ms per 100 MB committed); length() reads only the header.
+  // append paid for reading all that was committed before it, see
+  // docs/benchmarks.md); length() reads only the header.
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
                       "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
@@ -305,22 +328,28 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
                    q.getColumn(5).getInt() != 0, stored_int(q.getColumn(6), "conversation_chunks.seq"),
                    stored_int(q.getColumn(7), "chunks.first_pos")});
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos) {
+std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos) try {
   return std::make_unique<SqliteChunkCursor>(db_, conversation_id, end_pos);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) {
+std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) try {
   SQLite::Statement q(db_, "SELECT tokens FROM chunks WHERE chunk_id = ?");
   q.bind(1, chunk_id);
   if (!q.executeStep()) return std::nullopt;
   SQLite::Column col = q.getColumn(0);
   const char* text = static_cast<const char*>(col.getBlob());
   return std::string(text ? text : "", static_cast<size_t>(col.getBytes()));
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) {
+std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) try {
   SQLite::Statement q(db_,
                       "SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
                       "WHERE chunk_id = ?");
@@ -341,9 +370,11 @@ std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) {
   }
   c.precision = q.getColumn(6).getString();
   return c;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) {
+std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) try {
   SQLite::Statement q(db_,
                       "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
                       "AND digest IS NOT NULL");
@@ -352,17 +383,21 @@ std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHa
   std::vector<ChunkHash> out;
   while (q.executeStep()) out.push_back(blob_to_hash(q.getColumn(0)));
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
+std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const ChunkHash& key) try {
   SQLite::Statement q(db_, "SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
   q.bind(1, model_id);
   bind_hash(q, 2, key);
   if (!q.executeStep()) return std::nullopt;
   return KeyedChunk{q.getColumn(0).getInt64(), q.getColumn(1).getInt() != 0};
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
+int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
   const EncodedChunk& e = *c.encoded;
   SQLite::Statement ins(db_,
                         "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
@@ -384,9 +419,11 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
   const int64_t id = db_.getLastInsertRowid();
   record_chunk_meta(db_, id, meta_of(c));
   return id;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
+void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) try {
   const EncodedChunk& e = *c.encoded;
   SQLite::Statement u(db_, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
   u.bind(1, compression_name(e.compressed));
@@ -396,32 +433,40 @@ void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
   u.bind(5, chunk_id);
   u.exec();
   record_chunk_payload(db_, chunk_id, meta_of(c));
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) try {
   SQLite::Statement link(db_, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
   link.bind(1, conversation_id);
   link.bind(2, seq);
   link.bind(3, chunk_id);
   link.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+void SqliteCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) try {
   SQLite::Statement link(db_, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
   link.bind(1, conversation_id);
   link.bind(2, seq);
   link.bind(3, chunk_id);
   link.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
+void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) try {
   SQLite::Statement del(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
   del.bind(1, conversation_id);
   del.bind(2, first_seq);
   del.exec();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
+void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) try {
   if (chunk_ids.empty()) return;
   SQLite::Statement del(db_,
                         "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
@@ -431,14 +476,18 @@ void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
     del.exec();
     del.reset();
   }
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options)
+SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options) try
     : path_(path), options_(options), db_(open_store(path, options)), statements_(db_) {
   // Checkpoints run in the background; with a custom VFS (fault injection)
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
   if (!options.read_only && options.vfs_name.empty())
     checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path, wal_checkpoint_pages(db_, options));
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
 SqliteCatalog::~SqliteCatalog() {
@@ -449,17 +498,21 @@ SqliteCatalog::~SqliteCatalog() {
   erase_freed_pages(db_.getHandle(), 0, options_.busy_timeout_ms);
 }
 
-int64_t SqliteCatalog::stored_payload_bytes() {
+int64_t SqliteCatalog::stored_payload_bytes() try {
   return db_.execAndGet("SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta").getInt64();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) {
+void SqliteCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) try {
   SQLite::Statement q(db_, "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms ASC, conversation_id ASC");
   while (q.executeStep())
     if (f(q.getColumn(0).getInt64(), q.getColumn(1).getString())) return;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<PayloadChunk> SqliteCatalog::payload_chunks(int64_t conversation_id) {
+std::vector<PayloadChunk> SqliteCatalog::payload_chunks(int64_t conversation_id) try {
   auto q = statements_.use(
       "SELECT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
       "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND k.payload_bytes > 0");
@@ -467,46 +520,70 @@ std::vector<PayloadChunk> SqliteCatalog::payload_chunks(int64_t conversation_id)
   std::vector<PayloadChunk> out;
   while (q->executeStep()) out.push_back({q->getColumn(0).getInt64(), q->getColumn(1).getInt64()});
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::chunk_users(int64_t chunk_id) {
+int64_t SqliteCatalog::chunk_users(int64_t chunk_id) try {
   auto q = statements_.use("SELECT count(*) FROM conversation_chunks WHERE chunk_id = ?");
   q->bind(1, chunk_id);
   q->executeStep();
   return q->getColumn(0).getInt64();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::evict_payload(int64_t chunk_id) { evict_chunk_payload(db_, statements_, chunk_id); }
+void SqliteCatalog::evict_payload(int64_t chunk_id) try {
+  evict_chunk_payload(db_, statements_, chunk_id);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
 
-int64_t SqliteCatalog::evicted_chunk_count() {
+int64_t SqliteCatalog::evicted_chunk_count() try {
   return db_.execAndGet("SELECT count(*) FROM chunks INDEXED BY chunks_evicted WHERE payload IS NULL").getInt64();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::evicted_conversation_count() {
+int64_t SqliteCatalog::evicted_conversation_count() try {
   return db_
       .execAndGet(
           "SELECT count(DISTINCT cc.conversation_id) FROM chunks ch INDEXED BY chunks_evicted "
           "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id WHERE ch.payload IS NULL")
       .getInt64();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes) {
+Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes) try {
   return compact_store(db_, options_.busy_timeout_ms, step_bytes, what);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes) {
+void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes) try {
   give_back_free_pages(db_, step_bytes, what);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-bool SqliteCatalog::erase_deleted(const std::string&) {
+bool SqliteCatalog::erase_deleted(const std::string&) try {
   erase_pending_ = !erase_freed_pages(db_.getHandle(), options_.busy_timeout_ms, options_.busy_timeout_ms);
   return !erase_pending_;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::file_bytes() { return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal"); }
+int64_t SqliteCatalog::file_bytes() try {
+  return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal");
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
 
-void SqliteCatalog::wait_before_write() {
+void SqliteCatalog::wait_before_write() try {
   if (checkpointer_) checkpointer_->wait_before_write();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
 PrefixIndex& SqliteCatalog::prefix_index() {

@@ -10,8 +10,8 @@
 
 #include "catalog.h"
 #include "colikv/options.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/statement_cache.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {
 namespace detail {

@@ -45,10 +45,11 @@ ConversationInfoRow info_from_row(SQLite::Statement& q) {
 
 }  // namespace
 
-void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
+void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) try {
   // Nor is it worth a device flush: it commits with synchronous=NORMAL (a
   // power loss may forget it, never corrupt anything; the next FULL commit
-  // syncs it too). Measured: an fsync made a small load ~5 ms instead of 0.3.
+  // syncs it too). An fsync would cost a small load many times its own work
+  // (docs/benchmarks.md, "Figures moved out of code comments").
   const bool full = options_.synchronous == Synchronous::kFull;
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   sqlite3_busy_timeout(db_.getHandle(), 0);
@@ -61,26 +62,32 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
   }
   sqlite3_busy_timeout(db_.getHandle(), options_.busy_timeout_ms);
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
 bool SqliteCatalog::set_text(const std::string& name, ConversationText column, const std::string& value,
-                             int64_t now_ms) {
+                             int64_t now_ms) try {
   SQLite::Statement u(db_, std::string("UPDATE conversations SET ") + text_column_name(column) +
                                " = ?, generation = generation + 1, updated_ms = ? WHERE name = ?");
   u.bind(1, value);
   u.bind(2, now_ms);
   u.bind(3, name);
   return u.exec() != 0;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::optional<ConversationInfoRow> SqliteCatalog::conversation_info(const std::string& name) {
+std::optional<ConversationInfoRow> SqliteCatalog::conversation_info(const std::string& name) try {
   SQLite::Statement q(db_, std::string(kInfoSelect) + "WHERE c.name = ?");
   q.bind(1, name);
   if (!q.executeStep()) return std::nullopt;
   return info_from_row(q);
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<ConversationInfoRow> SqliteCatalog::list_conversations(int64_t limit, int64_t offset) {
+std::vector<ConversationInfoRow> SqliteCatalog::list_conversations(int64_t limit, int64_t offset) try {
   // The page is chosen on the (last_used_ms, conversation_id) index alone:
   // OFFSET over the full select would compute the skipped rows' sizes too.
   SQLite::Statement q(db_, std::string(kInfoSelect) +
@@ -92,39 +99,53 @@ std::vector<ConversationInfoRow> SqliteCatalog::list_conversations(int64_t limit
   std::vector<ConversationInfoRow> out;
   while (q.executeStep()) out.push_back(info_from_row(q));
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::conversation_count() {
+int64_t SqliteCatalog::conversation_count() try {
   return db_.execAndGet("SELECT count(*) FROM conversations").getInt64();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
 void SqliteCatalog::for_each_token_list(
-    int64_t conversation_id, int64_t end_pos, const std::function<void(int64_t, int64_t, std::string_view)>& f) {
+    int64_t conversation_id, int64_t end_pos, const std::function<void(int64_t, int64_t, std::string_view)>& f) try {
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
                       "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND ch.first_pos < ? ORDER BY cc.seq");
   q.bind(1, conversation_id);
   q.bind(2, end_pos);
   while (q.executeStep()) f(q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), text_view(q.getColumn(2)));
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-int SqliteCatalog::schema_version() { return db_.execAndGet("PRAGMA user_version").getInt(); }
+int SqliteCatalog::schema_version() try {
+  return db_.execAndGet("PRAGMA user_version").getInt();
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
 
-bool SqliteCatalog::is_json(const std::string& text) {
+bool SqliteCatalog::is_json(const std::string& text) try {
   SQLite::Statement q(db_, "SELECT json_valid(?)");
   q.bind(1, text);
   q.executeStep();
   return q.getColumn(0).getInt() == 1;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-IntegrityReport SqliteCatalog::check_integrity() {
+IntegrityReport SqliteCatalog::check_integrity() try {
   SQLite::Statement q(db_, "PRAGMA integrity_check");
   std::string all;
   while (q.executeStep()) all += (all.empty() ? "" : "; ") + q.getColumn(0).getString();
   return {"PRAGMA integrity_check", all};
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::string& only) {
+std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::string& only) try {
   SQLite::Statement q(db_, only.empty() ? "SELECT conversation_id, name, model_id, token_count, precision FROM conversations ORDER BY name"
                                         : "SELECT conversation_id, name, model_id, token_count, precision FROM conversations WHERE name = ?");
   if (!only.empty()) q.bind(1, only);
@@ -143,9 +164,11 @@ std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::s
     out.push_back(r);
   }
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) {
+void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) try {
   SQLite::Statement q(db_,
                       "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
                       "ch.raw_size, ch.checksum, ch.payload, ch.hash, ch.model_id, ch.precision, k.digest, "
@@ -181,18 +204,22 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
     }
     f(r);
   }
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<LineageRow> SqliteCatalog::lineage() {
+std::vector<LineageRow> SqliteCatalog::lineage() try {
   SQLite::Statement q(db_, "SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations");
   std::vector<LineageRow> out;
   while (q.executeStep())
     out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString(), q.getColumn(2).getInt64(),
                    q.getColumn(3).getInt64()});
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-void SqliteCatalog::for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) {
+void SqliteCatalog::for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) try {
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.first_pos, ch.n_tokens, cc.conversation_id FROM chunks ch "
                       "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
@@ -202,18 +229,22 @@ void SqliteCatalog::for_each_undigested_share(const std::function<void(const Chu
                       "ORDER BY ch.chunk_id");
   while (q.executeStep())
     f({{q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()}, q.getColumn(3).getInt64()});
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<ChunkPlace> SqliteCatalog::unused_chunks() {
+std::vector<ChunkPlace> SqliteCatalog::unused_chunks() try {
   SQLite::Statement q(db_,
                       "SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
                       "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)");
   std::vector<ChunkPlace> out;
   while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()});
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
-std::vector<ModelUsageRow> SqliteCatalog::model_usage() {
+std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
   SQLite::Statement q(db_,
                       "SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
                       " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id), "
@@ -236,6 +267,8 @@ std::vector<ModelUsageRow> SqliteCatalog::model_usage() {
     out.push_back(u);
   }
   return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
 }
 
 }  // namespace detail

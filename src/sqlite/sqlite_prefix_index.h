@@ -4,7 +4,7 @@
 #define COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 
 #include "catalog.h"
-#include "sqlite/statement_cache.h"
+#include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {
 namespace detail {

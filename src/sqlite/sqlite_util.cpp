@@ -31,34 +31,34 @@ ErrorCode error_code_for_sqlite(int extended_code) {
   }
 }
 
-void rethrow_sqlite(const SQLite::Exception& e, const std::string& what) {
+BackendError sqlite_error(const SQLite::Exception& e) {
   int ext = e.getExtendedErrorCode();
   if (ext < 0) ext = e.getErrorCode();
   ErrorCode code = ext < 0 ? ErrorCode::kInternal : error_code_for_sqlite(ext);
-  std::string msg = what + ": " + e.what();
+  std::string msg = e.what();
   if (code == ErrorCode::kDiskFull)
     msg += " (the disk or the store's size limit is full; while the store's -wal file holds changes not yet "
            "copied into it, no write succeeds, not even a delete, until about that file's size is free)";
   if (code == ErrorCode::kBusy) msg += " (another connection held the lock past the busy timeout)";
-  throw Error(code, msg);
-}
-
-void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& what) {
+  std::string stored_rows;
   if ((e.getErrorCode() & 0xff) == SQLITE_TOOBIG)
-    throw Error(ErrorCode::kCorrupt, what + ": a stored value is larger than any colikv writes (" +
-                                         std::to_string(kMaxStoredValueBytes) + " bytes)");
+    stored_rows = "a stored value is larger than any colikv writes (" + std::to_string(kMaxStoredValueBytes) + " bytes)";
   // sum() of stored counts (stats): SQLite's one arithmetic error, for counts no colikv writes.
   if (e.getErrorCode() == SQLITE_ERROR && std::strcmp(e.what(), "integer overflow") == 0)
-    throw Error(ErrorCode::kCorrupt, what + ": stored counts add up past 64 bits (counts no colikv writes)");
-  rethrow_sqlite(e, what);
+    stored_rows = "stored counts add up past 64 bits (counts no colikv writes)";
+  return BackendError(code, msg, stored_rows);
+}
+
+void rethrow_sqlite(const SQLite::Exception& e, const std::string& what, Reading reading) {
+  throw sqlite_error(e).in_context(what, reading);
 }
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what) {
-  with_context(what, [&] { db.exec(sql); });
+  sqlite_context(what, [&] { db.exec(sql); });
 }
 
 int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what) {
-  return with_context(what, [&] {
+  return sqlite_context(what, [&] {
     SQLite::Statement q(db, sql);
     if (!q.executeStep()) return int64_t{0};
     return q.getColumn(0).getInt64();

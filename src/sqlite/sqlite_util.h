@@ -21,15 +21,29 @@ namespace detail {
 // The colikv code for an SQLite (extended) result code.
 ErrorCode error_code_for_sqlite(int extended_code);
 
-// Throws the colikv::Error for an SQLite exception, prefixed by `what`
-// (which names the store and the operation).
-[[noreturn]] void rethrow_sqlite(const SQLite::Exception& e, const std::string& what);
+// The BackendError (backend_error.h) for an SQLite exception: its code, and
+// SQLite's message with a hint for a full disk or a lock held too long. Every
+// method of SqliteCatalog and SqlitePrefixIndex throws this one instead of
+// SQLiteCpp's exceptions, so that none crosses catalog.h. While stored rows
+// are read, SQLITE_TOOBIG means a value over the connection's
+// SQLITE_LIMIT_LENGTH, one no colikv writes, so the store is damaged or
+// hostile (kCorrupt), not the caller's argument; so does an integer overflow
+// of sum() over stored counts.
+BackendError sqlite_error(const SQLite::Exception& e);
 
-// rethrow_sqlite for a read of stored rows: SQLITE_TOOBIG there means a
-// value over the connection's SQLITE_LIMIT_LENGTH, one no colikv writes, so
-// the store is damaged or hostile (kCorrupt), not the caller's argument; so
-// does an integer overflow of sum() over stored counts.
-[[noreturn]] void rethrow_sqlite_reading_rows(const SQLite::Exception& e, const std::string& what);
+// Throws sqlite_error(e) prefixed by `what` (which names the store and the
+// operation): for the backend's own steps that name their context.
+[[noreturn]] void rethrow_sqlite(const SQLite::Exception& e, const std::string& what, Reading reading = Reading::kAny);
+
+// Runs f(), turning SQLite's exceptions into colikv::Error prefixed by `what`.
+template <class F>
+auto sqlite_context(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const SQLite::Exception& e) {
+    rethrow_sqlite(e, what);
+  }
+}
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what);
 int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what);

@@ -16,8 +16,8 @@
 #include "colikv/error.h"
 #include "core/coli_kv_file.h"
 #include "core/path.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/open_store.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_connection.h"
 
 namespace colikv {
 namespace detail {

@@ -1,5 +1,5 @@
-// Erasing deleted rows from a SQLite store's files (see erase.h).
-#include "sqlite/erase.h"
+// Erasing deleted rows from a SQLite store's files (see sqlite_erase.h).
+#include "sqlite/sqlite_erase.h"
 
 #include <chrono>
 #include <thread>

@@ -1,6 +1,6 @@
 // The background WAL checkpointer of a writable SQLite store.
-#ifndef COLIKV_SRC_SQLITE_CHECKPOINTER_H
-#define COLIKV_SRC_SQLITE_CHECKPOINTER_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_CHECKPOINTER_H
+#define COLIKV_SRC_SQLITE_SQLITE_CHECKPOINTER_H
 
 #include <sqlite3.h>
 
@@ -16,8 +16,8 @@ namespace detail {
 
 // Copies the WAL back into the database file on its own thread and
 // connection, so that a commit does not wait for that second write of every
-// byte and its fsync (measured on 2.5 MB blobs: 353 MB/s of SQL writes with
-// SQLite's inline auto-checkpoint, 944 MB/s without it). It replaces SQLite's
+// byte and its fsync, which took most of the SQL write speed (docs/benchmarks.md,
+// "Figures moved out of code comments"). It replaces SQLite's
 // auto-checkpoint (the WAL hook is ours): at soft_pages WAL pages after a
 // commit the thread is woken for a PASSIVE checkpoint, which blocks neither
 // readers nor the writer; at 4x soft_pages the committing thread waits for it
@@ -26,7 +26,7 @@ namespace detail {
 // SQLite rewrites the WAL from its start only when a write transaction
 // begins on a WAL whose every frame was copied back; an append that begins
 // while the previous one's checkpoint runs makes the WAL grow instead, until
-// the hard limit stalls a commit (measured: every 4th 92 MB turn took +280 ms).
+// the hard limit stalls a commit (every few large turns; docs/benchmarks.md).
 // So an append waits for a running checkpoint before it begins (its chunks
 // keep encoding meanwhile): wait_before_write().
 // Copies the whole WAL back into the database file (cutting the file to the
@@ -83,4 +83,4 @@ class Checkpointer {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_CHECKPOINTER_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_CHECKPOINTER_H

@@ -1,4 +1,4 @@
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_migrations.h"
 
 #include <algorithm>
 #include <map>
@@ -82,11 +82,11 @@ const std::vector<SchemaObject>& expected_schema(int version) {
   SQLite::Database mem(":memory:", SQLite::OPEN_READWRITE);
   for (const Migration& m : embedded_migrations())
     if (m.version <= version) exec(mem, m.sql, "in-memory schema: migration " + std::string(m.name));
-  return cache.emplace(version, with_context("in-memory schema", [&] { return read_schema(mem); })).first->second;
+  return cache.emplace(version, sqlite_context("in-memory schema", [&] { return read_schema(mem); })).first->second;
 }
 
 void check_schema(SQLite::Database& db, int version, const std::string& what) {
-  const std::vector<SchemaObject> found = with_context(what, [&] { return read_schema(db); });
+  const std::vector<SchemaObject> found = sqlite_context(what, [&] { return read_schema(db); });
   const std::vector<SchemaObject>& want = expected_schema(version);
   std::map<std::pair<std::string, std::string>, const SchemaObject*> wanted;
   for (const SchemaObject& o : want) wanted[{o.type, o.name}] = &o;

@@ -1,7 +1,7 @@
 // Erasing deleted rows from a SQLite store's files: the step after a commit
 // that deleted a conversation (or evicted KV data in gc).
-#ifndef COLIKV_SRC_SQLITE_ERASE_H
-#define COLIKV_SRC_SQLITE_ERASE_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_ERASE_H
+#define COLIKV_SRC_SQLITE_SQLITE_ERASE_H
 
 #include <sqlite3.h>
 
@@ -29,4 +29,4 @@ bool erase_freed_pages(sqlite3* db, int wait_ms, int busy_timeout_ms);
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_ERASE_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_ERASE_H

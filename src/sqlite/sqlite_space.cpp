@@ -1,5 +1,5 @@
-// How a SQLite store gives space back (see space.h).
-#include "sqlite/space.h"
+// How a SQLite store gives space back (see sqlite_space.h).
+#include "sqlite/sqlite_space.h"
 
 #include <SQLiteCpp/Exception.h>
 #include <sqlite3.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "colikv/error.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/open_store.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_connection.h"
 #include "sqlite/sqlite_util.h"
 
 namespace colikv {
@@ -96,7 +96,7 @@ void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::s
   const int64_t step = std::clamp<int64_t>(step_bytes / page_size, 1, int64_t{1} << 30);
   for (int64_t left = query_int(db, "PRAGMA freelist_count", what); left > 0;) {
     SqlTransaction txn(db, what);
-    with_context(what, [&] {
+    sqlite_context(what, [&] {
       // One result row per page given back: stepped to the end.
       SQLite::Statement q(db, "PRAGMA incremental_vacuum(" + std::to_string(step) + ")");
       while (q.executeStep()) {

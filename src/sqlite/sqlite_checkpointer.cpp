@@ -1,5 +1,5 @@
-// The background WAL checkpointer (see checkpointer.h).
-#include "sqlite/checkpointer.h"
+// The background WAL checkpointer (see sqlite_checkpointer.h).
+#include "sqlite/sqlite_checkpointer.h"
 
 #include <sys/statvfs.h>
 

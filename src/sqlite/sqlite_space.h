@@ -1,8 +1,8 @@
 // How a SQLite store gives space back: an evicted payload's pages freed, the
 // free pages returned to the filesystem in short steps, the WAL reset
 // without waiting for readers. Used by SqliteCatalog (eviction, vacuum).
-#ifndef COLIKV_SRC_SQLITE_SPACE_H
-#define COLIKV_SRC_SQLITE_SPACE_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_SPACE_H
+#define COLIKV_SRC_SQLITE_SQLITE_SPACE_H
 
 #include <SQLiteCpp/Database.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "catalog.h"
-#include "sqlite/statement_cache.h"
+#include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {
 namespace detail {
@@ -42,4 +42,4 @@ Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms,
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_SPACE_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_SPACE_H

@@ -1,7 +1,7 @@
 // Opening a store's SQLite file: the path checked first, the connection
 // hardened, WAL mode, the schema checked and migrated.
-#ifndef COLIKV_SRC_SQLITE_OPEN_STORE_H
-#define COLIKV_SRC_SQLITE_OPEN_STORE_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_CONNECTION_H
+#define COLIKV_SRC_SQLITE_SQLITE_CONNECTION_H
 
 #include <SQLiteCpp/Database.h>
 
@@ -31,4 +31,4 @@ int64_t file_size_or_zero(const std::string& path);
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_OPEN_STORE_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_CONNECTION_H

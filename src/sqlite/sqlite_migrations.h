@@ -1,6 +1,6 @@
 // Schema migrations: migrations/NNNN_name.sql, compiled into the library.
-#ifndef COLIKV_SRC_SQLITE_MIGRATIONS_H
-#define COLIKV_SRC_SQLITE_MIGRATIONS_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_MIGRATIONS_H
+#define COLIKV_SRC_SQLITE_SQLITE_MIGRATIONS_H
 
 #include <string>
 #include <vector>
@@ -47,4 +47,4 @@ void check_schema(SQLite::Database& db, int version, const std::string& what);
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_MIGRATIONS_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_MIGRATIONS_H

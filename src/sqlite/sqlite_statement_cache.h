@@ -1,7 +1,7 @@
 // Prepared statements kept across calls (the prefix lookup, eviction): SQL
 // text compiled once per connection.
-#ifndef COLIKV_SRC_SQLITE_STATEMENT_CACHE_H
-#define COLIKV_SRC_SQLITE_STATEMENT_CACHE_H
+#ifndef COLIKV_SRC_SQLITE_SQLITE_STATEMENT_CACHE_H
+#define COLIKV_SRC_SQLITE_SQLITE_STATEMENT_CACHE_H
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
@@ -54,4 +54,4 @@ class StatementCache {
 }  // namespace detail
 }  // namespace colikv
 
-#endif  // COLIKV_SRC_SQLITE_STATEMENT_CACHE_H
+#endif  // COLIKV_SRC_SQLITE_SQLITE_STATEMENT_CACHE_H

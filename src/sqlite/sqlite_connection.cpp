@@ -1,5 +1,5 @@
-// Opening a store's SQLite file (see open_store.h).
-#include "sqlite/open_store.h"
+// Opening a store's SQLite file (see sqlite_connection.h).
+#include "sqlite/sqlite_connection.h"
 
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
@@ -17,8 +17,8 @@
 #include "colikv/error.h"
 #include "core/file_kind.h"
 #include "core/path.h"
-#include "sqlite/checkpointer.h"
-#include "sqlite/migrations.h"
+#include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_migrations.h"
 #include "sqlite/sqlite_util.h"
 #include "core/store_limits.h"
 
@@ -166,7 +166,7 @@ struct SchemaState {
 SchemaState check_schema_version(SQLite::Database& db, const std::string& what) {
   SchemaState st;
   SqlTransaction snapshot(db, what, SqlTransaction::kRead);
-  with_context(what, [&] {
+  sqlite_context(what, [&] {
     SQLite::Statement q(db, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)");
     q.executeStep();
     st.version = q.getColumn(0).getInt64();
@@ -203,10 +203,10 @@ void use_wal(SQLite::Database& db, const SchemaState& st, const Options& options
     int ps = std::clamp(options.page_size, 512, 65536);
     exec(db, "PRAGMA page_size=" + std::to_string(ps), what);
     // Set before the first table, or only a VACUUM can: vacuum and gc then
-    // give free pages back in short steps instead of one rewrite (space.h).
+    // give free pages back in short steps instead of one rewrite (sqlite_space.h).
     exec(db, "PRAGMA auto_vacuum=INCREMENTAL", what);
   }
-  std::string mode = with_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
+  std::string mode = sqlite_context(what, [&] { return db.execAndGet("PRAGMA journal_mode=WAL").getString(); });
   if (mode != "wal")
     throw Error(ErrorCode::kIO, what + ": cannot use the WAL journal (PRAGMA journal_mode answered '" + mode + "')");
 }
@@ -275,7 +275,7 @@ SQLite::Database open_store(const std::string& path, const Options& options) {
   const std::string what = "store " + path;
   check_store_path(path, options);
   create_with_mode(path, options, what);
-  SQLite::Database db = with_context(what + ": open", [&] {
+  SQLite::Database db = sqlite_context(what + ": open", [&] {
     return SQLite::Database(path, open_flags(path, options), options.busy_timeout_ms, options.vfs_name);
   });
   if (options.read_only) exec(db, "PRAGMA query_only=1", what);

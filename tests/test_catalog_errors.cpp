@@ -1,0 +1,81 @@
+// The backend boundary (src/catalog.h): a database's own error crosses the
+// Catalog interface as colikv::Error with the code its backend maps it to,
+// never as the backend's exception type (SQLiteCpp's, the PostgreSQL
+// backend's), and with_context puts what the store was doing before it.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+
+#include "backend.h"
+#include "backend_error.h"
+#include "catalog.h"
+#include "colikv/error.h"
+#include "test_support.h"
+
+using colikv::ErrorCode;
+using colikv::detail::Catalog;
+
+namespace {
+
+// The code of the colikv::Error that f throws; fails the test when f throws
+// anything else, or nothing.
+template <class F>
+ErrorCode code_thrown(F&& f) {
+  try {
+    f();
+  } catch (const colikv::Error& e) {
+    return e.code();
+  } catch (const std::exception& e) {
+    FAIL("not a colikv::Error crossed catalog.h: " << e.what());
+  }
+  FAIL("nothing thrown");
+  return ErrorCode::kOk;
+}
+
+}  // namespace
+
+TEST_CASE("catalog: a database's constraint error crosses catalog.h as colikv::Error and with_context names it",
+          "[backends]") {
+  colikv_test::TempDir dir;
+  const std::unique_ptr<Catalog> catalog =
+      colikv::detail::open_catalog(colikv_test::store_at(dir, "s.colikv"), colikv::Options{});
+  const auto txn = catalog->begin(Catalog::Access::kWrite, "test");
+  const colikv::ModelSignature model = colikv_test::tiny_model();
+  catalog->insert_model(model, 64, 1);
+  const auto model_id = catalog->find_model_id(model.to_string());
+  REQUIRE(model_id);
+  colikv::detail::NewConversation c;
+  c.name = "a";
+  c.model_id = *model_id;
+  c.precision = "f32";
+  c.metadata = "{}";
+  c.now_ms = 1;
+  catalog->insert_conversation(c);
+  c.name = "b";
+  catalog->insert_conversation(c);
+  c.name = "a";
+
+  // Each failing call in a savepoint of its own, which its failure undoes (a
+  // server's transaction takes no statement after an error until then).
+  const auto in_savepoint = [&](auto f) {
+    const auto savepoint = catalog->begin(Catalog::Access::kWrite, "test");
+    return code_thrown(f);
+  };
+  // The name is taken: the backend's unique constraint.
+  CHECK(in_savepoint([&] { catalog->insert_conversation(c); }) == ErrorCode::kConflict);
+  CHECK(in_savepoint([&] { catalog->set_text("b", colikv::detail::ConversationText::kName, "a", 2); }) ==
+        ErrorCode::kConflict);
+
+  const auto savepoint = catalog->begin(Catalog::Access::kWrite, "test");
+  try {
+    colikv::detail::with_context("store s: conversation 'a'", [&] { catalog->insert_conversation(c); });
+    FAIL("a taken name was inserted");
+  } catch (const colikv::Error& e) {
+    CHECK(e.code() == ErrorCode::kConflict);
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.rfind("store s: conversation 'a': ", 0) == 0);
+    CHECK(what.size() > std::string("store s: conversation 'a': ").size());  // the database's own words follow
+  }
+}

@@ -7,7 +7,7 @@
 #include "sqlite/sqlite_migrations.h"
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
-#include "sqlite/staged_store.h"
+#include "sqlite/sqlite_staged_store.h"
 #include "store_staging.h"
 #include "store_location.h"
 #if COLIKV_WITH_POSTGRES

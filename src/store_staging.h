@@ -1,5 +1,5 @@
 // Options::create_staged as the store sees it: a new store's temporary file,
-// made and published by its backend (SQLite's, sqlite/staged_store.h) through
+// made and published by its backend (SQLite's, sqlite/sqlite_staged_store.h) through
 // catalog_factory.cpp, so that the store's files include no backend header.
 // Not installed.
 #ifndef COLIKV_SRC_STORE_STAGING_H
@@ -14,7 +14,7 @@
 namespace colikv {
 namespace detail {
 
-class StagedStore;  // sqlite/staged_store.h
+class StagedStore;  // sqlite/sqlite_staged_store.h
 struct StagedStoreDeleter {
   void operator()(StagedStore* s) const;  // removes its files unless published
 };

@@ -1,5 +1,5 @@
 // A new store built aside and linked into place (staged_store.h).
-#include "sqlite/staged_store.h"
+#include "sqlite/sqlite_staged_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>

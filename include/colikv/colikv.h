@@ -56,6 +56,8 @@ typedef struct colikv_model {
                                    error <= 2^-8, see colikv::Precision::kBf16); default: f32, exact */
 #define COLIKV_FILE_MODE 16 /* colikv_open_ex only: colikv_options.file_mode is set (a store is
                                otherwise created 0600, and so are its -wal and -shm) */
+#define COLIKV_TENANT 32    /* colikv_open_ex only: colikv_options.tenant is set (otherwise the
+                               handle is the default tenant's, "") */
 
 /* error codes: the same values as colikv::ErrorCode */
 #define COLIKV_OK 0
@@ -82,9 +84,9 @@ COLIKV_API int colikv_open(const char *path, int flags, colikv_store **out);
 
 /* Open options beyond the flags; a zeroed struct means the defaults.
  * Fields added after the first three are read only when a flag says the caller
- * set them (COLIKV_FILE_MODE for file_mode): a caller built against an older
- * header passes a shorter struct and never sets such a flag, so nothing past
- * its struct is read. */
+ * set them (COLIKV_FILE_MODE for file_mode, COLIKV_TENANT for tenant): a
+ * caller built against an older header passes a shorter struct and never sets
+ * such a flag, so nothing past its struct is read. */
 typedef struct colikv_options {
   int flags;               /* COLIKV_CREATE, COLIKV_READONLY, ... as for colikv_open */
   int busy_timeout_ms;     /* how long a write waits for another writer's lock; 0: 5000 */
@@ -93,6 +95,13 @@ typedef struct colikv_options {
   int file_mode;           /* read with COLIKV_FILE_MODE in flags: permission bits of a store
                               this call creates, and of its -wal and -shm (masked by the umask;
                               colikv::Options::file_mode); without the flag: 0600 */
+  const char *tenant;      /* read with COLIKV_TENANT in flags: the tenant (sharing domain) the
+                              handle sees and writes, as colikv::Options::tenant; NULL or "" is
+                              the default tenant. A name holding a control character or longer
+                              than 255 bytes fails with COLIKV_ERR_INVALID. A tenant the store
+                              does not hold is created by a writable handle; with
+                              COLIKV_READONLY it fails with COLIKV_ERR_NOT_FOUND ("no such
+                              tenant 'X'"). Copied: need not outlive the call. */
 } colikv_options;
 
 /* colikv_open with options; o == NULL means { COLIKV_CREATE, 0, 0 }. A negative

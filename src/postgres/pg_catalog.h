@@ -69,9 +69,10 @@ class PgCatalog : public Catalog {
   void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
   std::vector<ChunkPlace> unused_chunks() override;
   std::vector<ModelUsageRow> model_usage() override;
+  std::vector<TenantRow> tenant_usage() override;
 
-  int64_t stored_payload_bytes() override;
-  void visit_least_recent(const PrefixIndex::ConversationVisitor& f) override;
+  int64_t stored_payload_bytes(Scope scope) override;
+  void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
   std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
@@ -90,14 +91,25 @@ class PgCatalog : public Catalog {
   PgRows run(const char* sql, const PgParams& params, const char* what);
   void record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes);
 
+  // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
+  // else kNotFound "no such tenant".
+  void open_tenant(const Options& options);
+
   PgConnection conn_;
   std::unique_ptr<PrefixIndex> prefix_index_;
+  // The tenant this catalog sees (Options::tenant): its tenants.tenant_id,
+  // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).
+  int64_t tenant_id_ = 0;
+  std::string anchor_;
 };
 
 // The prefix lookup's queries (prefix_match.cpp) on a PgCatalog's connection.
 class PgPrefixIndex : public PrefixIndex {
  public:
-  explicit PgPrefixIndex(PgConnection& conn) : conn_(conn) {}
+  // Over the conversations of tenant tenant_id, whose regions at position 0
+  // chunk_meta indexes after `anchor`.
+  PgPrefixIndex(PgConnection& conn, int64_t tenant_id, const std::string& anchor)
+      : conn_(conn), tenant_id_(tenant_id), anchor_(anchor) {}
   std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
   bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
   bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
@@ -119,6 +131,8 @@ class PgPrefixIndex : public PrefixIndex {
 
  private:
   PgConnection& conn_;
+  int64_t tenant_id_;
+  std::string anchor_;  // add_bytes does not copy: kept here
 };
 
 }  // namespace detail

@@ -1,6 +1,6 @@
 // The bodies of the libFuzzer targets (fuzz/fuzz_coli_kv.cpp,
 // fuzz/fuzz_chunk_decode.cpp), also run by the default test suite on
-// mutated seeds (tests/test_untrusted.cpp). Each takes arbitrary bytes and
+// mutated seeds (tests/test_bad_stores.cpp). Each takes arbitrary bytes and
 // must only ever throw colikv::Error; anything else (a crash, a sanitizer
 // report, another exception) is a bug.
 #ifndef COLIKV_FUZZ_FUZZ_TARGETS_H

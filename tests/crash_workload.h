@@ -1,4 +1,4 @@
-// The deterministic workload shared by tests/crash_child.cpp (the process the
+// The deterministic workload shared by tests/helpers/crash_child.cpp (the process the
 // crash and multi-process tests start and kill) and the tests that check it.
 //
 // Every conversation's content is a function of its seed and the position

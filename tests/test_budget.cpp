@@ -43,15 +43,6 @@ constexpr int64_t kC = 4;  // tokens a chunk
 
 Options small(const ModelSignature& m) { return colikv_test::chunked_options(m, kC); }
 
-// KV values depend on the position only (seed 11); token ids are 10, 11, ...
-EngineBuffers history(const ModelSignature& m, int64_t n) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, 11);
-  const std::vector<int32_t> t = colikv_test::token_run(10, static_cast<int>(n));
-  std::copy(t.begin(), t.end(), b.tokens.begin());
-  return b;
-}
-
 // id loads its n positions bit-exact from b.
 void check_loads(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {
   EngineBuffers got(b.model, b.capacity);
@@ -71,14 +62,21 @@ ErrorCode load_code(Store& s, const std::string& id, const EngineBuffers& b) {
   return ErrorCode::kOk;
 }
 
+// The store e.db of the tiny model in kC-token chunks, on either backend,
+// and the history the budget's cases write (values of seed 11, ids 10, 11, ...).
+struct BudgetStore : colikv_test::StoreFixture {
+  BudgetStore() : StoreFixture(colikv_test::tiny_model(), kC, "e.db") {}
+  EngineBuffers rows(int64_t n) const { return colikv_test::counted_history(model, n, 11, 10); }
+};
+
 }  // namespace
 
-TEST_CASE("append_async re-saves an evicted conversation from the engine's rows", "[backends][eviction][async]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers b = history(m, 40);
-  Store s(colikv_test::store_at(dir, "e.db"), small(m));
-  s.append("a", m, b.tokens.data(), 10, b.source());  // chunks [0, 4), [4, 8), a piece [8, 10)
+TEST_CASE_METHOD(BudgetStore, "append_async re-saves an evicted conversation from the engine's rows",
+                 "[backends][eviction][async]") {
+  const ModelSignature& m = model;
+  const EngineBuffers b = rows(40);
+  Store& s = store();
+  write("a", b, 10);  // chunks [0, 4), [4, 8), a piece [8, 10)
   s.gc(0);
   REQUIRE(s.info("a").evicted);
   // The turn's chunk starts at 8; the evicted ones before it come from the engine's rows too.
@@ -97,15 +95,13 @@ TEST_CASE("append_async re-saves an evicted conversation from the engine's rows"
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("a queued turn whose conversation is evicted before it commits still commits, and the next re-saves",
+TEST_CASE_METHOD(BudgetStore, "a queued turn whose conversation is evicted before it commits still commits, and the next re-saves",
           "[eviction][async]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers b = history(m, 40);
-  const std::string path = dir.file("e.db");
-  Store s(path, small(m));
-  Store other(path, small(m));  // another process's gc
-  s.append("a", m, b.tokens.data(), 10, b.source());
+  const ModelSignature& m = model;
+  const EngineBuffers b = rows(40);
+  Store& s = store();
+  Store other(path, options);  // another process's gc
+  write("a", b, 10);
   colikv::detail::AsyncWriter& writer = *colikv::detail::StoreAccess::impl(s).async;
   writer.pause(true);
   s.append_async("a", m, b.tokens.data(), 13, b.source());  // staged from 8: nothing was evicted yet
@@ -123,15 +119,14 @@ TEST_CASE("a queued turn whose conversation is evicted before it commits still c
   check_loads(s, "a", b, 14);
 }
 
-TEST_CASE("an eviction by another connection while an append is prepared is no conflict", "[backends][eviction]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers b = history(m, 40);
-  const std::string where = colikv_test::store_at(dir, "e.db");
-  Store s(where, small(m));
-  Store other(where, small(m));
-  s.append("a", m, b.tokens.data(), 10, b.source());
-  s.append("b", m, b.tokens.data(), 6, b.source());
+TEST_CASE_METHOD(BudgetStore, "an eviction by another connection while an append is prepared is no conflict",
+                 "[backends][eviction]") {
+  const ModelSignature& m = model;
+  const EngineBuffers b = rows(40);
+  Store& s = store();
+  Store other(path, options);
+  write("a", b, 10);
+  write("b", b, 6);
   // An append of [10, 13) through the store's own steps; while it encodes
   // (after it read what is committed, before its write lock), the other
   // connection evicts everything.
@@ -156,24 +151,22 @@ TEST_CASE("an eviction by another connection while an append is prepared is no c
   CHECK(s.verify().ok());
   s.truncate("a", 11);
   s.fork("a", "f", 9);
-  s.append("a", m, b.tokens.data(), 14, b.source());
+  write("a", b, 14);
   check_loads(s, "a", b, 14);
   CHECK(s.tokens("f") == std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 9));
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("appends, truncates and forks beside a gc loop in another connection never conflict",
-          "[backends][eviction]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers b = history(m, 200);
-  const std::string where = colikv_test::store_at(dir, "e.db");
-  Store s(where, small(m));
-  s.append("x", m, b.tokens.data(), 40, b.source());
+TEST_CASE_METHOD(BudgetStore, "appends, truncates and forks beside a gc loop in another connection never conflict",
+                 "[backends][eviction]") {
+  const ModelSignature& m = model;
+  const EngineBuffers b = rows(200);
+  Store& s = store();
+  write("x", b, 40);
   std::atomic<bool> stop{false};
   std::atomic<int> gcs{0};
   std::thread gc([&] {
-    Store other(where, small(m));
+    Store other(path, options);
     while (!stop) {
       other.gc(0);
       ++gcs;
@@ -219,7 +212,7 @@ TEST_CASE("appends, truncates and forks beside a gc loop in another connection n
 TEST_CASE("under a steady byte budget the file stays near the size of a vacuumed copy of itself", "[eviction]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers b = history(m, 400);
+  const EngineBuffers b = colikv_test::counted_history(m, 400, 11, 10);
   const std::string path = dir.file("e.db");
   Options o = small(m);
   o.page_size = 4096;
@@ -277,7 +270,7 @@ TEST_CASE("on a small filesystem the WAL is checkpointed before it fills the dis
   colikv_test::SmallFilesystem fs(dir.file("mnt"), "8m");
   REQUIRE(fs.mounted());
   const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers b = history(m, 2000);
+  EngineBuffers b = colikv_test::counted_history(m, 2000, 11, 10);
   for (int32_t& t : b.tokens) t %= 1000;  // within the model's vocabulary
   const std::string path = dir.file("mnt/s.db");
   Store s(path, small(m));  // the default wal_checkpoint_bytes, 64 MiB: 8x the filesystem
@@ -300,7 +293,7 @@ TEST_CASE("copy_conversation carries an evicted conversation as it is, and skip_
           "[backends][eviction][copy]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers b = history(m, 40);
+  const EngineBuffers b = colikv_test::counted_history(m, 40, 11, 10);
   Store src(dir.file("src.db"), small(m));
   Store dst(colikv_test::store_at(dir, "dst.db"), small(m));
   src.append("a", m, b.tokens.data(), 10, b.source());

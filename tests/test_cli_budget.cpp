@@ -7,6 +7,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,14 +32,6 @@ namespace {
 
 Options small(const ModelSignature& m) { return colikv_test::chunked_options(m, 4); }
 
-EngineBuffers history(const ModelSignature& m, int64_t n, int32_t first_token) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, 5);
-  const std::vector<int32_t> t = colikv_test::token_run(first_token, static_cast<int>(n));
-  std::copy(t.begin(), t.end(), b.tokens.begin());
-  return b;
-}
-
 Run run(const std::vector<std::string>& args) {
   Run r = tool(args);
   UNSCOPED_INFO(describe(args, r));
@@ -52,7 +45,7 @@ TEST_CASE("cli copy carries evicted conversations as they are and resumes with -
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   const std::string src = dir.file("src.colikv"), dst = dir.file("dst.colikv");
-  const EngineBuffers a = history(m, 10, 100), b = history(m, 7, 300), c = history(m, 9, 500);
+  const EngineBuffers a = colikv_test::counted_history(m, 10, 5, 100), b = colikv_test::counted_history(m, 7, 5, 300), c = colikv_test::counted_history(m, 9, 5, 500);
   {
     Store s(src, small(m));
     s.append("a", m, a.tokens.data(), 10, a.source());
@@ -99,7 +92,7 @@ TEST_CASE("cli copy carries evicted conversations as they are and resumes with -
 
   // Another conversation under a copied id is not skipped: the difference is named.
   d.remove("b");
-  const EngineBuffers other = history(m, 7, 700);
+  const EngineBuffers other = colikv_test::counted_history(m, 7, 5, 700);
   d.append("b", m, other.tokens.data(), 7, other.source());
   r = run({"copy", src, dst, "b", "--skip-existing"});
   CHECK(r.code == 1);
@@ -112,7 +105,7 @@ TEST_CASE("cli vacuum beside a reader's open snapshot lets a writer go on and sa
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   const std::string path = dir.file("s.colikv");
-  const EngineBuffers b = history(m, 400, 10);
+  const EngineBuffers b = colikv_test::counted_history(m, 400, 5, 10);
   Options o = small(m);
   o.busy_timeout_ms = 2000;
   {
@@ -127,7 +120,8 @@ TEST_CASE("cli vacuum beside a reader's open snapshot lets a writer go on and sa
 
   std::atomic<bool> stop{false};
   std::vector<std::string> failures;
-  int appended = 0;
+  std::atomic<int> appended{0};
+  std::atomic<bool> gave_up{false};
   std::thread writer([&] {
     Store w(path, o);
     int64_t len = 0;
@@ -140,10 +134,13 @@ TEST_CASE("cli vacuum beside a reader's open snapshot lets a writer go on and sa
       } catch (const Error& e) {
         if (e.code() == ErrorCode::kNotFound) continue;  // the first truncate
         failures.push_back(e.what());
-        if (failures.size() > 3) return;
+        if (failures.size() > 3) return void(gave_up = true);
       }
     }
   });
+  // The vacuum runs beside a writer that has committed past the reader's
+  // snapshot (else there may be nothing to hold back yet).
+  while (appended == 0 && !gave_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   Run r = run({"vacuum", path, "--busy-timeout", "5000"});
   const int held_code = r.code;
   const std::string held_out = r.out;

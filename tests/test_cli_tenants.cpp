@@ -25,10 +25,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 // A .coli_kv file of 40 generated records.
 std::string make_file(const TempDir& dir, const std::string& name, uint32_t seed) {
-  const colikv::ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers b(m, 40);
-  b.fill(0, 40, seed);
-  b.tokens = colikv_test::make_tokens(40, m.vocab, seed);
+  const EngineBuffers b = colikv_test::history(colikv_test::tiny_model(), 40, seed);
   const std::string path = dir.file(name);
   colikv_test::write_coli_kv(path, b, 40);
   return path;

@@ -1,4 +1,4 @@
-// Concurrency: writer processes (tests/crash_child.cpp "work") and threads
+// Concurrency: writer processes (tests/helpers/crash_child.cpp "work") and threads
 // (each with its own Store, and two sharing one) append, truncate, fork,
 // delete and load their own conversations of one store while a sqlite3 shell
 // holds a read transaction open the whole time. Every call must succeed (a

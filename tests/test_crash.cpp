@@ -1,4 +1,4 @@
-// Process crashes: a real child process (tests/crash_child.cpp) appends,
+// Process crashes: a real child process (tests/helpers/crash_child.cpp) appends,
 // truncates, forks and deletes conversations and reports every operation
 // before ("I name len") and after ("D") it; the parent SIGKILLs it at random
 // moments, then checks the store: every reported operation is there, the one

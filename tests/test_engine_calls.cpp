@@ -21,20 +21,18 @@ using colikv_test::TempDir;
 
 namespace {
 
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
-}
+// A store of the tiny indexed model in 4-token chunks, on either backend.
+struct IndexedStore : colikv_test::StoreFixture {
+  IndexedStore() : StoreFixture(colikv_test::tiny_indexed_model(), 4, "s.colikv") {}
+};
 
 }  // namespace
 
-TEST_CASE("write: keeps the positions before from and replaces the rest across chunks, atomically", "[backends][engine_calls]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_indexed_model();
-  Store s(colikv_test::store_at(dir, "s.colikv"), colikv_test::chunked_options(m, 4));
-  EngineBuffers a = history(m, 30, 1), b = history(m, 30, 2);
+TEST_CASE_METHOD(IndexedStore, "write: keeps the positions before from and replaces the rest across chunks, atomically",
+                 "[backends][engine_calls]") {
+  const ModelSignature& m = model;
+  Store& s = store();
+  EngineBuffers a = history(30, 1), b = history(30, 2);
   std::copy(a.tokens.begin(), a.tokens.begin() + 6, b.tokens.begin());  // b shares a's first 6 ids
   s.write("c", m, a.tokens.data(), 0, 23, a.source());
   s.write("c", m, a.tokens.data(), 23, 30, a.source());  // an append
@@ -60,12 +58,12 @@ TEST_CASE("write: keeps the positions before from and replaces the rest across c
   CHECK(s.count("c") == 13);
 }
 
-TEST_CASE("load_range: writes exactly the positions from..to, across chunks", "[backends][engine_calls]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_indexed_model();
-  Store s(colikv_test::store_at(dir, "s.colikv"), colikv_test::chunked_options(m, 4));
-  EngineBuffers a = history(m, 30, 3);
-  s.append("c", m, a.tokens.data(), 30, a.source());
+TEST_CASE_METHOD(IndexedStore, "load_range: writes exactly the positions from..to, across chunks",
+                 "[backends][engine_calls]") {
+  const ModelSignature& m = model;
+  Store& s = store();
+  EngineBuffers a = history(30, 3);
+  write("c", a, 30);
   for (auto range : {std::pair<int64_t, int64_t>{5, 19}, {8, 12}, {0, 30}, {29, 30}, {7, 7}}) {
     EngineBuffers out(m, 30);
     out.poison();

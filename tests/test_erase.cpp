@@ -126,6 +126,16 @@ void require_shell() {
     FAIL("no sqlite3 shell was found when configuring (Debian package sqlite3): install it and reconfigure");
 }
 
+// The store e.db of a fresh folder with erase_options and the two
+// conversations to write into it; the sqlite3 shell is required.
+struct EraseFixture : colikv_test::StoreFixture {
+  EraseFixture() : StoreFixture(colikv_test::wide_model(), 16, "e.db") {
+    require_shell();
+    options = erase_options(model);
+  }
+  TwoConversations c;
+};
+
 // Stands in for a SQLite build without Debian's SECURE_DELETE default: every
 // connection opened after it starts with secure_delete off.
 int secure_delete_off(sqlite3* db, char**, const sqlite3_api_routines*) {
@@ -150,13 +160,9 @@ int64_t pragma_of(sqlite3* db, const char* sql) {
 
 }  // namespace
 
-TEST_CASE("erase: rm leaves no byte of the conversation in the store's files while another process holds it open",
-          "[erase]") {
-  require_shell();
-  TempDir dir;
-  const std::string path = dir.file("e.db");
-  TwoConversations c;
-  colikv::Store s(path, erase_options(c.m));
+TEST_CASE_METHOD(EraseFixture, "erase: rm leaves no byte of the conversation in the store's files while another process holds it open",
+                 "[erase]") {
+  colikv::Store& s = store();
   c.write(s);
   const StoredBytes gone = own_stored_bytes(path, "gone");
   REQUIRE(gone.payload_windows.size() == 4 * 8);  // its 4 chunks of its own
@@ -207,15 +213,11 @@ TEST_CASE("erase: rm zeroes what it frees on a SQLite whose connections start wi
   CHECK(found_in_files(path, gone.token_windows) == 0);
 }
 
-TEST_CASE("erase: a reader holding an older snapshot keeps the bytes until it ends it, then the store's close erases them",
-          "[erase]") {
-  require_shell();
-  TempDir dir;
-  const std::string path = dir.file("e.db");
-  TwoConversations c;
-  colikv::Options o = erase_options(c.m);
-  o.busy_timeout_ms = 200;  // how long rm waits for the reader
-  auto s = std::make_unique<colikv::Store>(path, o);
+TEST_CASE_METHOD(EraseFixture,
+                 "erase: a reader holding an older snapshot keeps the bytes until it ends it, then the store's close erases them",
+                 "[erase]") {
+  options.busy_timeout_ms = 200;  // how long rm waits for the reader
+  colikv::Store* s = &store();
   c.write(*s);
   const StoredBytes gone = own_stored_bytes(path, "gone");
   ShellReader reader(path, dir.file("shell.err"));
@@ -232,20 +234,15 @@ TEST_CASE("erase: a reader holding an older snapshot keeps the bytes until it en
   // run), erases them.
   REQUIRE(reader.ask("COMMIT; SELECT count(*) FROM conversations;") == "1");
   CHECK(found_in_files(path, gone.payload_windows) > 0);
-  s.reset();
+  close();
   CHECK(found_in_files(path, gone.payload_windows) == 0);
   CHECK(found_in_files(path, gone.token_windows) == 0);
-  colikv::Store again(path, o);
-  CHECK(colikv_test::loads_as(again, "keep", c.keep, 64) == "");
+  CHECK(read("keep", c.keep, 64) == "");
   reader.quit();
 }
 
-TEST_CASE("erase: gc's evicted values leave the store's files, the token ids stay", "[erase]") {
-  require_shell();
-  TempDir dir;
-  const std::string path = dir.file("e.db");
-  TwoConversations c;
-  colikv::Store s(path, erase_options(c.m));
+TEST_CASE_METHOD(EraseFixture, "erase: gc's evicted values leave the store's files, the token ids stay", "[erase]") {
+  colikv::Store& s = store();
   c.write(s);
   const StoredBytes gone = own_stored_bytes(path, "gone");
   ShellReader reader(path, dir.file("shell.err"));
@@ -261,15 +258,9 @@ TEST_CASE("erase: gc's evicted values leave the store's files, the token ids sta
   reader.quit();
 }
 
-TEST_CASE("erase: colikv_delete of the C API erases as rm does", "[erase]") {
-  require_shell();
-  TempDir dir;
-  const std::string path = dir.file("e.db");
-  TwoConversations c;
-  {
-    colikv::Store s(path, erase_options(c.m));
-    c.write(s);
-  }
+TEST_CASE_METHOD(EraseFixture, "erase: colikv_delete of the C API erases as rm does", "[erase]") {
+  c.write(store());
+  close();
   const StoredBytes gone = own_stored_bytes(path, "gone");
   ShellReader reader(path, dir.file("shell.err"));
   REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");

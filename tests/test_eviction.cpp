@@ -32,6 +32,11 @@ constexpr int64_t kC = 4;  // tokens a chunk
 
 Options small(const ModelSignature& m) { return colikv_test::chunked_options(m, kC); }
 
+// The store e.db of the tiny model in small chunks, on either backend.
+struct EvictionStore : colikv_test::StoreFixture {
+  EvictionStore() : StoreFixture(colikv_test::tiny_model(), kC, "e.db") {}
+};
+
 // The history every test conversation is cut from: KV values depend on the
 // position only (seed 11), token ids on (conversation, position) as given.
 EngineBuffers engine(const ModelSignature& m, const std::vector<int32_t>& tokens) {
@@ -95,10 +100,10 @@ int64_t stored(Store& s) { return s.stats().total.stored_bytes; }
 
 }  // namespace
 
-TEST_CASE("gc: evicts least recently used conversations until the budget is met", "[backends][eviction]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "e.db"), small(m));
+TEST_CASE_METHOD(EvictionStore, "gc: evicts least recently used conversations until the budget is met",
+                 "[backends][eviction]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   std::vector<std::vector<int32_t>> t;
   for (int i = 0; i < 6; ++i) {
     t.push_back(toks(100 * (i + 1), 10));
@@ -140,10 +145,9 @@ TEST_CASE("gc: evicts least recently used conversations until the budget is met"
                        }));
 }
 
-TEST_CASE("gc: chunks shared with a kept conversation stay", "[backends][eviction]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "e.db"), small(m));
+TEST_CASE_METHOD(EvictionStore, "gc: chunks shared with a kept conversation stay", "[backends][eviction]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto shared = toks(10, 8);  // two full chunks
   const auto a = cat(shared, toks(500, 6));
   const auto b = cat(shared, toks(600, 6));
@@ -173,10 +177,9 @@ TEST_CASE("gc: chunks shared with a kept conversation stay", "[backends][evictio
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("evicted conversations are re-saved by appending them again", "[backends][eviction]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "e.db"), small(m));
+TEST_CASE_METHOD(EvictionStore, "evicted conversations are re-saved by appending them again", "[backends][eviction]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto a = toks(10, 10);
   const auto b = toks(300, 9);
   put(s, "a", m, a);
@@ -202,10 +205,10 @@ TEST_CASE("evicted conversations are re-saved by appending them again", "[backen
   check_evicted(s, "a", m, a, 8);
 }
 
-TEST_CASE("truncate and fork of an evicted conversation keep its token ids", "[backends][eviction]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "e.db"), small(m));
+TEST_CASE_METHOD(EvictionStore, "truncate and fork of an evicted conversation keep its token ids",
+                 "[backends][eviction]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto a = toks(10, 11);
   put(s, "a", m, a);
   s.gc(0);

@@ -52,12 +52,16 @@ std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 
 void pause_ms() { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }
 
+// The store m.db of the tiny model in kC-token chunks, on either backend.
+struct MatchStore : colikv_test::StoreFixture {
+  MatchStore() : StoreFixture(colikv_test::tiny_model(), kC, "m.db") {}
+};
+
 }  // namespace
 
-TEST_CASE("match: exact, longer and shorter prompts", "[backends][match]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+TEST_CASE_METHOD(MatchStore, "match: exact, longer and shorter prompts", "[backends][match]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto conv = seq(100, 10);  // two full chunks and a partial one
   put(s, "a", m, conv);
 
@@ -102,10 +106,9 @@ TEST_CASE("match: chunks of 1024 long token ids", "[backends][match]") {
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("match: a differing token at every position", "[backends][match]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+TEST_CASE_METHOD(MatchStore, "match: a differing token at every position", "[backends][match]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto conv = seq(100, 11);
   put(s, "a", m, conv);
   for (int p = 0; p < 11; ++p) {
@@ -125,10 +128,9 @@ TEST_CASE("match: a differing token at every position", "[backends][match]") {
   CHECK(match(s, m, {7, 12}).tokens == 2);
 }
 
-TEST_CASE("match: branches sharing a prefix, the longest wins", "[backends][match]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+TEST_CASE_METHOD(MatchStore, "match: branches sharing a prefix, the longest wins", "[backends][match]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto system = seq(10, 6);  // ends inside the second chunk
   put(s, "x", m, cat(system, seq(200, 9)));
   put(s, "y", m, cat(system, seq(300, 3)));
@@ -148,10 +150,9 @@ TEST_CASE("match: branches sharing a prefix, the longest wins", "[backends][matc
   CHECK((r.id == "x" || r.id == "y" || r.id == "z"));
 }
 
-TEST_CASE("match: ties go to the most recently used", "[backends][match]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+TEST_CASE_METHOD(MatchStore, "match: ties go to the most recently used", "[backends][match]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   const auto conv = seq(40, 9);
   put(s, "old", m, conv);
   pause_ms();
@@ -324,10 +325,9 @@ TEST_CASE("match: conversations of a lossy precision are found too", "[backends]
   CHECK(r.tokens == 7);
 }
 
-TEST_CASE("match_loadable: the longest prefix whose KV data is still stored", "[backends][match]") {
-  TempDir dir;
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(colikv_test::store_at(dir, "m.db"), four_token_chunks(m));
+TEST_CASE_METHOD(MatchStore, "match_loadable: the longest prefix whose KV data is still stored", "[backends][match]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   put(s, "long", m, seq(1, 10));   // chunks [1..4] [5..8] [9,10]
   pause_ms();
   put(s, "short", m, seq(1, 6));   // shares [1..4]; its own [5,6]

@@ -115,13 +115,6 @@ class Insert {
   int n_ = 0;
 };
 
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
-}
-
 // The planes of positions [first, first + n) of b, in payload order.
 colikv::detail::PlaneList planes_of(EngineBuffers& b, int64_t first) {
   const auto& m = b.model;
@@ -192,10 +185,10 @@ struct V1Store {
 V1Store make_v1_store(const std::string& path) {
   ModelSignature m = colikv_test::tiny_indexed_model();
   m.weights_id = "v1-weights";
-  V1Store v{m, history(m, 10, 31), history(m, 11, 31)};
+  V1Store v{m, colikv_test::history(m, 10, 31), colikv_test::history(m, 11, 31)};
   // The fork's own continuation from position 8.
   {
-    EngineBuffers other = history(m, 11, 32);
+    EngineBuffers other = colikv_test::history(m, 11, 32);
     v.fork_conv.fill(8, 11, 32);
     for (int64_t p = 8; p < 11; ++p) v.fork_conv.tokens[static_cast<size_t>(p)] = other.tokens[static_cast<size_t>(p)];
     if (v.fork_conv.tokens[8] == v.old_conv.tokens[8]) v.fork_conv.tokens[8] = (v.fork_conv.tokens[8] + 1) % m.vocab;
@@ -332,7 +325,7 @@ TEST_CASE("migrations: a store made by the first schema migrates with its data i
     CHECK(st.total.saved_by_sharing() == 8 * m.record_bytes());
 
     // The migrated conversations keep working: grow, fork, truncate, delete.
-    EngineBuffers longer = history(m, 17, 31);
+    EngineBuffers longer = colikv_test::history(m, 17, 31);
     s.append("old", m, longer.tokens.data(), 17, longer.source());
     CHECK(loads_as(s, "old", longer, 17) == "");
     CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");  // its shared chunks are untouched
@@ -400,7 +393,7 @@ TEST_CASE("migrations: a schema-4 store keeps its data, and chunks it shared by 
   const int64_t chunks_before = s.stats().total.chunks;
   s.append("same", m, v.old_conv.tokens.data(), 8, v.old_conv.source());
   CHECK(s.stats().total.chunks == chunks_before + 2);
-  EngineBuffers other = history(m, 10, 31);
+  EngineBuffers other = colikv_test::history(m, 10, 31);
   other.fill(0, 10, 77);
   s.append("other", m, other.tokens.data(), 8, other.source());
   CHECK(loads_as(s, "other", other, 8) == "");
@@ -446,7 +439,7 @@ TEST_CASE("migrations: a schema-5 store opens, upgrades, loads and grows its tai
   CHECK(loads_as(s, "old", v.old_conv, 10) == "");
   CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
   // The engine's next turn: one piece after schema 5's partial chunk, which stays as it is.
-  EngineBuffers grown = history(m, 12, 31);
+  EngineBuffers grown = colikv_test::history(m, 12, 31);
   for (int64_t p = 0; p < 10; ++p) grown.tokens[static_cast<size_t>(p)] = v.old_conv.tokens[static_cast<size_t>(p)];
   grown.fill(0, 10, 31);
   REQUIRE(grown.compare(v.old_conv, 10) == "");

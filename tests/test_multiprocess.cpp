@@ -1,5 +1,5 @@
 // Several processes on one store: two append to different conversations at
-// the same time while a third reads both over and over (colikv_test_child).
+// the same time while a third reads both over and over (colikv_store_child).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -21,8 +21,8 @@
 
 using colikv_test::loads_as;
 
-#ifndef COLIKV_TEST_CHILD_PATH
-#error "COLIKV_TEST_CHILD_PATH must name the colikv_test_child program (tests/CMakeLists.txt)"
+#ifndef COLIKV_STORE_CHILD_PATH
+#error "COLIKV_STORE_CHILD_PATH must name the colikv_store_child program (tests/CMakeLists.txt)"
 #endif
 
 extern char** environ;
@@ -33,19 +33,12 @@ using colikv_test::TempDir;
 
 namespace {
 
-// What colikv_test_child uses: tiny_model(), 4-token chunks, histories by seed.
+// What colikv_store_child uses: tiny_model(), 4-token chunks, histories by seed.
 ModelSignature child_model() { return colikv_test::tiny_model(); }
 colikv::Options child_options() {
   colikv::Options o;
   o.chunk_target_bytes = 4 * child_model().record_bytes();
   return o;
-}
-EngineBuffers history(int64_t n, uint32_t seed) {
-  const ModelSignature m = child_model();
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
 }
 
 // Child processes started by this test; any still running when it ends
@@ -61,7 +54,7 @@ class Children {
   }
   // Starts the child program with args, its stdout going to out_path.
   pid_t spawn(const std::vector<std::string>& args, const std::string& out_path) {
-    std::vector<std::string> all{COLIKV_TEST_CHILD_PATH};
+    std::vector<std::string> all{COLIKV_STORE_CHILD_PATH};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
@@ -129,8 +122,8 @@ void run_two_appenders_and_a_reader(const TempDir& dir, const std::string& store
 
   colikv::Store s(store_path, child_options());
   CHECK(s.conversation_count() == 2);
-  CHECK(loads_as(s, "alpha", history(final_count, seed_a), final_count) == "");
-  CHECK(loads_as(s, "beta", history(final_count, seed_b), final_count) == "");
+  CHECK(loads_as(s, "alpha", colikv_test::history(child_model(), final_count, seed_a), final_count) == "");
+  CHECK(loads_as(s, "beta", colikv_test::history(child_model(), final_count, seed_b), final_count) == "");
   auto report = s.verify();
   INFO((report.problems.empty() ? std::string() : report.problems[0].what));
   CHECK(report.ok());
@@ -159,7 +152,7 @@ TEST_CASE("multiprocess: three processes open a missing store at once", "[multip
 TEST_CASE("multiprocess: two engine hosts append, load, fork and match overlapping conversations",
           "[backends][multiprocess]") {
   // On PostgreSQL these are two hosts of one deployment: every turn a host
-  // acknowledges must read back bit-exact from the other (colikv_test_child
+  // acknowledges must read back bit-exact from the other (colikv_store_child
   // host checks each load), and the conversation both extend stays one
   // consistent history.
   TempDir dir;
@@ -179,8 +172,8 @@ TEST_CASE("multiprocess: two engine hosts append, load, fork and match overlappi
   CHECK(colikv_test::read_file(dir.file("b.out")) == acks);
 
   colikv::Store s(path, child_options());
-  CHECK(loads_as(s, "a", history(n, 11), n) == "");
-  CHECK(loads_as(s, "b", history(n, 22), n) == "");
+  CHECK(loads_as(s, "a", colikv_test::history(child_model(), n, 11), n) == "");
+  CHECK(loads_as(s, "b", colikv_test::history(child_model(), n, 22), n) == "");
   // Each host extended "shared" to at least one turn more per turn of its
   // own (two hosts extending to the same length at once make one of them a
   // no-op: the tokens are there already), so it holds n to 2n tokens, whole
@@ -189,8 +182,8 @@ TEST_CASE("multiprocess: two engine hosts append, load, fork and match overlappi
   CHECK(shared >= n);
   CHECK(shared <= 2 * n);
   CHECK(shared % per_turn == 0);
-  CHECK(loads_as(s, "shared", history(2 * n, 777), shared) == "");
-  CHECK(loads_as(s, "a/fork" + std::to_string(turns), history(n, 11), n / 2) == "");
+  CHECK(loads_as(s, "shared", colikv_test::history(child_model(), 2 * n, 777), shared) == "");
+  CHECK(loads_as(s, "a/fork" + std::to_string(turns), colikv_test::history(child_model(), n, 11), n / 2) == "");
   CHECK(s.conversation_count() == 3 + 2 * turns);
   auto report = s.verify();
   INFO((report.problems.empty() ? std::string() : report.problems[0].what));

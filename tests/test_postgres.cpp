@@ -28,18 +28,11 @@ using colikv_test::EngineBuffers;
 
 namespace {
 
-// What colikv_test_child uses: tiny_model(), 4-token chunks, histories by seed.
+// What colikv_store_child uses: tiny_model(), 4-token chunks, histories by seed.
 colikv::Options child_options() {
   colikv::Options o;
   o.chunk_target_bytes = 4 * colikv_test::tiny_model().record_bytes();
   return o;
-}
-EngineBuffers history(int64_t n, uint32_t seed) {
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
 }
 
 // The password of a postgresql://user:password@host URI.
@@ -121,7 +114,7 @@ TEST_CASE("postgres: a client SIGKILLed mid-append leaves whole turns and no loc
   const std::string uri = colikv_test::fresh_pg_store();
   { colikv::Store s(uri, child_options()); }
   const int64_t per_turn = 400, turns = 200;
-  colikv_test::ChildProcess child({COLIKV_TEST_CHILD_PATH, "append", uri, "victim", "5", std::to_string(turns),
+  colikv_test::ChildProcess child({COLIKV_STORE_CHILD_PATH, "append", uri, "victim", "5", std::to_string(turns),
                                    std::to_string(per_turn)});
   std::string line;
   int64_t acknowledged = 0;
@@ -134,10 +127,10 @@ TEST_CASE("postgres: a client SIGKILLed mid-append leaves whole turns and no loc
   const int64_t count = s.count("victim");
   CHECK(count >= acknowledged);
   CHECK(count % per_turn == 0);
-  CHECK(loads_as(s, "victim", history(count, 5), count) == "");
+  CHECK(loads_as(s, "victim", colikv_test::history(colikv_test::tiny_model(), count, 5), count) == "");
   CHECK(s.verify().ok());
   // The killed client's write lock went with its connection.
-  const EngineBuffers more = history(count + per_turn, 5);
+  const EngineBuffers more = colikv_test::history(colikv_test::tiny_model(), count + per_turn, 5);
   s.append("victim", more.model, more.tokens.data(), count + per_turn, more.source());
   CHECK(s.count("victim") == count + per_turn);
 }
@@ -146,7 +139,7 @@ TEST_CASE("postgres: a server stopped mid-append and restarted loses nothing ack
   const std::string uri = colikv_test::fresh_pg_store();
   const std::string password = password_of(uri);
   const int64_t per_turn = 64, turns = 60;
-  const EngineBuffers h = history(per_turn * turns, 9);
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), per_turn * turns, 9);
   colikv::Store s(uri, child_options());
   std::atomic<int64_t> acknowledged{0};
   std::atomic<int> io_errors{0};
@@ -198,7 +191,7 @@ TEST_CASE("postgres: colikv copy moves a store onto the server and back, byte fo
   const ModelSignature m = colikv_test::tiny_model();
   const std::string file = dir.file("from.db"), back = dir.file("back.db");
   const std::string server = colikv_test::fresh_pg_store();
-  const EngineBuffers a = history(40, 1), b = history(30, 2);
+  const EngineBuffers a = colikv_test::history(colikv_test::tiny_model(), 40, 1), b = colikv_test::history(colikv_test::tiny_model(), 30, 2);
   {
     colikv::Options o = child_options();
     colikv::Store s(file, o);
@@ -237,7 +230,7 @@ TEST_CASE("postgres: colikv copy moves a store onto the server and back, byte fo
 
 TEST_CASE("postgres: gc and vacuum give a server store's space back", "[postgres]") {
   colikv::Store s(colikv_test::fresh_pg_store(), child_options());
-  const EngineBuffers h = history(400, 3);
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 400, 3);
   s.append("big", h.model, h.tokens.data(), 400, h.source());
   const colikv::StoreStats before = s.stats();
   CHECK(before.file_bytes > 0);
@@ -254,7 +247,7 @@ TEST_CASE("postgres: the C API opens a server store by URI", "[postgres]") {
   REQUIRE(colikv_open(uri.c_str(), COLIKV_CREATE, &s) == COLIKV_OK);
   {
     colikv::Store writer(uri, child_options());
-    const EngineBuffers h = history(12, 4);
+    const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 12, 4);
     writer.append("c", h.model, h.tokens.data(), 12, h.source());
   }
   CHECK(colikv_count(s, "c") == 12);  // what another connection committed

@@ -35,15 +35,8 @@ colikv::Options small_chunks() {
 }
 
 // Positions [0, shared) from seed 1 (the common history), the rest from `seed`.
-EngineBuffers history(int64_t n, int64_t shared, uint32_t seed) {
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers b(m, n);
-  b.fill(0, shared, 1);
-  b.fill(shared, n, seed);
-  const std::vector<int32_t> common = colikv_test::make_tokens(n, m.vocab, 1);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  std::copy(common.begin(), common.begin() + shared, b.tokens.begin());
-  return b;
+EngineBuffers branch(int64_t n, int64_t shared, uint32_t seed) {
+  return colikv_test::branched_history(colikv_test::tiny_model(), n, shared, 1, seed);
 }
 
 struct Outcome {
@@ -126,7 +119,7 @@ TEST_CASE("postgres: two roles with other search_paths racing on one store lose 
   const std::string alice_uri = with_search_path(alice.uri(), {own, store});
   colikv::Options o = small_chunks();
   o.busy_timeout_ms = 60000;
-  const EngineBuffers base = history(100, 100, 1), one = history(200, 100, 2), two = history(200, 100, 3);
+  const EngineBuffers base = branch(100, 100, 1), one = branch(200, 100, 2), two = branch(200, 100, 3);
   {
     colikv::Store s(uri, o);
     s.append("race", base.model, base.tokens.data(), 100, base.source());
@@ -166,7 +159,7 @@ TEST_CASE("postgres: schemas named \"MyStore\" and \"a.b\" are measured and vacu
   const std::string lower = colikv_test::fresh_pg_schema("mystore");
   const std::string dotted = colikv_test::fresh_pg_schema("a.b");
   const std::string mixed_lower = mixed.substr(0, mixed.size() - 7) + "mystore";
-  const EngineBuffers h = history(300, 300, 4);
+  const EngineBuffers h = branch(300, 300, 4);
   {
     // The twin of mixed's name folded to lower case, holding more.
     const std::string twin = with_search_path(colikv_test::test_pg_uri(), {mixed_lower});
@@ -195,7 +188,7 @@ TEST_CASE("postgres: schemas named \"MyStore\" and \"a.b\" are measured and vacu
 }
 
 TEST_CASE("postgres: a call after the server closed an idle connection reconnects and goes on", "[postgres]") {
-  const EngineBuffers h = history(300, 300, 5);
+  const EngineBuffers h = branch(300, 300, 5);
   SECTION("a server restart") {
     const std::string uri = colikv_test::fresh_pg_store();
     colikv::Store s(uri, small_chunks());
@@ -228,7 +221,7 @@ TEST_CASE("postgres: a call after the server closed an idle connection reconnect
 
 TEST_CASE("postgres: a transaction whose connection is lost still fails, and changes nothing", "[postgres]") {
   const std::string uri = colikv_test::fresh_pg_store();
-  const EngineBuffers h = history(200, 200, 6);
+  const EngineBuffers h = branch(200, 200, 6);
   colikv::Options o = small_chunks();
   o.busy_timeout_ms = 60000;
   colikv::Store s(uri, o);
@@ -254,7 +247,7 @@ TEST_CASE("postgres: a transaction whose connection is lost still fails, and cha
 
 TEST_CASE("postgres: a statement timeout is reported as the server's, not as lock contention", "[postgres]") {
   const std::string uri = colikv_test::fresh_pg_store();
-  const EngineBuffers h = history(200, 200, 7);
+  const EngineBuffers h = branch(200, 200, 7);
   colikv::Options o = small_chunks();
   o.busy_timeout_ms = 60000;  // colikv's lock wait is not what fires
   colikv::Store s(uri + "%20-cstatement_timeout%3D300", o);
@@ -273,7 +266,7 @@ TEST_CASE("postgres: a statement timeout is reported as the server's, not as loc
 TEST_CASE("postgres: vacuum by a role that does not own the tables fails with the server's warning", "[postgres]") {
   const std::string schema = colikv_test::fresh_pg_schema();
   const std::string uri = with_search_path(colikv_test::test_pg_uri(), {schema});
-  const EngineBuffers h = history(40, 40, 8);
+  const EngineBuffers h = branch(40, 40, 8);
   {
     colikv::Store s(uri, small_chunks());
     s.append("c", h.model, h.tokens.data(), 40, h.source());
@@ -297,7 +290,7 @@ TEST_CASE("postgres: vacuum by a role that does not own the tables fails with th
 
 TEST_CASE("postgres: a column whose type was changed by hand is refused naming its type", "[postgres]") {
   const std::string uri = colikv_test::fresh_pg_store();
-  const EngineBuffers h = history(20, 20, 9);
+  const EngineBuffers h = branch(20, 20, 9);
   {
     colikv::Store s(uri, small_chunks());
     s.append("c", h.model, h.tokens.data(), 20, h.source());

@@ -30,19 +30,13 @@ using colikv::Store;
 using colikv_test::EngineBuffers;
 using colikv_test::from_bits;
 using colikv_test::TempDir;
+using colikv_test::history;
 
 namespace {
 
 constexpr int64_t kChunk = 4;
 
 Options small_chunks(const ModelSignature& m) { return colikv_test::chunked_options(m, kChunk); }
-
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
-}
 
 // A copy of b with buffers of its own (a copied EngineBuffers would point at b's).
 EngineBuffers copy_of(const EngineBuffers& b) {

@@ -34,6 +34,7 @@ using colikv::Store;
 using colikv_test::EngineBuffers;
 using colikv_test::make_tokens;
 using colikv_test::TempDir;
+using colikv_test::history;
 
 using colikv_test::bits_of;
 using colikv_test::from_bits;
@@ -46,14 +47,10 @@ constexpr int64_t kChunk = 4;  // tokens per chunk in most tests
 // largest power of two whose raw chunk fits chunk_target_bytes).
 Options small_chunks(const ModelSignature& m) { return colikv_test::chunked_options(m, kChunk); }
 
-// A deterministic conversation: tokens and KV values of positions [0, n) are
-// functions of (seed, position) only.
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = make_tokens(n, m.vocab, seed);
-  return b;
-}
+// The store s.colikv of the tiny model in kChunk-token chunks, on either backend.
+struct SmallStore : colikv_test::StoreFixture {
+  SmallStore() : StoreFixture(colikv_test::tiny_model(), kChunk, "s.colikv") {}
+};
 
 // Positions [from, to) of b become those of the history of `seed`, and the
 // token at `from` is made to differ from what it was: b diverges at `from`.
@@ -542,31 +539,29 @@ TEST_CASE("store: diverged append reports the first differing position and chang
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("store: invalid appends are rejected and change nothing", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 16, 4);
-  Store s(path, small_chunks(m));
-  s.append("c", m, h.tokens.data(), 10, h.source());
+TEST_CASE_METHOD(SmallStore, "store: invalid appends are rejected and change nothing", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(16, 4);
+  Store& s = store();
+  write("c", h, 10);
 
   SECTION("token out of [0, vocab)") {
     for (int32_t bad : {m.vocab, m.vocab + 5, -1, INT32_MIN}) {
       INFO("token " << bad);
-      EngineBuffers g = history(m, 16, 4);
+      EngineBuffers g = colikv_test::history(m, 16, 4);
       g.tokens[12] = bad;
-      CHECK(caught([&] { s.append("c", m, g.tokens.data(), 14, g.source()); }).name() ==
+      CHECK(caught([&] { write("c", g, 14); }).name() ==
             name(ErrorCode::kInvalidArgument));
       CHECK(s.count("c") == 10);
       // A new conversation is not created by a failing append.
-      CHECK(caught([&] { s.append("new", m, g.tokens.data(), 14, g.source()); }).name() ==
+      CHECK(caught([&] { write("new", g, 14); }).name() ==
             name(ErrorCode::kInvalidArgument));
       CHECK_FALSE(s.exists("new"));
     }
-    CHECK(loads_as(s, "c", h, 10) == "");
+    CHECK(read("c", h, 10) == "");
   }
   SECTION("len below the committed count") {
-    CHECK(caught([&] { s.append("c", m, h.tokens.data(), 9, h.source()); }).name() ==
+    CHECK(caught([&] { write("c", h, 9); }).name() ==
           name(ErrorCode::kInvalidArgument));
     CHECK(caught([&] { s.append("c", m, h.tokens.data(), -1, h.source()); }).name() ==
           name(ErrorCode::kInvalidArgument));
@@ -591,28 +586,23 @@ TEST_CASE("store: invalid appends are rejected and change nothing", "[backends][
   CHECK(orphan_chunks(path) == 0);
 }
 
-TEST_CASE("store: an append of nothing new is a no-op", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 10, 6);
-  Store s(path, small_chunks(m));
-  s.append("c", m, h.tokens.data(), 10, h.source());
+TEST_CASE_METHOD(SmallStore, "store: an append of nothing new is a no-op", "[backends][store]") {
+  EngineBuffers h = history(10, 6);
+  Store& s = store();
+  write("c", h, 10);
   const auto before = s.info("c");
   const auto ids = chunk_ids(path, "c");
   pause_ms(3);
-  s.append("c", m, h.tokens.data(), 10, h.source());
+  write("c", h, 10);
   CHECK(s.count("c") == 10);
   CHECK(chunk_ids(path, "c") == ids);
   CHECK(s.info("c").updated_ms == before.updated_ms);
-  CHECK(loads_as(s, "c", h, 10) == "");
+  CHECK(read("c", h, 10) == "");
 }
 
-TEST_CASE("store: create() makes an empty conversation", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: create() makes an empty conversation", "[backends][store]") {
+  const ModelSignature& m = model;
+  Store& s = store();
   s.create("e", m, "a title", R"({"k":1})");
   CHECK(s.exists("e"));
   CHECK(s.count("e") == 0);
@@ -635,9 +625,9 @@ TEST_CASE("store: create() makes an empty conversation", "[backends][store]") {
   // The model of an empty conversation is fixed.
   CHECK(caught([&] { s.load("e", colikv_test::tiny_indexed_model(), out.tokens.data(), 4, out.target()); }).name() ==
         name(ErrorCode::kModelMismatch));
-  EngineBuffers h = history(m, 6, 1);
-  s.append("e", m, h.tokens.data(), 6, h.source());
-  CHECK(loads_as(s, "e", h, 6) == "");
+  EngineBuffers h = colikv_test::history(m, 6, 1);
+  write("e", h, 6);
+  CHECK(read("e", h, 6) == "");
   CHECK(s.info("e").title == "a title");
 }
 
@@ -825,14 +815,11 @@ TEST_CASE("store: fork mid-chunk, grow both independently, delete the source", "
   CHECK(chunk_rows(path) == 0);
 }
 
-TEST_CASE("store: fork errors", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 10, 1);
-  Store s(path, small_chunks(m));
-  s.append("a", m, h.tokens.data(), 10, h.source());
-  s.append("b", m, h.tokens.data(), 3, h.source());
+TEST_CASE_METHOD(SmallStore, "store: fork errors", "[backends][store]") {
+  EngineBuffers h = history(10, 1);
+  Store& s = store();
+  write("a", h, 10);
+  write("b", h, 3);
   CHECK(caught([&] { s.fork("absent", "x"); }).name() == name(ErrorCode::kNotFound));
   CHECK(caught([&] { s.fork("a", "b"); }).name() == name(ErrorCode::kConflict));
   CHECK(caught([&] { s.fork("a", "x", 11); }).name() == name(ErrorCode::kInvalidArgument));
@@ -841,13 +828,11 @@ TEST_CASE("store: fork errors", "[backends][store]") {
   CHECK(s.conversation_count() == 2);
 }
 
-TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 10, 1);
-  Store s(path, small_chunks(m));
-  s.append("a", m, h.tokens.data(), 10, h.source());
+TEST_CASE_METHOD(SmallStore, "store: rename, title, metadata and info", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(10, 1);
+  Store& s = store();
+  write("a", h, 10);
 
   auto info = s.info("a");
   CHECK(info.id == "a");
@@ -882,7 +867,7 @@ TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
   CHECK_FALSE(s.exists("a"));
   CHECK(s.exists("renamed"));
   CHECK(s.count("renamed") == 10);
-  CHECK(loads_as(s, "renamed", h, 10) == "");
+  CHECK(read("renamed", h, 10) == "");
   CHECK(s.info("renamed").title == "Über title — with ünïcode");
   CHECK(s.info("child").parent == "renamed");
   CHECK(caught([&] { s.rename("absent", "z"); }).name() == name(ErrorCode::kNotFound));
@@ -891,15 +876,13 @@ TEST_CASE("store: rename, title, metadata and info", "[backends][store]") {
   CHECK(s.count("renamed") == 10);
   // Ids are opaque text.
   s.rename("renamed", "id with 'quotes', \"double\", ; -- and ünïcode");
-  CHECK(loads_as(s, "id with 'quotes', \"double\", ; -- and ünïcode", h, 10) == "");
+  CHECK(read("id with 'quotes', \"double\", ; -- and ünïcode", h, 10) == "");
 }
 
-TEST_CASE("store: list is most recently used first, with pagination", "[backends][store]") {
-  TempDir dir;
-  const std::string path = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  EngineBuffers h = history(m, 8, 1);
-  Store s(path, small_chunks(m));
+TEST_CASE_METHOD(SmallStore, "store: list is most recently used first, with pagination", "[backends][store]") {
+  const ModelSignature& m = model;
+  EngineBuffers h = history(8, 1);
+  Store& s = store();
   auto ids = [&](const colikv::ListOptions& o) {
     std::vector<std::string> v;
     for (const auto& c : s.list(o)) v.push_back(c.id);
@@ -907,9 +890,9 @@ TEST_CASE("store: list is most recently used first, with pagination", "[backends
   };
   using V = std::vector<std::string>;
   // Pauses keep the millisecond timestamps distinct.
-  s.append("a", m, h.tokens.data(), 4, h.source());
+  write("a", h, 4);
   pause_ms(5);
-  s.append("b", m, h.tokens.data(), 5, h.source());
+  write("b", h, 5);
   pause_ms(5);
   s.create("c", m);
   pause_ms(5);
@@ -922,7 +905,7 @@ TEST_CASE("store: list is most recently used first, with pagination", "[backends
   CHECK(s.info("a").updated_ms == a_before.updated_ms);  // but not an update
   CHECK(s.info("a").last_used_ms > a_before.last_used_ms);
   pause_ms(5);
-  s.append("b", m, h.tokens.data(), 8, h.source());  // so is an append
+  write("b", h, 8);  // so is an append
   CHECK(ids({}) == V{"b", "a", "c"});
   pause_ms(5);
   s.info("c");

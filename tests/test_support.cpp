@@ -2,6 +2,8 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "backend.h"
+
 #include <sys/stat.h>
 
 #include <cmath>
@@ -263,6 +265,56 @@ void undo_tenants(const std::string& path, int version) {
   for (const char* name : {"conversations_by_last_used", "conversation_summary", "conversation_tokens", "model_summary"})
     make(name);
   db.exec("COMMIT");
+}
+
+EngineBuffers history(const colikv::ModelSignature& m, int64_t n, uint32_t seed) {
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = make_tokens(n, m.vocab, seed);
+  return b;
+}
+
+EngineBuffers counted_history(const colikv::ModelSignature& m, int64_t n, uint32_t seed, int32_t first_token) {
+  EngineBuffers b(m, n);
+  b.fill(0, n, seed);
+  b.tokens = token_run(first_token, static_cast<int>(n));
+  return b;
+}
+
+EngineBuffers branched_history(const colikv::ModelSignature& m, int64_t n, int64_t shared, uint32_t trunk_seed,
+                               uint32_t seed) {
+  EngineBuffers b = history(m, n, seed);
+  b.fill(0, shared, trunk_seed);
+  const std::vector<int32_t> trunk = make_tokens(shared, m.vocab, trunk_seed);
+  std::copy(trunk.begin(), trunk.end(), b.tokens.begin());
+  return b;
+}
+
+StoreFixture::StoreFixture(const colikv::ModelSignature& m, int64_t chunk_tokens, const std::string& name)
+    : model(m), options(chunked_options(m, chunk_tokens)), path(store_at(dir, name)) {}
+
+StoreFixture::~StoreFixture() = default;
+
+colikv::Store& StoreFixture::store() {
+  if (!store_) store_ = std::make_unique<colikv::Store>(path, options);
+  return *store_;
+}
+
+colikv::Store& StoreFixture::reopen() {
+  close();
+  return store();
+}
+
+void StoreFixture::close() { store_.reset(); }
+
+EngineBuffers StoreFixture::history(int64_t n, uint32_t seed) const { return colikv_test::history(model, n, seed); }
+
+void StoreFixture::write(const std::string& id, const EngineBuffers& h, int64_t n) {
+  store().append(id, h.model, h.tokens.data(), n, h.source());
+}
+
+std::string StoreFixture::read(const std::string& id, const EngineBuffers& expect, int64_t n) {
+  return loads_as(store(), id, expect, n);
 }
 
 }  // namespace colikv_test

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,18 @@ float from_bits(uint32_t u);
 // Deterministic token ids in [0, vocab).
 std::vector<int32_t> make_tokens(int64_t n, int32_t vocab, uint32_t seed);
 
+// The deterministic history of `seed`: n positions of model m, values
+// fill(0, n, seed), token ids make_tokens(n, m.vocab, seed). A function of
+// (seed, position) only, so a prefix is regenerated from the seed alone.
+EngineBuffers history(const colikv::ModelSignature& m, int64_t n, uint32_t seed);
+// The values of history(m, n, seed) under the token ids first_token,
+// first_token + 1, ... (prompts and token files written out by hand).
+EngineBuffers counted_history(const colikv::ModelSignature& m, int64_t n, uint32_t seed, int32_t first_token);
+// A branch: positions [0, shared) of the history of trunk_seed, the rest of
+// seed's (values and token ids).
+EngineBuffers branched_history(const colikv::ModelSignature& m, int64_t n, int64_t shared, uint32_t trunk_seed,
+                               uint32_t seed);
+
 // Writes a .coli_kv file in the engine's layout from buffers (positions [0, n)),
 // with header count nrec (default n).
 void write_coli_kv(const std::string& path, const EngineBuffers& b, int64_t n, int64_t nrec = -1);
@@ -108,6 +121,45 @@ std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffer
 // tenants table, and the views of that version. For tests that make an
 // older store by editing a current one; sets no user_version.
 void undo_tenants(const std::string& path, int version);
+
+// A store in a fresh folder, as leveldb's test fixtures keep cases short:
+// `dir`, `model`, `options` (chunks of `chunk_tokens` positions,
+// chunked_options), `path` (store_at: a file of dir, or on PostgreSQL a schema
+// of the test server, so [backends] cases run on both), the store opened on
+// first use and reopened, and histories of the model. Use it as a member or
+// with TEST_CASE_METHOD; a case that needs another model or chunk size derives
+// a fixture whose constructor passes them.
+class StoreFixture {
+ public:
+  explicit StoreFixture(const colikv::ModelSignature& m = tiny_model(), int64_t chunk_tokens = 4,
+                        const std::string& name = "s.db");
+  StoreFixture(const StoreFixture&) = delete;
+  StoreFixture& operator=(const StoreFixture&) = delete;
+  virtual ~StoreFixture();
+
+  // The store at path with options, opened (created) on the first call.
+  colikv::Store& store();
+  // Closes the store (committing what is queued) and opens it again with
+  // options; an error of the open is thrown and leaves it closed.
+  colikv::Store& reopen();
+  // Closes the store; the next store() opens it again.
+  void close();
+
+  // history(model, n, seed) of test_support.h.
+  EngineBuffers history(int64_t n, uint32_t seed) const;
+  // Appends positions [0, n) of h as id.
+  void write(const std::string& id, const EngineBuffers& h, int64_t n);
+  // loads_as(store(), id, expect, n): "" or what differs.
+  std::string read(const std::string& id, const EngineBuffers& expect, int64_t n);
+
+  TempDir dir;
+  colikv::ModelSignature model;
+  colikv::Options options;
+  std::string path;
+
+ private:
+  std::unique_ptr<colikv::Store> store_;
+};
 
 }  // namespace colikv_test
 

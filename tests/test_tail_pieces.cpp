@@ -24,18 +24,16 @@ using colikv::ModelSignature;
 using colikv::Store;
 using colikv_test::EngineBuffers;
 using colikv_test::TempDir;
+using colikv_test::history;
 
 namespace {
 
 constexpr int64_t kC = 16;  // tokens per full chunk in these tests
 
-EngineBuffers rows_of(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
-}
-
+// The store s.colikv of the tiny model in kC-token chunks, on either backend.
+struct TailStore : colikv_test::StoreFixture {
+  TailStore() : StoreFixture(colikv_test::tiny_model(), kC, "s.colikv") {}
+};
 
 // A chunk list entry as stored: enough to tell a rewritten chunk from an untouched one.
 struct Entry {
@@ -73,13 +71,11 @@ void turns(Store& s, const std::string& id, const EngineBuffers& b, const std::v
 
 }  // namespace
 
-TEST_CASE("tail pieces: a turn inside the tail writes one chunk row and rewrites nothing stored",
-          "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 5);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: a turn inside the tail writes one chunk row and rewrites nothing stored",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const EngineBuffers h = history(40, 5);
+  Store& s = store();
   std::vector<Entry> before;
   for (int64_t end : {5, 8, 12, 15}) {
     const int64_t rows_before = chunk_rows(loc);
@@ -89,7 +85,7 @@ TEST_CASE("tail pieces: a turn inside the tail writes one chunk row and rewrites
     REQUIRE(now.size() == before.size() + 1);
     CHECK(std::vector<Entry>(now.begin(), now.end() - 1) == before);  // every stored piece untouched
     CHECK(chunk_rows(loc) == rows_before + 1);
-    CHECK(loads_as(s, "turns", h, end) == "");
+    CHECK(read("turns", h, end) == "");
     before = now;
   }
   CHECK(starts(loc, "turns") == std::vector<int64_t>{0, 5, 8, 12});
@@ -98,19 +94,19 @@ TEST_CASE("tail pieces: a turn inside the tail writes one chunk row and rewrites
   // identical conversation written in one append holds, by content key.
   turns(s, "turns", h, {19});
   CHECK(starts(loc, "turns") == std::vector<int64_t>{0, 16});
-  s.append("whole", m, h.tokens.data(), 19, h.source());
+  write("whole", h, 19);
   CHECK(entries(loc, "whole") == entries(loc, "turns"));  // the piece [16, 19) is the same content too
-  CHECK(loads_as(s, "turns", h, 19) == "");
+  CHECK(read("turns", h, 19) == "");
   CHECK(chunk_rows(loc) == 2);  // the old pieces are freed
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("tail pieces: a re-pack keeps the stored rows, not the caller's recomputed ones", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 6);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: a re-pack keeps the stored rows, not the caller's recomputed ones",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 6);
+  Store& s = store();
   turns(s, "c", h, {6, 11});
   EngineBuffers recomputed = h;  // the engine recomputed positions 3 and 9 meanwhile
   recomputed.fill(3, 4, 99);
@@ -118,7 +114,7 @@ TEST_CASE("tail pieces: a re-pack keeps the stored rows, not the caller's recomp
   REQUIRE(recomputed.compare(h, 20) != "");
   s.write("c", m, recomputed.tokens.data(), 11, 20, recomputed.source());
   CHECK(starts(loc, "c") == std::vector<int64_t>{0, 16});
-  CHECK(loads_as(s, "c", h, 20) == "");
+  CHECK(read("c", h, 20) == "");
 }
 
 TEST_CASE("tail pieces: turns of many sizes round-trip bit-exact and export as the engine's file",
@@ -127,7 +123,7 @@ TEST_CASE("tail pieces: turns of many sizes round-trip bit-exact and export as t
   const std::string loc = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_indexed_model();
   const int64_t n = 400;
-  const EngineBuffers h = rows_of(m, n, 7);
+  const EngineBuffers h = history(m, n, 7);
   Store s(loc, colikv_test::chunked_options(m, kC));
   std::mt19937 rng(12);
   const std::vector<int64_t> sizes = {1, 15, kC - 1, kC, kC + 1, 3 * kC + 7};
@@ -152,13 +148,11 @@ TEST_CASE("tail pieces: turns of many sizes round-trip bit-exact and export as t
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("tail pieces: truncate and fork cut inside a piece, at a piece boundary and inside a full chunk",
-          "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 60, 8);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: truncate and fork cut inside a piece, at a piece boundary and inside a full chunk",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const EngineBuffers h = history(60, 8);
+  Store& s = store();
   turns(s, "src", h, {16, 21, 24, 30});
   REQUIRE(starts(loc, "src") == (std::vector<int64_t>{0, 16, 21, 24}));
   const std::vector<Entry> src = entries(loc, "src");
@@ -166,10 +160,10 @@ TEST_CASE("tail pieces: truncate and fork cut inside a piece, at a piece boundar
     INFO("cut at " << cut);
     const std::string f = "fork" + std::to_string(cut), t = "trunc" + std::to_string(cut);
     s.fork("src", f, cut);
-    CHECK(loads_as(s, f, h, cut) == "");
+    CHECK(read(f, h, cut) == "");
     s.fork("src", t);
     s.truncate(t, cut);
-    CHECK(loads_as(s, t, h, cut) == "");
+    CHECK(read(t, h, cut) == "");
     // The chunks before the cut are shared as they are.
     const std::vector<Entry> got = entries(loc, f);
     size_t whole = 0;
@@ -180,9 +174,9 @@ TEST_CASE("tail pieces: truncate and fork cut inside a piece, at a piece boundar
     CHECK(entries(loc, t) == got);
     // Both grow on from the cut, in pieces and through a re-pack.
     turns(s, f, h, {cut + 1, 37});
-    CHECK(loads_as(s, f, h, 37) == "");
+    CHECK(read(f, h, 37) == "");
   }
-  CHECK(loads_as(s, "src", h, 30) == "");
+  CHECK(read("src", h, 30) == "");
   CHECK(s.verify().ok());
 }
 
@@ -190,8 +184,8 @@ TEST_CASE("tail pieces: write() rewrites a tail from inside a piece", "[backends
   TempDir dir;
   const std::string loc = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 9);
-  EngineBuffers other = rows_of(m, 40, 10);
+  const EngineBuffers h = history(m, 40, 9);
+  EngineBuffers other = history(m, 40, 10);
   for (int64_t p = 0; p < 22; ++p) other.tokens[static_cast<size_t>(p)] = h.tokens[static_cast<size_t>(p)];
   other.fill(0, 22, 9);
   Store s(loc, colikv_test::chunked_options(m, kC));
@@ -204,15 +198,15 @@ TEST_CASE("tail pieces: write() rewrites a tail from inside a piece", "[backends
   CHECK(loads_as(s, "c", other, 35) == "");
 }
 
-TEST_CASE("tail pieces: match and match_loadable find a prompt ending in any piece", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 11);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: match and match_loadable find a prompt ending in any piece",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 11);
+  Store& s = store();
   turns(s, "p", h, {16, 18, 20, 23, 27, 30});  // a full chunk, then 5 pieces
   REQUIRE(starts(loc, "p").size() == 6);
-  s.append("other", m, rows_of(m, 20, 12).tokens.data(), 20, rows_of(m, 20, 12).source());
+  s.append("other", m, history(20, 12).tokens.data(), 20, history(20, 12).source());
   for (int64_t len : {30, 22, 17, 5}) {  // the whole tail, inside the 3rd piece, inside the 1st, in the full chunk
     INFO("prompt of " << len << " stored tokens");
     std::vector<int32_t> prompt(h.tokens.begin(), h.tokens.begin() + len);
@@ -229,10 +223,10 @@ TEST_CASE("tail pieces: match and match_loadable find a prompt ending in any pie
 
 namespace {
 
-// h's tokens and values (h = rows_of(.., h_seed)) up to `shared`, then other
+// h's tokens and values (h = history(.., h_seed)) up to `shared`, then other
 // tokens: a history that diverges there.
 EngineBuffers diverging(const EngineBuffers& h, uint32_t h_seed, int64_t shared, uint32_t seed) {
-  EngineBuffers d = rows_of(h.model, h.capacity, seed);
+  EngineBuffers d = history(h.model, h.capacity, seed);
   for (int64_t p = 0; p < h.capacity; ++p) {
     const size_t i = static_cast<size_t>(p);
     d.tokens[i] = p < shared ? h.tokens[i] : (h.tokens[i] + 1) % h.model.vocab;
@@ -280,7 +274,7 @@ TEST_CASE("tail pieces: a short piece followed by more wins over a longer diverg
     for (const bool x_last : {true, false}) {
       INFO("tail at " << base << ", x written " << (x_last ? "last" : "first"));
       seed += 2;  // a history of its own in each round
-      const EngineBuffers x = rows_of(m, 40, seed);
+      const EngineBuffers x = history(m, 40, seed);
       const EngineBuffers y = diverging(x, seed, base + 11, seed + 1);  // one piece holding 11 of x's tail, then not
       Store s(loc, colikv_test::chunked_options(m, kC));
       const std::string xi = "x" + std::to_string(base) + (x_last ? "last" : "first");
@@ -300,7 +294,7 @@ TEST_CASE("tail pieces: three segmentations of one history are each matched", "[
   TempDir dir;
   const std::string loc = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 23);
+  const EngineBuffers h = history(m, 40, 23);
   const EngineBuffers b = diverging(h, 23, 26, 24);
   Store s(loc, colikv_test::chunked_options(m, kC));
   turns(s, "a", h, {16, 20, 30});         // h to 30 in two pieces
@@ -314,12 +308,11 @@ TEST_CASE("tail pieces: three segmentations of one history are each matched", "[
   CHECK(matches(s, b, 28, "b") == "");
 }
 
-TEST_CASE("tail pieces: pieces cut by truncate and fork, and pieces after them, are matched", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 25);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: pieces cut by truncate and fork, and pieces after them, are matched",
+                 "[backends][tail]") {
+  const std::string& loc = path;
+  const EngineBuffers h = history(40, 25);
+  Store& s = store();
   turns(s, "src", h, {16, 21, 24, 30});
   s.fork("src", "f", 22);  // cuts the piece [21, 24)
   s.fork("src", "t");
@@ -339,12 +332,11 @@ TEST_CASE("tail pieces: pieces cut by truncate and fork, and pieces after them, 
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("tail pieces: a conversation with pieces evicted, then re-saved", "[backends][tail]") {
-  TempDir dir;
-  const std::string loc = colikv_test::store_at(dir, "s.colikv");
-  const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 13);
-  Store s(loc, colikv_test::chunked_options(m, kC));
+TEST_CASE_METHOD(TailStore, "tail pieces: a conversation with pieces evicted, then re-saved", "[backends][tail]") {
+  const std::string& loc = path;
+  const ModelSignature& m = model;
+  const EngineBuffers h = history(40, 13);
+  Store& s = store();
   turns(s, "c", h, {16, 19, 23, 26});
   s.gc(0);
   EngineBuffers out(m, 30);
@@ -354,10 +346,10 @@ TEST_CASE("tail pieces: a conversation with pieces evicted, then re-saved", "[ba
         std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + 26));
   // The engine re-saves from its buffers: the evicted pieces come back as one.
   turns(s, "c", h, {26});
-  CHECK(loads_as(s, "c", h, 26) == "");
+  CHECK(read("c", h, 26) == "");
   CHECK(starts(loc, "c") == (std::vector<int64_t>{0, 16}));
   turns(s, "c", h, {28});
-  CHECK(loads_as(s, "c", h, 28) == "");
+  CHECK(read("c", h, 28) == "");
   CHECK(s.verify().ok());
 }
 
@@ -365,7 +357,7 @@ TEST_CASE("tail pieces: a 33rd piece merges the tail into one", "[backends][tail
   TempDir dir;
   const std::string loc = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 80, 14);
+  const EngineBuffers h = history(m, 80, 14);
   Store s(loc, colikv_test::chunked_options(m, 64));
   for (int64_t len = 1; len <= 40; ++len) {
     turns(s, "c", h, {len});
@@ -382,7 +374,7 @@ TEST_CASE("tail pieces: a schema-5 store opens, upgrades, loads and appends in p
   TempDir dir;
   const std::string path = dir.file("v5.colikv");
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 15);
+  const EngineBuffers h = history(m, 40, 15);
   {  // What schema 5 wrote: the partial last chunk re-encoded whole each turn.
     Store s(path, colikv_test::chunked_options(m, kC));
     turns(s, "old", h, {21});
@@ -407,7 +399,7 @@ namespace {
 // tokens as [0, 32) and [32, 33), whose second chunk a tampered list borrows.
 struct HostileStore {
   ModelSignature m = colikv_test::tiny_model(), wide = colikv_test::tiny_indexed_model();
-  EngineBuffers h = rows_of(m, 40, 16), w = rows_of(wide, 40, 17);
+  EngineBuffers h = history(m, 40, 16), w = history(wide, 40, 17);
   explicit HostileStore(const std::string& path) {
     {
       Store s(path, colikv_test::chunked_options(m, kC));
@@ -538,7 +530,7 @@ TEST_CASE("tail pieces: verify checks the region chunk_meta indexes each piece b
 TEST_CASE("tail pieces: a PostgreSQL store of schema 1 upgrades, loads and appends in pieces", "[postgres][tail]") {
   const std::string loc = colikv_test::fresh_pg_store();
   const ModelSignature m = colikv_test::tiny_model();
-  const EngineBuffers h = rows_of(m, 40, 18);
+  const EngineBuffers h = history(m, 40, 18);
   {  // Schema 1's layout: one piece at most.
     Store s(loc, colikv_test::chunked_options(m, kC));
     turns(s, "old", h, {21});
@@ -562,7 +554,7 @@ TEST_CASE("tail pieces: a load whose payloads span several read batches is bit-e
   const std::string loc = colikv_test::store_at(dir, "s.colikv");
   const ModelSignature m = colikv_test::wide_model();
   const int64_t chunk = 64, n = 8 * chunk + 30;
-  const EngineBuffers h = rows_of(m, n, 9);
+  const EngineBuffers h = history(m, n, 9);
   Store s(loc, colikv_test::chunked_options(m, chunk));
   s.append("c", m, h.tokens.data(), 8 * chunk, h.source());
   turns(s, "c", h, {8 * chunk + 3, 8 * chunk + 9, 8 * chunk + 17, n});

@@ -24,6 +24,7 @@ using colikv::Options;
 using colikv::Store;
 using colikv_test::EngineBuffers;
 using colikv_test::error_code_of;
+using colikv_test::history;
 using colikv_test::loads_as;
 using colikv_test::TempDir;
 
@@ -35,13 +36,6 @@ Options tenant_options(const ModelSignature& m, const std::string& tenant) {
   Options o = colikv_test::chunked_options(m, kChunk);
   o.tenant = tenant;
   return o;
-}
-
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
 }
 
 void append(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {

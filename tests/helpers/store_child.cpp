@@ -1,17 +1,17 @@
-// colikv_test_child: a small program that the multi-process tests start.
+// colikv_store_child: a small program that the multi-process tests start.
 //
-//   colikv_test_child append STORE CONV SEED TURNS TOKENS_PER_TURN
+//   colikv_store_child append STORE CONV SEED TURNS TOKENS_PER_TURN
 //       Appends TURNS turns of TOKENS_PER_TURN tokens to CONV, one append per
 //       turn, printing (and flushing) the committed count after each. Finally
 //       loads CONV back and checks it bit for bit.
-//   colikv_test_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL [CONV SEED FINAL ...]
+//   colikv_store_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL [CONV SEED FINAL ...]
 //       Loads every CONV over and over while others write, checking that each
 //       load is a whole number of turns, never shrinks, and is bit-exact with
 //       the deterministic history of SEED. Once DONE_FILE exists it makes one
 //       last pass, in which every CONV must hold FINAL tokens, prints the
 //       number of loads and exits. READ_ONLY is 1 to open the store read-only.
 //
-//   colikv_test_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN
+//   colikv_store_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN
 //       One engine host of several on one store: each turn it appends a turn
 //       to its own conversation NAME and prints "ack N" once it is committed,
 //       extends the conversation "shared" (history 777) that every host
@@ -55,18 +55,13 @@ colikv::Options child_options(const ModelSignature& m) {
   return o;
 }
 
-EngineBuffers history(const ModelSignature& m, int64_t n, uint32_t seed) {
-  EngineBuffers b(m, n);
-  b.fill(0, n, seed);
-  b.tokens = colikv_test::make_tokens(n, m.vocab, seed);
-  return b;
-}
+using colikv_test::history;
 
 int usage() {
   std::fprintf(stderr,
-               "usage: colikv_test_child append STORE CONV SEED TURNS TOKENS_PER_TURN\n"
-               "       colikv_test_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL ...\n"
-               "       colikv_test_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN\n");
+               "usage: colikv_store_child append STORE CONV SEED TURNS TOKENS_PER_TURN\n"
+               "       colikv_store_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL ...\n"
+               "       colikv_store_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN\n");
   return 2;
 }
 
@@ -259,10 +254,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "read") == 0) return run_read(argc, argv);
     if (std::strcmp(argv[1], "host") == 0) return run_host(argc, argv);
   } catch (const colikv::Error& e) {
-    std::fprintf(stderr, "colikv_test_child %s: %s error: %s\n", argv[1], colikv::error_code_name(e.code()), e.what());
+    std::fprintf(stderr, "colikv_store_child %s: %s error: %s\n", argv[1], colikv::error_code_name(e.code()), e.what());
     return 3;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "colikv_test_child %s: %s\n", argv[1], e.what());
+    std::fprintf(stderr, "colikv_store_child %s: %s\n", argv[1], e.what());
     return 1;
   }
   return usage();

@@ -253,7 +253,7 @@ TEST_CASE("tenants: an unknown tenant, or a bad name, is refused and changes not
   CHECK(s.count("c") == 5);
 }
 
-TEST_CASE("tenants: the C API opens a tenant with COLIKV_TENANT; an old caller's struct is the default tenant",
+TEST_CASE("tenants: the C API opens a tenant with COLIKV_TENANT, and an old caller's struct is the default tenant's",
           "[tenants][c_api]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
@@ -296,7 +296,7 @@ TEST_CASE("tenants: the C API opens a tenant with COLIKV_TENANT; an old caller's
 }
 
 TEST_CASE("tenants: a chunk list naming another tenant's chunks is corrupt, not another tenant's data",
-          "[backends][tenants][hostile]") {
+          "[backends][tenants][bad_stores]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
   const std::string loc = colikv_test::store_at(dir, "t.db");

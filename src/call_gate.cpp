@@ -25,7 +25,13 @@ void CallGate::refuse(Refusal why, const std::string& where) const {
                 where + ": this handle was opened by process " + std::to_string(pid_) +
                     " and cannot be used in its forked child " + std::to_string(::getpid()) +
                     " (its threads and locks stay in the parent); open the store again in the child");
-  throw Error(ErrorCode::kInvalidArgument, where + ": the handle is being closed by another thread");
+  std::string closed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed = why_;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              where + ": " + (closed.empty() ? "the handle is being closed by another thread" : closed));
 }
 
 void CallGate::leave() {
@@ -37,10 +43,11 @@ void CallGate::leave() {
   left_.notify_all();
 }
 
-bool CallGate::close() {
+bool CallGate::close(const std::string& why) {
   if (forked()) return false;
   std::unique_lock<std::mutex> lock(mu_);
   closing_ = true;
+  if (!why.empty()) why_ = why;
   left_.wait(lock, [&] { return in_flight_ == 0; });
   return true;
 }

@@ -39,8 +39,10 @@ class CallGate {
 
   // Refuses new calls and waits until those in flight have left. Returns
   // false, waiting for nothing, in a forked child: the caller must then free
-  // nothing that joins a thread or takes a lock of the parent's.
-  bool close();
+  // nothing that joins a thread or takes a lock of the parent's. `why`, when
+  // not empty, is what a refused call's message says instead of "being
+  // closed by another thread" (a handle closed for good, not being closed).
+  bool close(const std::string& why = std::string());
 
   // enter() ... leave() for one scope.
   class Call {
@@ -59,10 +61,11 @@ class CallGate {
 
  private:
   const pid_t pid_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable left_;
   int in_flight_ = 0;
   bool closing_ = false;
+  std::string why_;  // close()'s reason, if it gave one
 };
 
 }  // namespace detail

@@ -8,6 +8,8 @@
 #include "sqlite/migrations.h"
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
+#include "sqlite/staged_store.h"
+#include "store_staging.h"
 #include "store_location.h"
 #if COLIKV_WITH_POSTGRES
 #include "postgres/pg_catalog.h"
@@ -40,6 +42,38 @@ std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options
 #endif
   }
   return std::make_unique<SqliteCatalog>(location, options);
+}
+
+void StagedStoreDeleter::operator()(StagedStore* s) const { delete s; }
+
+StagedStorePtr stage_new_store(const std::string& location, const Options& o) {
+  if (!o.create_staged) return nullptr;
+  require_store_location(location);
+  const std::string what = "store " + shown_location(location);
+  if (is_postgres_uri(location))
+    throw Error(ErrorCode::kInvalidArgument,
+                what + ": Options::create_staged is for a store file; a store on a server is created by its "
+                       "first transaction, with no file to build aside");
+  if (o.read_only) throw Error(ErrorCode::kInvalidArgument, what + ": Options::create_staged with read_only");
+  return StagedStorePtr(new StagedStore(location, o.file_mode));
+}
+
+std::unique_ptr<Catalog> open_catalog_staged(const std::string& location, const Options& o,
+                                             const StagedStore* staged) {
+  if (!staged) return open_catalog(location, o);
+  Options create = o;
+  create.create_if_missing = true;
+  try {
+    return open_catalog(staged->path(), create);
+  } catch (const Error& e) {
+    throw Error(e.code(), staged->named(e.what()));
+  }
+}
+
+void publish_staged(StagedStore& staged) { staged.publish(); }
+
+std::string store_file_for(const std::string& location) {
+  return is_postgres_uri(location) ? std::string() : sqlite_file_of(location);
 }
 
 int latest_schema_version_for(const std::string& location) {

@@ -19,6 +19,7 @@
 #include "core/coli_kv_file.h"
 #include "core/fd.h"
 #include "core/file_kind.h"
+#include "core/path.h"
 #include "kv_planes.h"
 #include "store_call.h"
 #include "store_impl.h"
@@ -27,6 +28,7 @@
 namespace colikv {
 
 using detail::Fd;
+using detail::directory_of;
 using detail::coli_kv_file::kMagic;
 using detail::coli_kv_file::ParsedHeader;
 using detail::coli_kv_file::open_for_reading;
@@ -192,12 +194,6 @@ int64_t write_coli_kv(Store::Impl& s, const std::string& id, int fd, const std::
         if (progress) progress(c.first_pos + c.n_tokens, total);
       });
   return written;
-}
-
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 std::string real_path(const std::string& path) {

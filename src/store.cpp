@@ -2,11 +2,15 @@
 // own methods are in the store_*.cpp files, each named for what it does.
 #include "colikv/store.h"
 
+#include "store_staging.h"
 #include "store_location.h"
 
 namespace colikv {
 
 bool is_postgres_location(const std::string& location) { return detail::is_postgres_uri(location); }
 std::string shown_store_location(const std::string& location) { return detail::shown_location(location); }
+std::string store_file_of(const std::string& location) {
+  return detail::store_file_for(location);
+}
 
 }  // namespace colikv

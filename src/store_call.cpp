@@ -36,6 +36,7 @@ StoreCall::StoreCall(Store::Impl& s, const std::string* id) {
 StoreCall::StoreCall(Store::Impl& s, NoWait) {
   if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
   lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
+  if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
   ++t_call_depth;
 }
 

@@ -109,7 +109,8 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
 Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
-      catalog(detail::open_catalog(p, o)),
+      staged(detail::stage_new_store(p, o)),
+      catalog(detail::open_catalog_staged(p, o, staged.get())),
       pool(o.threads) {
   if (!options.read_only) async = detail::make_async_writer(*this);
 }

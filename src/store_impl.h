@@ -19,6 +19,7 @@
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "core/thread_pool.h"
+#include "store_staging.h"
 
 namespace colikv {
 
@@ -122,7 +123,11 @@ class Store::Impl {
 
   std::string path;
   Options options;
-  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default
+  // The new store's temporary file, with Options::create_staged until
+  // publish(); declared before the catalog, so that it is removed only once
+  // the catalog's connections to it are closed.
+  detail::StagedStorePtr staged;
+  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default; null once published
   std::recursive_mutex mu;  // serializes calls on this Store
   // Calls in flight (StoreCall, append_async, wait), which destroying the
   // Store waits for, and the process that opened it (close_store).

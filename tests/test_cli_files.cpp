@@ -760,6 +760,28 @@ TEST_CASE("cli files: copy of an id the source lacks creates no destination", "[
   CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
 }
 
+TEST_CASE("cli files: a copy that fails midway into a new store leaves no store", "[cli][files]") {
+  TempDir dir;
+  const std::string store = store_with_a(dir, 4);
+  const std::string dst = dir.file("new.db");
+  // 'a' is copied, then refused the second time: DST holds it by then.
+  Run r = tool({"copy", store, dst, "a", "a"});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  require_error_line(r, "copy");
+  CHECK(contains(r.err, "'a'"));
+  CHECK(r.out.empty());  // nothing said copied: nothing was
+  CHECK_FALSE(file_exists(dst));  // the old tool left it, holding 'a'
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"a.coli_kv", "s.db"});
+  // Into an existing store, the copies before the refused one stay.
+  r = tool({"copy", store, dst, "a"});
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "copied 'a'"));
+  r = tool({"copy", store, dst, "a"});
+  CHECK(r.code == 1);
+  CHECK(contains(tool({"ls", dst}).out, "a"));
+}
+
 TEST_CASE("cli files: an export that fills OUT's filesystem names OUT and that filesystem", "[cli][files]") {
   if (::geteuid() != 0) {
     WARN("not root: cannot mount a small tmpfs; the full-disk export is not run");

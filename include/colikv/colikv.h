@@ -56,7 +56,12 @@ typedef struct colikv_model {
                                    error <= 2^-8, see colikv::Precision::kBf16); default: f32, exact */
 #define COLIKV_FILE_MODE 16 /* colikv_open_ex only: colikv_options.file_mode is set (a store is
                                otherwise created 0600, and so are its -wal and -shm) */
-#define COLIKV_TENANT 32    /* colikv_open_ex only: colikv_options.tenant is set (otherwise the
+#define COLIKV_CREATE_STAGED 32 /* build a new store under a temporary name; nothing has the
+                                   path's name until colikv_publish (colikv::Options::create_staged):
+                                   the open fails with COLIKV_ERR_CONFLICT when the path's file
+                                   exists, COLIKV_ERR_INVALID with COLIKV_READONLY or for a
+                                   postgresql:// location; COLIKV_CREATE is not read */
+#define COLIKV_TENANT 64    /* colikv_open_ex only: colikv_options.tenant is set (otherwise the
                                handle is the default tenant's, "") */
 
 /* error codes: the same values as colikv::ErrorCode */
@@ -117,6 +122,18 @@ COLIKV_API int colikv_open_ex(const char *path, const colikv_options *o, colikv_
  * A queued append that fails then is not reported anywhere: call
  * colikv_wait(s, NULL) first to learn whether everything was saved. */
 COLIKV_API void colikv_close(colikv_store *s);
+
+/* For a handle opened with COLIKV_CREATE_STAGED: commits every queued append,
+ * closes the store and gives its file the path's name, never replacing a
+ * file (colikv::Store::publish). Returns COLIKV_OK; COLIKV_ERR_CONFLICT when a
+ * file of that name appeared meanwhile (left as it is), COLIKV_ERR_DISK_FULL
+ * when the store's WAL could not be folded into its file, a queued append's
+ * error, COLIKV_ERR_IO; COLIKV_ERR_INVALID, changing nothing, for a handle
+ * not opened so or published already. On failure the new store is discarded
+ * and nothing has the path's name. Afterwards, either way, every call on s
+ * but colikv_errmsg and colikv_close fails with COLIKV_ERR_INVALID: close s
+ * and open the path again to use the store. */
+COLIKV_API int colikv_publish(colikv_store *s);
 
 /* The message of the calling thread's last call on s if it failed ("" if it
  * succeeded, or if this thread made none); valid until this thread's next

@@ -37,7 +37,9 @@ enum class Precision {
 
 struct Options {
   // Create the file (and its schema) when it does not exist. Default: true.
-  // When false, opening a missing file fails with kNotFound.
+  // When false, opening a missing file fails with kNotFound. A store that
+  // must appear whole, or not replace a file created meanwhile, is made with
+  // create_staged instead.
   bool create_if_missing = true;
 
   // Open read-only: every write fails with kReadOnly, and no migration is
@@ -163,6 +165,26 @@ struct Options {
   // "" means SQLite's default. Tests use it to inject I/O faults and power
   // loss. Default: "".
   std::string vfs_name;
+
+  // SQLite only, and refused (not ignored) for a store on a server, so that
+  // a caller counting on it is never misled. Create a new store that appears
+  // whole or not at all, and never in place of another file. The Store
+  // builds it under a temporary name, ".colikv-import-XXXXXX" in the
+  // directory of the location's file (a `file:` URI is decoded to its path,
+  // its query not read; symbolic links are followed to the name they end
+  // at), with file_mode; nothing has the location's name until
+  // Store::publish() succeeds, which links the closed file to it. A Store
+  // destroyed without publish() removes its temporary files, and so does a
+  // publish() that fails; those of a process killed midway are removed by
+  // the next staged creation in that directory (each holds an flock on its
+  // file while it lives). create_if_missing is not read. The Store's
+  // constructor then throws kConflict when a file of that name exists (it is
+  // not touched), kInvalidArgument with read_only, for a postgresql://
+  // location (a server's store is created by its first transaction: there is
+  // no file to build aside) or for a `file:` URI that names another host or
+  // no file, kNotFound for a missing directory, and kIO or kReadOnly when no
+  // file can be made there. Default: false.
+  bool create_staged = false;
 };
 
 }  // namespace colikv

@@ -185,6 +185,12 @@ COLIKV_API bool is_postgres_location(const std::string& location);
 // control characters percent-encoded (one libpq cannot parse: its scheme
 // only); a path unchanged.
 COLIKV_API std::string shown_store_location(const std::string& location);
+// The file a SQLite store location leads to: a `file:` URI decoded to its
+// path (as Options::create_staged reads it), then symbolic links followed to
+// the name they end at, which need not exist; "" for a postgresql://
+// location. Throws kInvalidArgument for a `file:` URI that names another host
+// or no file, or a loop of symbolic links.
+COLIKV_API std::string store_file_of(const std::string& location);
 
 // Conversation ids, titles and metadata are text without a NUL byte: every
 // call given one that holds a NUL throws kInvalidArgument and changes
@@ -198,6 +204,9 @@ class COLIKV_API Store {
   // kInvalidArgument (a libpq keyword/value string, or a URI libpq cannot
   // parse; a postgresql:// URI when the library was built without the
   // PostgreSQL backend, COLIKV_WITH_POSTGRES=OFF, naming that option).
+  // With Options::create_staged the store is new and built aside until
+  // publish(): kConflict when the location's file exists, and the other
+  // errors that option lists.
   explicit Store(const std::string& path, const Options& options = Options());
   // Waits for the calls other threads have in flight on this Store (one
   // blocked in append_async at the queue bound queues its turn), refusing with
@@ -225,6 +234,23 @@ class COLIKV_API Store {
   // Throws kInvalidArgument for a postgresql:// location when the library
   // was built without the PostgreSQL backend (COLIKV_WITH_POSTGRES=OFF).
   static int library_schema_version(const std::string& location);
+
+  // For a Store opened with Options::create_staged: gives the new store its
+  // name. Commits every queued turn first (as wait() does), closes the store,
+  // which folds its WAL into the file, then links the file to the location's
+  // name, atomically and never replacing a file (link(2); rename with
+  // RENAME_NOREPLACE on a filesystem without hard links), and syncs the
+  // directory. Whether it returns or throws, this Store is closed afterwards:
+  // every call on it but path(), options() and the destructor fails with
+  // kInvalidArgument; open the location again to use the store. On failure
+  // the new store is discarded, its temporary files removed, and nothing has
+  // the location's name. Throws what a queued turn's commit met (as wait()),
+  // kConflict when a file of that name appeared meanwhile (it is left as it
+  // is), kDiskFull when the WAL could not be folded into the file for want of
+  // space (a new store needs room for its data twice until then), kIO; and
+  // kInvalidArgument, changing nothing, for a Store not opened with
+  // create_staged or published already.
+  void publish();
 
   // Committed tokens of a conversation; 0 when it does not exist.
   int64_t count(const std::string& id);

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <utility>
 
+#include "core/path.h"
+
 namespace colikv {
 namespace detail {
 
@@ -16,10 +18,8 @@ int64_t wal_checkpoint_bytes_for(int64_t configured, int64_t free_bytes) {
 }
 
 int64_t free_bytes_beside(const std::string& file) {
-  const size_t slash = file.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
   struct statvfs vfs;
-  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
+  if (::statvfs(directory_of(file).c_str(), &vfs) != 0) return -1;
   return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
 }
 

@@ -16,6 +16,7 @@
 
 #include "colikv/error.h"
 #include "core/file_kind.h"
+#include "core/path.h"
 #include "sqlite/checkpointer.h"
 #include "sqlite/migrations.h"
 #include "sqlite/sqlite_util.h"
@@ -26,19 +27,13 @@ namespace detail {
 
 namespace {
 
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // SQLite checkpoints the WAL and removes the -wal and -shm files when the
 // last connection closes, but only for a connection that may write: a
 // read-only one leaves them behind in the user's folder. So a read-only open
 // of a file (and folder) it could write opens read-write with query_only on:
 // every write still fails, and the close cleans up as a writer's does.
 bool open_writable_for_cleanup(const std::string& path) {
-  return ::access(path.c_str(), W_OK) == 0 && ::access(parent_dir(path).c_str(), W_OK) == 0;
+  return ::access(path.c_str(), W_OK) == 0 && ::access(directory_of(path).c_str(), W_OK) == 0;
 }
 
 int open_flags(const std::string& path, const Options& o) {
@@ -63,7 +58,7 @@ void check_access(const std::string& path, bool write, const std::string& what) 
 // naming the directory.
 void check_shm_can_be_created(const std::string& path, const std::string& what) {
   if (::access((path + "-shm").c_str(), F_OK) == 0) return;
-  const std::string dir = parent_dir(path);
+  const std::string dir = directory_of(path);
   if (::access(dir.c_str(), W_OK) == 0) return;
   const int err = errno;
   throw Error(ErrorCode::kReadOnly, what + ": cannot open it: SQLite must create " + path +
@@ -85,7 +80,7 @@ void check_store_path(const std::string& path, const Options& o) {
       throw Error(ErrorCode::kIO, what + ": cannot look at it: " + std::strerror(errno));
     if (o.read_only) throw Error(ErrorCode::kNotFound, what + ": no such file (opened read-only)");
     if (!o.create_if_missing) throw Error(ErrorCode::kNotFound, what + ": no such file");
-    const std::string dir = parent_dir(path);
+    const std::string dir = directory_of(path);
     struct stat ds;
     if (::stat(dir.c_str(), &ds) != 0)
       throw Error(ErrorCode::kNotFound, what + ": cannot create it: directory " + dir + ": " + std::strerror(errno));
@@ -113,11 +108,7 @@ void check_store_path(const std::string& path, const Options& o) {
 // left as it is. The descriptor is closed at once, before any connection of
 // this process holds a POSIX lock on the file (closing it would drop them).
 void create_with_mode(const std::string& path, const Options& o, const std::string& what) {
-  if (o.file_mode < 0 || o.file_mode > 0777) {
-    char octal[24];
-    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(o.file_mode));
-    throw Error(ErrorCode::kInvalidArgument, what + ": file mode " + octal + " (octal) has bits outside 0777");
-  }
+  check_file_mode(o.file_mode, what);
   if (o.read_only || !o.create_if_missing) return;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                         static_cast<mode_t>(o.file_mode));
@@ -260,6 +251,13 @@ void limit_wal_size(SQLite::Database& db, const Options& options, const std::str
 }
 
 }  // namespace
+
+void check_file_mode(int file_mode, const std::string& what) {
+  if (file_mode >= 0 && file_mode <= 0777) return;
+  char octal[24];
+  std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(file_mode));
+  throw Error(ErrorCode::kInvalidArgument, what + ": file mode " + octal + " (octal) has bits outside 0777");
+}
 
 int wal_checkpoint_pages(SQLite::Database& db, const Options& options) {
   const int64_t page_size = query_int(db, "PRAGMA page_size", "store " + db.getFilename());

@@ -18,6 +18,10 @@ namespace detail {
 // not a regular file) as Store's constructor documents.
 SQLite::Database open_store(const std::string& path, const Options& options);
 
+// Throws kInvalidArgument naming `what` for an Options::file_mode with bits
+// outside 0777.
+void check_file_mode(int file_mode, const std::string& what);
+
 // Options::wal_checkpoint_bytes in pages of db (at least 1).
 int wal_checkpoint_pages(SQLite::Database& db, const Options& options);
 

@@ -1,6 +1,10 @@
 #include "args.h"
 
+#include <sys/stat.h>
+
 #include <charconv>
+
+#include "colikv/store.h"
 
 namespace colikv_cli {
 namespace {
@@ -86,6 +90,12 @@ ProgressMode progress_mode(const Args& a) {
   if (a.has("--progress")) return ProgressMode::kOn;
   if (a.has("--quiet")) return ProgressMode::kOff;
   return ProgressMode::kAuto;
+}
+
+bool is_new_store_file(const std::string& store) {
+  if (colikv::is_postgres_location(store)) return false;
+  struct stat st;
+  return ::stat(colikv::store_file_of(store).c_str(), &st) != 0;
 }
 
 colikv::Options base_options(const Args& a) {

@@ -69,6 +69,11 @@ colikv::Options read_options(const Args& a);
 // must the tenant.
 colikv::Options write_options(const Args& a);
 
+// True when `store` is a file store whose file does not exist: import and
+// copy create it with Options::create_staged (a server's store, created by
+// its first transaction, has no file to build aside).
+bool is_new_store_file(const std::string& store);
+
 }  // namespace colikv_cli
 
 #endif  // COLIKV_TOOLS_CLI_ARGS_H

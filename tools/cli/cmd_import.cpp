@@ -12,7 +12,6 @@
 #include "cli_output.h"
 #include "commands.h"
 #include "json.h"
-#include "new_store.h"
 #include "progress.h"
 #include "store_json.h"
 #include "table.h"
@@ -20,13 +19,8 @@
 namespace colikv_cli {
 namespace {
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); !from.empty() && at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
-// Imports file into the store at path, with its progress on stderr.
+// Imports file into the store at path, with its progress on stderr; a
+// store opened with Options::create_staged is published once it holds it.
 colikv::ImportResult import_into(const std::string& path, const colikv::Options& opts, const std::string& file,
                                  colikv::ImportOptions io, ProgressMode mode) {
   struct stat st {};
@@ -34,29 +28,27 @@ colikv::ImportResult import_into(const std::string& path, const colikv::Options&
   colikv::Store store(path, opts);
   Progress progress("import " + shown(file), file_bytes, mode);
   io.progress = progress.fn();
-  return colikv::import_coli_kv(store, file, io);
+  const colikv::ImportResult r = colikv::import_coli_kv(store, file, io);
+  if (opts.create_staged) store.publish();
+  return r;
 }
 
 // A store this import creates is built aside and given its name only once
-// it holds the conversation (tools/cli/new_store.h): a failed import never
+// it holds the conversation (Options::create_staged): a failed import never
 // deletes a store, not even one another process has just created.
 colikv::ImportResult import_file(const std::string& store_path, colikv::Options opts, const std::string& file,
                                  const colikv::ImportOptions& io, ProgressMode mode) {
-  // A server's store is created by its first transaction: no file to build aside.
-  if (colikv::is_postgres_location(store_path)) return import_into(store_path, opts, file, io, mode);
-  const std::string target = store_file_of(store_path);
-  if (!file_exists(target)) {
-    NewStoreFile fresh(target, opts.file_mode);
-    colikv::ImportResult r;
+  if (is_new_store_file(store_path)) {
+    colikv::Options fresh = opts;
+    fresh.create_staged = true;
     try {
-      r = import_into(fresh.path(), opts, file, io, mode);
+      return import_into(store_path, fresh, file, io, mode);
     } catch (const colikv::Error& e) {
-      throw colikv::Error(e.code(), replace_all(e.what(), fresh.path(), store_path));
+      // Another process created the store meanwhile: import into it instead.
+      if (e.code() != colikv::ErrorCode::kConflict || is_new_store_file(store_path)) throw;
     }
-    if (fresh.publish()) return r;
+    opts.create_if_missing = false;
   }
-  // The store existed, or another process created it meanwhile.
-  opts.create_if_missing = false;
   return import_into(store_path, opts, file, io, mode);
 }
 

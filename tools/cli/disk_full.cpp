@@ -9,17 +9,21 @@
 
 #include "cli_output.h"
 #include "colikv/store.h"
-#include "new_store.h"
 
 namespace colikv_cli {
 
 namespace {
 
-int64_t free_bytes_beside(const std::string& path) {
+// The tool links only the public library, which does not export its path
+// helpers (src/core/path.h): this is the tool's one split of a path.
+std::string directory_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+int64_t free_bytes_beside(const std::string& path) {
   struct statvfs vfs;
-  if (::statvfs(dir.c_str(), &vfs) != 0) return -1;
+  if (::statvfs(directory_of(path).c_str(), &vfs) != 0) return -1;
   return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
 }
 
@@ -34,7 +38,7 @@ std::string disk_full_advice(const std::string& store_path) {
   if (colikv::is_postgres_location(store_path)) return "";  // the server's disk: its operator's to free
   std::string file;
   try {
-    file = store_file_of(store_path);
+    file = colikv::store_file_of(store_path);
   } catch (const std::exception&) {
     return "";
   }
@@ -49,7 +53,8 @@ std::string disk_full_advice(const std::string& store_path) {
 
 std::string file_disk_full_advice(const std::string& file, int64_t file_bytes) {
   const int64_t free_bytes = free_bytes_beside(file);
-  const std::string dir = file.find('/') == std::string::npos ? "." : file.substr(0, file.find_last_of('/') + 1);
+  const std::string parent = directory_of(file);
+  const std::string dir = file.find('/') == std::string::npos ? "." : parent == "/" ? parent : parent + "/";
   return "; the file takes " + bytes_both(file_bytes) +
          (free_bytes < 0 ? "" : " and the filesystem holding " + dir + " has " + bytes_both(free_bytes) + " free") +
          ": free space there and retry" + file_size_limit_note();

@@ -1,4 +1,5 @@
-#include "new_store.h"
+// A new store built aside and linked into place (staged_store.h).
+#include "sqlite/staged_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -8,37 +9,20 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
-#include <stdexcept>
 #include <vector>
 
-namespace colikv_cli {
+#include "colikv/error.h"
+#include "core/coli_kv_file.h"
+#include "core/path.h"
+#include "sqlite/checkpointer.h"
+#include "sqlite/open_store.h"
+
+namespace colikv {
+namespace detail {
 
 namespace {
-
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// The name a chain of symbolic links ends at, which need not exist: SQLite
-// opens (and creates) the file at the end of the chain.
-std::string follow_links(const std::string& path) {
-  std::string at = path;
-  for (int hops = 0; hops < 40; ++hops) {
-    struct stat st;
-    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
-    std::vector<char> buf(PATH_MAX + 1);
-    const ssize_t n = ::readlink(at.c_str(), buf.data(), buf.size() - 1);
-    if (n <= 0) return at;
-    const std::string link(buf.data(), static_cast<size_t>(n));
-    at = link[0] == '/' ? link : directory_of(at) + "/" + link;
-  }
-  throw std::runtime_error(path + ": too many levels of symbolic links");
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -47,8 +31,6 @@ int hex_value(char c) {
   return -1;
 }
 
-// The path of a `file:` URI as SQLite reads it: an optional "//" authority
-// (empty or "localhost"), the path up to '?' or '#', %HH escapes decoded.
 std::string uri_path(const std::string& uri) {
   std::string rest = uri.substr(5);
   rest = rest.substr(0, rest.find_first_of("?#"));
@@ -56,7 +38,8 @@ std::string uri_path(const std::string& uri) {
     const size_t slash = rest.find('/', 2);
     const std::string authority = rest.substr(2, slash == std::string::npos ? std::string::npos : slash - 2);
     if (!authority.empty() && authority != "localhost")
-      throw std::runtime_error(uri + ": the URI names the host '" + authority + "', not a local file");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "store " + uri + ": the URI names the host '" + authority + "', not a local file");
     rest = slash == std::string::npos ? "" : rest.substr(slash);
   }
   std::string path;
@@ -68,21 +51,8 @@ std::string uri_path(const std::string& uri) {
       path += rest[i];
     }
   }
-  if (path.empty()) throw std::runtime_error(uri + ": the URI names no file");
+  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, "store " + uri + ": the URI names no file");
   return path;
-}
-
-int64_t size_of(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
-
-// " (N bytes free on its filesystem)", or "" if unknown.
-std::string free_space_note(const std::string& dir) {
-  struct statvfs vfs;
-  if (::statvfs(dir.c_str(), &vfs) != 0) return "";
-  return " (" + std::to_string(static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize)) +
-         " bytes free on its filesystem)";
 }
 
 const char kTempPrefix[] = ".colikv-import-";
@@ -90,10 +60,9 @@ const char* const kCompanions[] = {"-wal", "-shm", "-journal"};
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
-// Removes the temporary stores of imports killed midway in dir: an import
-// holds an flock on its temporary store (beside SQLite's own fcntl locks,
-// which flock does not touch) until it is linked, so one nobody holds is
-// left over.
+// Removes the temporary stores of processes killed midway in dir: a staged
+// store holds an flock on its file (beside SQLite's own fcntl locks, which
+// flock does not touch) until it is linked, so one nobody holds is left over.
 void remove_stale_temps(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
@@ -130,28 +99,36 @@ void sync_directory(const std::string& dir) {
   ::close(fd);
 }
 
+// " (N bytes free on its filesystem)", or "" if unknown.
+std::string free_space_note(const std::string& file) {
+  const int64_t free_bytes = free_bytes_beside(file);
+  return free_bytes < 0 ? "" : " (" + std::to_string(free_bytes) + " bytes free on its filesystem)";
+}
+
 }  // namespace
 
-bool file_exists(const std::string& path) {
+std::string sqlite_file_of(const std::string& location) {
+  return follow_links(location.compare(0, 5, "file:") == 0 ? uri_path(location) : location);
+}
+
+StagedStore::StagedStore(const std::string& location, int file_mode)
+    : location_(location), target_(sqlite_file_of(location)) {
+  const std::string what = "store " + location;
+  check_file_mode(file_mode, what);
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string store_file_of(const std::string& store_arg) {
-  return follow_links(store_arg.compare(0, 5, "file:") == 0 ? uri_path(store_arg) : store_arg);
-}
-
-NewStoreFile::NewStoreFile(const std::string& target, int file_mode) : target_(target) {
-  const std::string dir = directory_of(target);
+  if (::lstat(target_.c_str(), &st) == 0)
+    throw Error(ErrorCode::kConflict, what + ": exists already; a staged creation (Options::create_staged) only "
+                                             "makes a new store, open it without that option");
+  const std::string dir = directory_of(target_);
   remove_stale_temps(dir);
   for (int attempt = 0; attempt < 8 && held_ < 0; ++attempt) {
-    std::string name = dir + "/" + kTempPrefix + "XXXXXX";
+    const std::string name = dir + "/" + kTempPrefix + "XXXXXX";
     std::vector<char> tmpl(name.begin(), name.end());
     tmpl.push_back('\0');
     const int fd = ::mkstemp(tmpl.data());
-    if (fd < 0) throw std::runtime_error(target + ": cannot create the store: " + std::strerror(errno));
+    if (fd < 0) coli_kv_file::throw_errno(what + ": cannot create it in directory " + dir, errno);
     temp_ = tmpl.data();
-    // Another import's cleanup may have removed it before the lock was taken.
+    // Another staged creation's sweep may have removed it before the lock was taken.
     struct stat mine, now;
     if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &mine) == 0 && ::lstat(temp_.c_str(), &now) == 0 &&
         same_file(mine, now)) {
@@ -160,40 +137,52 @@ NewStoreFile::NewStoreFile(const std::string& target, int file_mode) : target_(t
       ::close(fd);
     }
   }
-  if (held_ < 0) throw std::runtime_error(target + ": cannot keep a temporary store in " + dir);
+  if (held_ < 0) throw Error(ErrorCode::kIO, what + ": cannot keep a temporary store in " + dir);
   // mkstemp's 0600 is the default store mode; a store opened with another
   // Options::file_mode would have been created with that.
   ::fchmod(held_, masked(file_mode));
 }
 
-NewStoreFile::~NewStoreFile() {
+StagedStore::~StagedStore() {
   if (!published_) ::unlink(temp_.c_str());
   for (const char* suffix : kCompanions) ::unlink((temp_ + suffix).c_str());
-  // Closed last, when no Store has the file open any more: closing a
+  // Closed last, when no connection has the file open any more: closing a
   // descriptor drops every fcntl lock the process holds on the file.
   ::close(held_);
 }
 
-bool NewStoreFile::publish() {
+std::string StagedStore::named(const std::string& message) const {
+  std::string s = message;
+  for (size_t at = s.find(temp_); !temp_.empty() && at != std::string::npos; at = s.find(temp_, at + location_.size()))
+    s.replace(at, temp_.size(), location_);
+  return s;
+}
+
+void StagedStore::publish() {
+  const std::string what = "store " + location_;
   // A WAL left beside the closed store would hold data the linked file lacks:
   // its copy into the store on close failed, for want of space as a rule,
   // since the data takes room twice (WAL and store) until then.
-  if (size_of(temp_ + "-wal") > 0)
-    throw std::runtime_error(target_ + ": the new store could not take in its data from its WAL" +
-                             free_space_note(directory_of(target_)) +
-                             "; a new store needs room for its data twice while it is created; nothing was imported");
+  if (file_size_or_zero(temp_ + "-wal") > 0)
+    throw Error(ErrorCode::kDiskFull, what + ": the new store could not take in its data from its WAL" +
+                                          free_space_note(target_) +
+                                          "; a new store needs room for its data twice while it is created; "
+                                          "nothing was stored");
   if (::link(temp_.c_str(), target_.c_str()) == 0) {
     ::unlink(temp_.c_str());
   } else if (errno == EEXIST) {
-    return false;
+    throw Error(ErrorCode::kConflict, what + ": a file of that name appeared while the new store was built; it "
+                                             "was left as it is, and the new store discarded");
   } else if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) != 0) {
     // A filesystem without hard links may still rename without replacing.
-    if (errno == EEXIST) return false;
-    throw std::runtime_error(target_ + ": cannot give the new store its name: " + std::strerror(errno));
+    if (errno == EEXIST)
+      throw Error(ErrorCode::kConflict, what + ": a file of that name appeared while the new store was built; it "
+                                               "was left as it is, and the new store discarded");
+    coli_kv_file::throw_errno(what + ": cannot give the new store its name", errno);
   }
   published_ = true;
   sync_directory(directory_of(target_));
-  return true;
 }
 
-}  // namespace colikv_cli
+}  // namespace detail
+}  // namespace colikv

@@ -164,7 +164,7 @@ void require(bool ok, const char* what) {
 extern "C" {
 
 int colikv_open(const char* path, int flags, colikv_store** out) {
-  colikv_options o = {flags & ~COLIKV_FILE_MODE, 0, 0, 0};
+  colikv_options o = {flags & ~(COLIKV_FILE_MODE | COLIKV_TENANT), 0, 0, 0, nullptr};
   return colikv_open_ex(path, &o, out);
 }
 
@@ -177,7 +177,7 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
   ThreadState& ts = state_of(s);
   try {
     require(path != nullptr, "colikv_open: path is NULL");
-    const colikv_options defaults = {COLIKV_CREATE, 0, 0, 0};
+    const colikv_options defaults = {COLIKV_CREATE, 0, 0, 0, nullptr};
     const colikv_options& c = opts ? *opts : defaults;
     require(c.busy_timeout_ms >= 0, "colikv_open_ex: busy_timeout_ms is negative");
     require(c.max_store_bytes >= 0, "colikv_open_ex: max_store_bytes is negative");
@@ -194,6 +194,8 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
       require(c.file_mode >= 0 && c.file_mode <= 0777, "colikv_open_ex: file_mode has bits outside 0777");
       o.file_mode = c.file_mode;
     }
+    // Likewise tenant, after file_mode.
+    if ((c.flags & COLIKV_TENANT) && c.tenant) o.tenant = c.tenant;
     s->store.reset(new colikv::Store(path, o));
     return COLIKV_OK;
   } catch (const colikv::Error& e) {

@@ -254,6 +254,13 @@ struct ModelUsageRow {
   int64_t stored_bytes = 0;   // payload bytes of its chunks
 };
 
+// A tenant and what its conversations hold (Store::tenants).
+struct TenantRow {
+  std::string name;
+  int64_t conversations = 0;
+  int64_t stored_bytes = 0;  // payload bytes of the chunks its conversations use
+};
+
 // A chunk that holds values and their stored size (eviction).
 struct PayloadChunk {
   int64_t chunk_id = 0;
@@ -434,24 +441,32 @@ class Catalog {
   virtual void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) = 0;
   // Chunks no chunk list names.
   virtual std::vector<ChunkPlace> unused_chunks() = 0;
-  // By model id.
+  // By model id, of this catalog's tenant (Options::tenant): its
+  // conversations, and the chunks they use.
   virtual std::vector<ModelUsageRow> model_usage() = 0;
+  // Every tenant of the store, whichever this catalog's is, by name.
+  virtual std::vector<TenantRow> tenant_usage() = 0;
 
   // Eviction
-  // The payload bytes of all chunks (what Options::max_store_bytes bounds).
-  virtual int64_t stored_payload_bytes() = 0;
-  // Conversations, least recently used first, stepped lazily; chunks (not
-  // conversations) may change while it runs.
-  virtual void visit_least_recent(const PrefixIndex::ConversationVisitor& f) = 0;
+  // Which conversations an eviction weighs and evicts: all of the store's
+  // (the byte budget of Options::max_store_bytes), or this catalog's tenant's
+  // (Store::gc; tenants share no chunk, so its bytes are its own).
+  enum class Scope { kStore, kTenant };
+  // The payload bytes of the chunks in scope: all chunks, or those the
+  // tenant's conversations use.
+  virtual int64_t stored_payload_bytes(Scope scope) = 0;
+  // Conversations in scope, least recently used first, stepped lazily;
+  // chunks (not conversations) may change while it runs.
+  virtual void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) = 0;
   // A conversation's chunks that still hold values, and their payload sizes.
   virtual std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) = 0;
   // How many chunk-list entries name the chunk.
   virtual int64_t chunk_users(int64_t chunk_id) = 0;
   // Write transaction. Drops a chunk's payload; its row and token ids stay.
   virtual void evict_payload(int64_t chunk_id) = 0;
-  // Chunks whose payload was evicted.
+  // Chunks of this catalog's tenant whose payload was evicted.
   virtual int64_t evicted_chunk_count() = 0;
-  // Conversations with at least one evicted chunk.
+  // Conversations of this catalog's tenant with at least one evicted chunk.
   virtual int64_t evicted_conversation_count() = 0;
   // What compact did beyond the file sizes the store measures itself.
   struct CompactOutcome {

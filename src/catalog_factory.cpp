@@ -4,6 +4,7 @@
 #include "backend_error.h"
 #include "catalog.h"
 #include "colikv/error.h"
+#include "core/text_argument.h"
 #include "sqlite/sqlite_migrations.h"
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
@@ -32,6 +33,7 @@ namespace {
 
 std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options) {
   require_store_location(location);
+  require_tenant_name(options.tenant, "store " + shown_location(location));
   if (is_postgres_uri(location)) {
 #if COLIKV_WITH_POSTGRES
     return with_context("store " + shown_location(location), [&] { return std::make_unique<PgCatalog>(location, options); });

@@ -57,12 +57,12 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
               first_gone);
 }
 
-EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id) {
+EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope) {
   EvictionReport r;
   const std::string here = s.where();
   return with_context(here, [&] {
     Catalog& catalog = *s.catalog;
-    r.stored_bytes_before = catalog.stored_payload_bytes();
+    r.stored_bytes_before = catalog.stored_payload_bytes(scope);
     int64_t total = r.stored_bytes_before;
     if (total > max_bytes) {
       // Least recently used first.
@@ -76,7 +76,7 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
       std::set<int64_t> freed;
       // Stepped lazily: a budget just exceeded costs a few rows, not a list
       // of every conversation.
-      catalog.visit_least_recent([&](int64_t conv_id, const std::string& name) {
+      catalog.visit_least_recent(scope, [&](int64_t conv_id, const std::string& name) {
         if (conv_id == protect_id) return false;
         Victim v{conv_id, name, {}};
         for (const PayloadChunk& c : catalog.payload_chunks(conv_id)) {
@@ -128,7 +128,8 @@ EvictionReport Store::gc(int64_t max_bytes) {
   EvictionReport r;
   {
     const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
-    r = detail::evict_to_fit(s, max_bytes, -1);
+    // Only this tenant's conversations: another tenant's are no call of this one's.
+    r = detail::evict_to_fit(s, max_bytes, -1, detail::Catalog::Scope::kTenant);
     txn->commit();
   }
   // The freed pages back to the filesystem, a chunk's worth per transaction:

@@ -19,9 +19,11 @@ namespace detail {
 void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens);
 
 // Inside an open write transaction: evicts least recently used conversations'
-// KV data until the chunk payloads take at most max_bytes. The conversation
-// `protect_id` (a conversations.conversation_id; -1 for none) is never evicted.
-EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id);
+// KV data until the chunk payloads take at most max_bytes, among the store's
+// conversations and chunks (the store-wide budget) or the Store's tenant's
+// (gc). The conversation `protect_id` (a conversations.conversation_id; -1
+// for none) is never evicted.
+EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope);
 
 // Fills StoreStats::evicted_conversations and evicted_chunks (in a snapshot).
 void fill_eviction_stats(Store::Impl& s, StoreStats& out);

@@ -88,11 +88,12 @@ struct Step {
 
 class Matcher {
  public:
-  Matcher(detail::PrefixIndex& index, const detail::ModelRow& m, const std::string& precision, bool loadable_only)
-      : index_(index), m_(m), precision_(precision), loadable_only_(loadable_only) {}
+  Matcher(detail::PrefixIndex& index, const detail::ModelRow& m, const std::string& precision, bool loadable_only,
+          const ChunkHash& seed)
+      : index_(index), m_(m), precision_(precision), loadable_only_(loadable_only), seed_(seed) {}
 
   PrefixMatch run(const int32_t* tokens, int64_t len) {
-    chain_ = detail::chain_seed(m_.text, precision_);
+    chain_ = seed_;
     const int64_t tail = walk_full_chunks(tokens, len);
     walk_tail(tokens, len, tail);
     if (loadable_only_) return longest_loadable(tokens);
@@ -268,6 +269,7 @@ class Matcher {
   const detail::ModelRow& m_;
   std::string precision_;
   bool loadable_only_;
+  ChunkHash seed_;  // the tenant's chain seed for the model and precision
   ChunkHash chain_{};
   Region region_;
   std::vector<Step> steps_;  // the walk: full chunks, then the tail's pieces
@@ -298,7 +300,7 @@ PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32
     std::string precision;
     while (std::optional<std::string> next = index.next_precision(*model_id, precision)) {
       precision = *next;
-      PrefixMatch r = Matcher(index, m, precision, loadable_only).run(tokens, len);
+      PrefixMatch r = Matcher(index, m, precision, loadable_only, s.chain_seed(m.text, precision)).run(tokens, len);
       if (r.tokens == 0 || r.tokens < best.tokens) continue;
       const std::pair<int64_t, int64_t> used = index.last_used(r.id).value_or(std::make_pair(int64_t{-1}, int64_t{-1}));
       if (r.tokens > best.tokens || used > best_used) {

@@ -233,7 +233,7 @@ class Appender {
   // The caller's tokens [0, committed) must be the stored ones: compare chunk
   // hashes, then the tokens of the first chunk that differs.
   void check_divergence() {
-    seed_ = detail::chain_seed(req_.model.to_string(), precision_);
+    seed_ = s_.chain_seed(req_.model.to_string(), precision_);
     chain_ = seed_;
     for (size_t k = 0; k < existing_.size(); ++k) {
       const int64_t first = existing_[k].first_pos;
@@ -376,7 +376,7 @@ class Appender {
       // or by this one when the same content was re-saved into it.
       s_.free_unused_chunks(replaced_chunks());
       // The byte budget: evict least recently used conversations, not this one.
-      if (s_.options.max_store_bytes > 0) detail::evict_to_fit(s_, s_.options.max_store_bytes, conv_id);
+      if (s_.options.max_store_bytes > 0) detail::evict_to_fit(s_, s_.options.max_store_bytes, conv_id, detail::Catalog::Scope::kStore);
     });
     txn->commit();
   }

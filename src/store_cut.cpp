@@ -106,8 +106,8 @@ Cut cut_at(const std::vector<ChunkSummary>& chunks, int64_t len) {
 }
 
 // The chain hash before chunk list entry k: the seed at entry 0.
-ChunkHash chain_before(const ConversationState& st, size_t k) {
-  return k > 0 ? st.chunks[k - 1].chain : detail::chain_seed(st.model.text, st.conv.precision);
+ChunkHash chain_before(const Store::Impl& s, const ConversationState& st, size_t k) {
+  return k > 0 ? st.chunks[k - 1].chain : s.chain_seed(st.model.text, st.conv.precision);
 }
 
 // The tail kept before the piece a cut at `len` makes: the pieces before it
@@ -119,7 +119,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
   r.first = detail::tail_start(len, C);
   if (r.first == cut.covered) return r;  // the piece starts the tail
   const size_t full = static_cast<size_t>(r.first / C);
-  r.anchor = chain_before(st, full);
+  r.anchor = chain_before(s, st, full);
   with_context(here, [&] {
     for (size_t k = full; k < cut.whole; ++k) {
       const std::vector<int32_t> t = chunk_tokens_by_id(*s.catalog, st.chunks[k].chunk_id, st.chunks[k].n_tokens, here);
@@ -133,7 +133,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
 std::optional<PrefixChunk> cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
                                      const std::string& here) {
   if (!cut.inside) return std::nullopt;
-  const ChunkHash prev = chain_before(st, cut.whole);
+  const ChunkHash prev = chain_before(s, st, cut.whole);
   PrefixChunk piece = reencode_prefix(s, st.model, st.chunks[cut.whole].chunk_id, static_cast<int64_t>(cut.whole),
                                       len - cut.covered, prev, here);
   piece.region = kept_tail_region(s, st, cut, len, here);

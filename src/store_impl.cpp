@@ -118,7 +118,9 @@ Store::Impl::Impl(const std::string& p, const Options& o)
 Store::Impl::~Impl() { async.reset(); }
 
 std::string Store::Impl::where(const std::string& id) const {
-  const std::string store = "store " + detail::shown_location(path);
+  // A tenant's name holds no control character (require_tenant_name).
+  const std::string store = "store " + detail::shown_location(path) +
+                            (options.tenant.empty() ? std::string() : " tenant '" + options.tenant + "'");
   return id.empty() ? store : store + ": conversation '" + id + "'";
 }
 

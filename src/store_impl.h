@@ -151,6 +151,10 @@ class Store::Impl {
   bool is_json(const std::string& text);
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
   size_t window() const { return pool.size() * 2; }
+  // The chain hash before position 0 of this Store's tenant's conversations.
+  detail::ChunkHash chain_seed(const std::string& signature, const std::string& precision) const {
+    return detail::chain_seed(signature, precision, options.tenant);
+  }
 
   // Stored chunks (id, key) whose values this Store checked before linking
   // them for new content (store_append.cpp, check_linked_content): checked once,

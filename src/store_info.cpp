@@ -149,6 +149,8 @@ StoreStats Store::stats() {
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   read_rows(s.where(), [&] {
     for (const detail::ModelUsageRow& row : s.catalog->model_usage()) {
+      // Another tenant's model is none of this one's business.
+      if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
       UsageStats u;
       u.model = s.model_by_id(row.model_id).sig;
       u.chunk_tokens = row.chunk_tokens;
@@ -172,6 +174,17 @@ StoreStats Store::stats() {
     detail::fill_eviction_stats(s, out);
   });
   out.file_bytes = with_context(s.where(), [&] { return s.catalog->file_bytes(); });  // a server's query can fail
+  return out;
+}
+
+std::vector<TenantInfo> Store::tenants() {
+  detail::StoreCall call(*impl_);
+  Impl& s = *impl_;
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
+  std::vector<TenantInfo> out;
+  read_rows(s.where(), [&] {
+    for (const detail::TenantRow& t : s.catalog->tenant_usage()) out.push_back({t.name, t.conversations, t.stored_bytes});
+  });
   return out;
 }
 

@@ -50,7 +50,7 @@ class ChunkScan {
         walk_(chunk_tokens_, start.conv.count),
         decode_(decode),
         consume_(consume),
-        chain_(detail::chain_seed(start.model.text, start.conv.precision)) {}
+        chain_(s.chain_seed(start.model.text, start.conv.precision)) {}
 
   // The jobs in flight point into owned_.
   ~ChunkScan() {

@@ -148,7 +148,7 @@ class Verifier {
       problem(c, -1, -1, 0, c.count, e.what());
       return;
     }
-    Walk walk{c, m, detail::chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
+    Walk walk{c, m, s_.chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
     try {
       read_rows("its chunk list", [&] {
         s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
@@ -226,7 +226,7 @@ class Verifier {
     }
     walk.region.insert(walk.region.end(), toks.begin(), toks.end());
     if (!walk.chain_ok || !row.has_index) return;
-    const std::string anchor = region_first == 0 ? std::string()
+    const std::string anchor = region_first == 0 ? detail::tenant_anchor(s_.options.tenant)
                                                  : std::string(reinterpret_cast<const char*>(walk.anchor.data()),
                                                                walk.anchor.size());
     const int64_t end = row.first_pos + row.n_tokens;

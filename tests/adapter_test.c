@@ -184,6 +184,7 @@ static int engine_main(int argc, char **argv) {
 
 static char g_dir[2048], g_store_path[2200];
 static int g_run;  /* engine runs so far: names their output files */
+static const char *g_tenant;  /* COLIKV_TENANT of the engine runs; NULL: unset */
 
 typedef struct { pid_t pid; char out[2300], err[2300]; } engine_run;
 
@@ -212,6 +213,10 @@ static engine_run start_engine(int slot, const char *const *steps) {
     dup2(e, 2);
     setenv("COLIKV_STORE", g_store_path, 1);
     setenv("COLIKV_WEIGHTS_ID", WID, 1);
+    if (g_tenant)
+      setenv("COLIKV_TENANT", g_tenant, 1);
+    else
+      unsetenv("COLIKV_TENANT");
     execv(g_self, (char *const *)args);
     _exit(127);
   }
@@ -530,6 +535,52 @@ static void adopt_evicted(void) {
   CHECK(strstr(out, "adopted 0"));
 }
 
+/* Two tenants: engines of tenant "bob" never adopt what an engine of tenant
+ * "alice" saved with the same prompt, and share none of its chunks; an engine
+ * of "alice" does adopt it (so the prompt would have matched). Two engine
+ * processes of the two tenants run at the same time first, each saving the
+ * same conversation on slot 1. */
+static void tenants_no_adoption(void) {
+  char *out, *err;
+  g_tenant = "alice";
+  engine_run a = start_engine(1, STEPS("load", "serve", "3:200"));
+  g_tenant = "bob";
+  engine_run b = start_engine(1, STEPS("load", "serve", "7:120"));
+  finish_engine(&a, &out, &err);
+  finish_engine(&b, &out, &err);
+  /* bob's slot 1 holds conversation 7, alice's conversation 3: same id, two tenants. */
+  colikv_store *s = NULL;
+  colikv_options o = {COLIKV_TENANT, 0, 0, 0, "alice"};
+  CHECK(colikv_open_ex(g_store_path, &o, &s) == COLIKV_OK);
+  CHECK(holds(s, SLOT1, "3:200"));
+  colikv_close(s);
+  o.tenant = "bob";
+  CHECK(colikv_open_ex(g_store_path, &o, &s) == COLIKV_OK);
+  CHECK(holds(s, SLOT1, "7:120"));
+  colikv_close(s);
+  /* The default tenant holds neither. */
+  s = open_store();
+  CHECK(colikv_count(s, SLOT1) == 0);
+  colikv_close(s);
+
+  g_tenant = "bob";
+  run_engine(0, STEPS("load", "adopt", "3:260:150:5"), &out, &err);
+  CHECK(strstr(out, "adopted 0"));
+  CHECK(!strstr(err, "[KV] adopted"));
+  g_tenant = NULL;  /* the default tenant neither */
+  run_engine(0, STEPS("load", "adopt", "3:260:150:5"), &out, &err);
+  CHECK(strstr(out, "adopted 0"));
+  CHECK(!strstr(err, "[KV] adopted"));
+  g_tenant = "alice";
+  run_engine(0, STEPS("load", "adopt", "3:260:150:5"), &out, &err);
+  if (!strstr(out, "adopted 150") || strstr(out, "ADOPT-WRONG")) {
+    printf("  stdout:\n%s\n  stderr:\n%s\n", out, err);
+    CHECK(0);
+  }
+  CHECK(logged(err, "[KV] adopted 150 tokens [0,150) from " SLOT1));
+  g_tenant = NULL;
+}
+
 typedef struct { const char *name; void (*run)(void); } scenario;
 static const scenario kScenarios[] = {
     {"load_failed_evicted", load_failed_evicted},
@@ -540,6 +591,7 @@ static const scenario kScenarios[] = {
     {"adopt_ok", adopt_ok},
     {"adopt_corrupt", adopt_corrupt},
     {"adopt_evicted", adopt_evicted},
+    {"tenants_no_adoption", tenants_no_adoption},
 };
 
 static void empty_dir(const char *dir) {

@@ -435,7 +435,7 @@ TEST_CASE("migrations: a schema-5 store opens, upgrades, loads and grows its tai
   };
   const std::string v5_list = chunk_list("old");
   Store s(path);
-  CHECK(s.schema_version() == 6);
+  CHECK(s.schema_version() == Store::library_schema_version());
   CHECK(loads_as(s, "old", v.old_conv, 10) == "");
   CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
   // The engine's next turn: one piece after schema 5's partial chunk, which stays as it is.
@@ -452,4 +452,81 @@ TEST_CASE("migrations: a schema-5 store opens, upgrades, loads and grows its tai
   CHECK(chunk_list("old").find("@8+4") != std::string::npos);
   CHECK(loads_as(s, "old", grown, 12) == "");
   CHECK(s.verify().ok());
+}
+
+TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for byte", "[migrations][tenants]") {
+  TempDir dir;
+  const std::string path = dir.file("v6.colikv");
+  V1Store v = make_v1_store(path);
+  const ModelSignature& m = v.model;
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    colikv::detail::apply_migrations(db, "v6 store", 6);
+    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 6);
+  }
+  // Every row of every table as SQL literals (blobs in hex), in rowid order;
+  // conversations by the columns schema 6 has.
+  auto dump = [&](const std::string& table, const std::string& columns, const std::string& order) {
+    RawDb db(path, SQLITE_OPEN_READONLY);
+    std::string row;
+    size_t start = 0;
+    for (size_t i = 0; i <= columns.size(); ++i) {
+      if (i < columns.size() && columns[i] != ',') continue;
+      row += std::string(row.empty() ? "" : " || ',' || ") + "quote(" + columns.substr(start, i - start) + ")";
+      start = i + 1;
+    }
+    return db.text("SELECT group_concat(r, ';') FROM (SELECT " + row + " AS r FROM " + table + " ORDER BY " + order +
+                   ")");
+  };
+  const std::string conv_cols =
+      "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,generation,"
+      "created_ms,updated_ms,last_used_ms";
+  struct Table {
+    std::string name, columns, order;
+  };
+  const std::vector<Table> tables = {
+      {"conversations", conv_cols, "conversation_id"},
+      {"models", "model_id,signature,n_layers,kv_lora,qk_rope,index_hd,n_indexed,vocab,weights_id,record_bytes,"
+                 "chunk_tokens,created_ms", "model_id"},
+      {"chunks", "chunk_id,model_id,hash,first_pos,n_tokens,tokens,precision,compression,raw_size,checksum,payload",
+       "chunk_id"},
+      {"conversation_chunks", "conversation_id,seq,chunk_id", "conversation_id, seq"},
+      {"chunk_meta", "chunk_id,model_id,precision,prev_hash,tokens,payload_bytes,chain_hash,digest", "chunk_id"},
+  };
+  std::vector<std::string> before;
+  for (const Table& t : tables) before.push_back(dump(t.name, t.columns, t.order));
+  REQUIRE(before[0].find("'old-fork'") != std::string::npos);
+
+  {
+    Store s(path);  // migrates
+    CHECK(s.schema_version() == 7);
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    INFO(tables[i].name);
+    CHECK(dump(tables[i].name, tables[i].columns, tables[i].order) == before[i]);
+  }
+  {
+    Store s(path);
+    CHECK(loads_as(s, "old", v.old_conv, 10) == "");
+    CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
+    CHECK(s.info("old-fork").parent == "old");
+    CHECK(s.verify().ok());
+    const std::vector<colikv::TenantInfo> t = s.tenants();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].name == "");
+    CHECK(t[0].conversations == 2);
+  }
+  {
+    RawDb db(path, SQLITE_OPEN_READONLY);
+    CHECK(db.integer("SELECT count(*) FROM conversations WHERE tenant_id <> 0") == 0);
+    CHECK(db.integer("SELECT count(*) FROM pragma_foreign_key_check") == 0);
+  }
+  // Another tenant sees none of it, and matches none of it.
+  colikv::Options o;
+  o.tenant = "other";
+  Store other(path, o);
+  CHECK(other.conversation_count() == 0);
+  CHECK(other.match(m, v.old_conv.tokens.data(), 10).tokens == 0);
+  Store deflt(path);
+  CHECK(deflt.match(m, v.old_conv.tokens.data(), 10).tokens == 10);
 }

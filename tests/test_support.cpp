@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include "backend.h"
 
 #include <sys/stat.h>
@@ -12,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "sqlite/sqlite_migrations.h"
 
 namespace colikv_test {
 
@@ -242,6 +246,25 @@ std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffer
   if (got != n) return "load returned " + std::to_string(got) + " tokens, expected " + std::to_string(n);
   const std::string d = expect.compare(out, n);
   return d.empty() ? untouched_from(out, n) : d;
+}
+
+void undo_tenants(const std::string& path, int version) {
+  SQLite::Database db(path, SQLite::OPEN_READWRITE);
+  const auto& old = colikv::detail::expected_schema(version);
+  auto make = [&](const std::string& name) {
+    for (const auto& o : old)
+      if (o.name == name) db.exec(o.sql);
+  };
+  // legacy_alter_table: the rename leaves conversation_chunks' reference alone.
+  db.exec("BEGIN; DROP VIEW conversation_summary; DROP VIEW conversation_tokens; DROP VIEW model_summary; "
+          "PRAGMA legacy_alter_table=ON; ALTER TABLE conversations RENAME TO conversations_v7");
+  make("conversations");
+  db.exec("INSERT INTO conversations SELECT conversation_id, name, model_id, token_count, precision, title, metadata, "
+          "parent_id, forked_at, generation, created_ms, updated_ms, last_used_ms FROM conversations_v7; "
+          "DROP TABLE conversations_v7; DROP TABLE tenants");
+  for (const char* name : {"conversations_by_last_used", "conversation_summary", "conversation_tokens", "model_summary"})
+    make(name);
+  db.exec("COMMIT");
 }
 
 EngineBuffers history(const colikv::ModelSignature& m, int64_t n, uint32_t seed) {

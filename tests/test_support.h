@@ -116,6 +116,12 @@ std::string untouched_from(const EngineBuffers& b, int64_t from);
 std::string loads_as(colikv::Store& s, const std::string& id, const EngineBuffers& expect, int64_t n,
                      int64_t limit = -1);
 
+// Takes schema 7's tenants out of the SQLite store at path (closed), as a
+// store of schema `version` < 7 has it: conversations without tenant_id, no
+// tenants table, and the views of that version. For tests that make an
+// older store by editing a current one; sets no user_version.
+void undo_tenants(const std::string& path, int version);
+
 // A store in a fresh folder, as leveldb's test fixtures keep cases short:
 // `dir`, `model`, `options` (chunks of `chunk_tokens` positions,
 // chunked_options), `path` (store_at: a file of dir, or on PostgreSQL a schema

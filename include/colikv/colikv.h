@@ -61,6 +61,8 @@ typedef struct colikv_model {
                                    the open fails with COLIKV_ERR_CONFLICT when the path's file
                                    exists, COLIKV_ERR_INVALID with COLIKV_READONLY or for a
                                    postgresql:// location; COLIKV_CREATE is not read */
+#define COLIKV_TENANT 64    /* colikv_open_ex only: colikv_options.tenant is set (otherwise the
+                               handle is the default tenant's, "") */
 
 /* error codes: the same values as colikv::ErrorCode */
 #define COLIKV_OK 0
@@ -87,9 +89,9 @@ COLIKV_API int colikv_open(const char *path, int flags, colikv_store **out);
 
 /* Open options beyond the flags; a zeroed struct means the defaults.
  * Fields added after the first three are read only when a flag says the caller
- * set them (COLIKV_FILE_MODE for file_mode): a caller built against an older
- * header passes a shorter struct and never sets such a flag, so nothing past
- * its struct is read. */
+ * set them (COLIKV_FILE_MODE for file_mode, COLIKV_TENANT for tenant): a
+ * caller built against an older header passes a shorter struct and never sets
+ * such a flag, so nothing past its struct is read. */
 typedef struct colikv_options {
   int flags;               /* COLIKV_CREATE, COLIKV_READONLY, ... as for colikv_open */
   int busy_timeout_ms;     /* how long a write waits for another writer's lock; 0: 5000 */
@@ -98,6 +100,13 @@ typedef struct colikv_options {
   int file_mode;           /* read with COLIKV_FILE_MODE in flags: permission bits of a store
                               this call creates, and of its -wal and -shm (masked by the umask;
                               colikv::Options::file_mode); without the flag: 0600 */
+  const char *tenant;      /* read with COLIKV_TENANT in flags: the tenant (sharing domain) the
+                              handle sees and writes, as colikv::Options::tenant; NULL or "" is
+                              the default tenant. A name holding a control character or longer
+                              than 255 bytes fails with COLIKV_ERR_INVALID. A tenant the store
+                              does not hold is created by a writable handle; with
+                              COLIKV_READONLY it fails with COLIKV_ERR_NOT_FOUND ("no such
+                              tenant 'X'"). Copied: need not outlive the call. */
 } colikv_options;
 
 /* colikv_open with options; o == NULL means { COLIKV_CREATE, 0, 0 }. A negative

@@ -144,6 +144,23 @@ struct Options {
   // kInvalidArgument. Ignored by a store on a server. Default: 0600.
   int file_mode = 0600;
 
+  // The tenant (sharing domain) this Store sees and writes. A conversation
+  // belongs to one tenant and its id is unique within it; every call of the
+  // Store (load, list, count, info, match, stats, verify, gc, copy, fork,
+  // rename, delete, export, ...) sees only this tenant's conversations, and
+  // chunks are shared, deduplicated and matched only within it (docs/design.md,
+  // "Tenants"). "" is the default tenant, which holds every conversation of a
+  // store made before tenants. A tenant the store does not hold yet is created
+  // by a writable open with create_tenant_if_missing; a read-only open, or
+  // one without it, fails with kNotFound ("no such tenant 'X'"). A name
+  // holding a control character (below 0x20, or 0x7f) or longer than 255
+  // bytes fails with kInvalidArgument. Default: "".
+  std::string tenant;
+
+  // Whether a writable open creates the tenant named by `tenant` when the
+  // store does not hold it (a read-only open never does). Default: true.
+  bool create_tenant_if_missing = true;
+
   // SQLite only. Name of a registered SQLite VFS to open the file with (sqlite3_vfs_find);
   // "" means SQLite's default. Tests use it to inject I/O faults and power
   // loss. Default: "".

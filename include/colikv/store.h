@@ -133,6 +133,13 @@ struct StoreStats {
   int64_t evicted_chunks = 0;         // chunks whose payload was evicted (token ids kept)
 };
 
+// A tenant of the store (Options::tenant) and what its conversations hold.
+struct TenantInfo {
+  std::string name;            // "" for the default tenant
+  int64_t conversations = 0;
+  int64_t stored_bytes = 0;    // payload bytes of the chunks its conversations use
+};
+
 // What match() found: the conversation holding the longest prefix of a prompt.
 struct PrefixMatch {
   std::string id;        // "" when nothing matches
@@ -370,15 +377,25 @@ class COLIKV_API Store {
   // Reads and checks every chunk of one conversation (or of all when id is
   // ""): checksum, content digest, decompression, sizes, token ranges,
   // chunk-list completeness against the count; and PRAGMA integrity_check for
-  // the whole file. Lists the chunks shared without a content comparison
+  // the whole file. Only this Store's tenant's conversations are read; the
+  // file's own checks (integrity, chunks no conversation uses) are the whole
+  // store's whichever tenant asks. Lists the chunks shared without a content comparison
   // (UncomparedShare; of id's conversation only when id is given). Never
   // throws for problems in the data: it reports them. Throws kNotFound for a
   // missing id.
   VerifyReport verify(const std::string& id = "", const ProgressFn& progress = ProgressFn());
 
-  // Sizes by model and in total, from one read snapshot. Throws kCorrupt
-  // (a model row or counts no colikv writes), kIO.
+  // Sizes by model and in total, from one read snapshot, of this Store's
+  // tenant (Options::tenant): its conversations and the chunks they use; a
+  // tenant other than the default lists only the models it holds data of.
+  // file_bytes is the whole store's (a tenant does not isolate the file's
+  // size). Throws kCorrupt (a model row or counts no colikv writes), kIO.
   StoreStats stats();
+
+  // Every tenant of the store, by name (bytewise), whichever tenant this
+  // Store is opened for: the operator's view (colikv tenants), from one read
+  // snapshot. Throws kIO.
+  std::vector<TenantInfo> tenants();
 
   // Longest-prefix lookup: the conversation of `model` holding the longest
   // prefix of tokens[0, len), and how many tokens it holds. Ties go to the most
@@ -417,9 +434,11 @@ class COLIKV_API Store {
   PrefixMatch adopt(const ModelSignature& model, const int32_t* prompt, int64_t len, int64_t from, int32_t* tokens,
                     const KvTarget& kv);
 
-  // Evicts the KV data of the least recently used conversations until the
-  // chunk payloads take at most max_bytes (0: evict all), in one write
-  // transaction. Evicted conversations keep their rows, metadata and token
+  // Evicts the KV data of the least recently used conversations of this
+  // Store's tenant until the payloads of the chunks they use take at most
+  // max_bytes (0: evict all), in one write transaction; other tenants'
+  // conversations are never evicted by it (Options::max_store_bytes, the
+  // store-wide budget, evicts across tenants). Evicted conversations keep their rows, metadata and token
   // ids; a chunk's payload is freed only when no kept conversation uses it.
   // A reader that is loading meanwhile (its own snapshot) is not affected.
   // An evicted payload's pages are freed; SQLite reuses them, and after the

@@ -3,7 +3,10 @@
  * a conversation "<weights-id>/slot<N>" of one colikv store instead of a file.
  * Environment: COLIKV_STORE (a file or a postgresql:// URI; default <model folder>/colikv.db), COLIKV_SYNC=full|normal
  * (default full), COLIKV_MAX_BYTES (byte budget, LRU eviction; default unlimited),
- * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder).
+ * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder),
+ * COLIKV_TENANT (the tenant whose conversations this engine sees, stores and adopts, created
+ * if missing; default: the default tenant ""; engines of two tenants share no chunk and
+ * never adopt each other's conversations).
  * A store error never stops the engine: it logs [KV] and runs without persistence.
  * A truncate that discards more than KV_KEEP_MIN tokens, or a start-over, first keeps
  * the conversation as the fork "<weights-id>/slot<N>/<n>", which kv_disk_adopt (called
@@ -38,7 +41,9 @@ static colikv_store *kv_colikv(KVState *k){
         g_colikv_off=1; return NULL; }
     char path[2100]; const char *sp=getenv("COLIKV_STORE");
     if(sp && *sp) snprintf(path,sizeof(path),"%s",sp); else snprintf(path,sizeof(path),"%s/colikv.db",dir);
-    colikv_options o={COLIKV_CREATE,0,0};
+    colikv_options o={COLIKV_CREATE,0,0,0,NULL};
+    const char *tenant=getenv("COLIKV_TENANT");
+    if(tenant && *tenant){ o.flags|=COLIKV_TENANT; o.tenant=tenant; }
     const char *sync=getenv("COLIKV_SYNC");
     if(sync && !strcmp(sync,"normal")) o.flags|=COLIKV_SYNC_NORMAL;
     else if(sync && strcmp(sync,"full")) fprintf(stderr,"[KV] colikv: COLIKV_SYNC=%s is not full or normal: using full\n",sync);

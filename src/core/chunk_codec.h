@@ -115,8 +115,17 @@ void decode_chunk(const uint8_t* payload, size_t payload_size, bool compressed, 
 // Raw size of a chunk: 4 * sum over planes of width * n_tokens.
 int64_t planes_raw_size(const PlaneList& planes, int64_t n_tokens);
 
-// SHA-256("colikv chunk chain v1" NUL signature NUL precision)
-ChunkHash chain_seed(const std::string& signature, const std::string& precision);
+// SHA-256("colikv chunk chain v1" NUL signature NUL precision), and for a
+// tenant other than the default "", SHA-256(the same NUL tenant): every chain
+// hash, so every chunk key, of one tenant differs from another's (no sharing,
+// dedup or prefix match across tenants), while the default tenant's hashes
+// are those of stores made before tenants.
+ChunkHash chain_seed(const std::string& signature, const std::string& precision, const std::string& tenant = "");
+// What chunk_meta.prev_hash holds for a region at position 0 of the tenant's
+// chunks: "" (X'') for the default tenant, as before tenants, else the 32
+// bytes SHA-256("colikv tenant anchor v1" NUL tenant), so that the prefix
+// lookup of a prompt's first chunk finds only its own tenant's.
+std::string tenant_anchor(const std::string& tenant);
 // SHA-256(prev || tokens as int32 little-endian)
 ChunkHash chain_next(const ChunkHash& prev, const int32_t* tokens, int64_t n);
 std::string hash_hex(const ChunkHash& h);

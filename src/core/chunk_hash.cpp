@@ -22,7 +22,7 @@ bool key_matches(const ChunkHash& stored, const std::optional<ChunkHash>& digest
   return stored == (digest ? chunk_key(chain, *digest) : chain);
 }
 
-ChunkHash chain_seed(const std::string& signature, const std::string& precision) {
+ChunkHash chain_seed(const std::string& signature, const std::string& precision, const std::string& tenant) {
   static const char kDomain[] = "colikv chunk chain v1";
   const uint8_t nul = 0;
   Sha256 s;
@@ -31,7 +31,24 @@ ChunkHash chain_seed(const std::string& signature, const std::string& precision)
   s.update(signature.data(), signature.size());
   s.update(&nul, 1);
   s.update(precision.data(), precision.size());
+  // A precision name holds no NUL: the tenant's input never equals the default's.
+  if (!tenant.empty()) {
+    s.update(&nul, 1);
+    s.update(tenant.data(), tenant.size());
+  }
   return s.finish();
+}
+
+std::string tenant_anchor(const std::string& tenant) {
+  if (tenant.empty()) return std::string();
+  static const char kDomain[] = "colikv tenant anchor v1";
+  const uint8_t nul = 0;
+  Sha256 s;
+  s.update(kDomain, sizeof kDomain - 1);
+  s.update(&nul, 1);
+  s.update(tenant.data(), tenant.size());
+  const ChunkHash h = s.finish();
+  return std::string(reinterpret_cast<const char*>(h.data()), h.size());
 }
 
 ChunkHash chain_next(const ChunkHash& prev, const int32_t* tokens, int64_t n) {

@@ -1,6 +1,8 @@
 // The Catalog over PostgreSQL (see pg_catalog.h and migrations/postgres/).
 #include "postgres/pg_catalog.h"
 
+#include <chrono>
+
 #include "postgres/pg_migrations.h"
 
 namespace colikv {
@@ -162,6 +164,30 @@ class PgChunkCursor : public ChunkCursor {
 
 PgCatalog::PgCatalog(const std::string& uri, const Options& options) : conn_(uri, settings_of(options)) {
   open_postgres_schema(conn_, options.create_if_missing, options.read_only, conn_.server());
+  open_tenant(options);
+}
+
+void PgCatalog::open_tenant(const Options& options) {
+  anchor_ = tenant_anchor(options.tenant);
+  PgParams p;
+  p.add(options.tenant);
+  PgRows r = run("SELECT tenant_id FROM tenants WHERE name = $1", p, "reading the tenant");
+  if (r.size() == 0) {
+    if (options.read_only || !options.create_tenant_if_missing)
+      throw PgError(ErrorCode::kNotFound, conn_.server() + ": no such tenant '" + options.tenant + "'");
+    const int64_t now = static_cast<int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    PgParams q;
+    q.add(options.tenant).add(now);
+    // Another host may create it at the same time: either insert wins.
+    run("INSERT INTO tenants (name, created_ms) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", q,
+        "creating the tenant");
+    r = run("SELECT tenant_id FROM tenants WHERE name = $1", p, "reading the tenant");
+    if (r.size() == 0)
+      throw PgError(ErrorCode::kNotFound, conn_.server() + ": no such tenant '" + options.tenant + "'");
+  }
+  tenant_id_ = r.int64(0, 0);
 }
 
 PgRows PgCatalog::run(const char* sql, const PgParams& params, const char* what) {
@@ -174,8 +200,9 @@ std::unique_ptr<Catalog::Transaction> PgCatalog::begin(Access access, const std:
 
 std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& name) {
   PgParams p;
-  p.add(name);
-  PgRows r = run("SELECT conversation_id, model_id, token_count, generation, precision FROM conversations WHERE name = $1",
+  p.add(name).add(tenant_id_);
+  PgRows r = run("SELECT conversation_id, model_id, token_count, generation, precision FROM conversations "
+                 "WHERE name = $1 AND tenant_id = $2",
                  p, "reading a conversation");
   if (r.size() == 0) return std::nullopt;
   ConversationRow c;
@@ -190,23 +217,25 @@ std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& n
 
 int64_t PgCatalog::insert_conversation(const NewConversation& c) {
   PgParams p;
-  p.add(c.name).add(c.model_id).add(c.precision).add(c.now_ms).add(c.title).add(c.metadata);
+  p.add(c.name).add(c.model_id).add(c.precision).add(c.now_ms).add(c.title).add(c.metadata).add(tenant_id_);
   return run("INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, last_used_ms, title, "
-             "metadata) VALUES ($1, $2, $3, $4, $4, $4, $5, $6) RETURNING conversation_id",
+             "metadata, tenant_id) VALUES ($1, $2, $3, $4, $4, $4, $5, $6, $7) RETURNING conversation_id",
              p, "creating a conversation")
       .int64(0, 0);
 }
 
 int64_t PgCatalog::insert_fork(const NewFork& f) {
   PgParams p;
-  p.add(f.name).add(f.count).add(f.now_ms).add(f.parent_id);
-  return run("INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, parent_id, "
-             "forked_at, created_ms, updated_ms, last_used_ms) "
-             "SELECT $1::text, model_id, $2::bigint, precision, title, metadata, conversation_id, $2::bigint, "
-             "$3::bigint, $3::bigint, $3::bigint FROM conversations WHERE conversation_id = $4 "
-             "RETURNING conversation_id",
-             p, "creating a fork")
-      .int64(0, 0);
+  p.add(f.name).add(f.count).add(f.now_ms).add(f.parent_id).add(tenant_id_);
+  PgRows r = run("INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, parent_id, "
+                 "forked_at, created_ms, updated_ms, last_used_ms, tenant_id) "
+                 "SELECT $1::text, model_id, $2::bigint, precision, title, metadata, conversation_id, $2::bigint, "
+                 "$3::bigint, $3::bigint, $3::bigint, tenant_id FROM conversations WHERE conversation_id = $4 "
+                 "AND tenant_id = $5 RETURNING conversation_id",
+                 p, "creating a fork");
+  if (r.size() == 0)
+    throw PgError(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists");
+  return r.int64(0, 0);
 }
 
 void PgCatalog::delete_conversation(int64_t conversation_id) {
@@ -347,9 +376,8 @@ std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHas
 void PgCatalog::record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes) {
   PgParams p;
   p.add(chunk_id).add(c.model_id).add(c.precision);
-  static const uint8_t kNoPrev = 0;
   if (c.index_first == 0)
-    p.add_bytes(&kNoPrev, 0);  // X'': a region at position 0 follows nothing
+    p.add_bytes(anchor_.data(), anchor_.size());  // a region at position 0 follows the tenant's anchor (X'' for "")
   else
     p.add_hash(c.index_prev);
   p.add(c.index_tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest);

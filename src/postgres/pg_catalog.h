@@ -69,9 +69,10 @@ class PgCatalog : public Catalog {
   void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
   std::vector<ChunkPlace> unused_chunks() override;
   std::vector<ModelUsageRow> model_usage() override;
+  std::vector<TenantRow> tenant_usage() override;
 
-  int64_t stored_payload_bytes() override;
-  void visit_least_recent(const PrefixIndex::ConversationVisitor& f) override;
+  int64_t stored_payload_bytes(Scope scope) override;
+  void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
   std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
@@ -90,8 +91,16 @@ class PgCatalog : public Catalog {
   PgRows run(const char* sql, const PgParams& params, const char* what);
   void record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes);
 
+  // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
+  // else kNotFound "no such tenant".
+  void open_tenant(const Options& options);
+
   PgConnection conn_;
   std::unique_ptr<PrefixIndex> prefix_index_;
+  // The tenant this catalog sees (Options::tenant): its tenants.tenant_id,
+  // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).
+  int64_t tenant_id_ = 0;
+  std::string anchor_;
 };
 
 }  // namespace detail

@@ -47,13 +47,13 @@ ConversationInfoRow info_from_row(const PgRows& r, int i) {
 const char* set_text_sql(ConversationText column) {
   switch (column) {
     case ConversationText::kName:
-      return "UPDATE conversations SET name = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3";
+      return "UPDATE conversations SET name = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3 AND tenant_id = $4";
     case ConversationText::kMetadata:
-      return "UPDATE conversations SET metadata = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3";
+      return "UPDATE conversations SET metadata = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3 AND tenant_id = $4";
     case ConversationText::kTitle:
       break;
   }
-  return "UPDATE conversations SET title = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3";
+  return "UPDATE conversations SET title = $1, generation = generation + 1, updated_ms = $2 WHERE name = $3 AND tenant_id = $4";
 }
 
 }  // namespace
@@ -66,9 +66,9 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
     conn_.ensure_connected("recording a load");
     conn_.exec("BEGIN; SET LOCAL synchronous_commit = off", "recording a load");
     PgParams p;
-    p.add(now_ms).add(name);
+    p.add(now_ms).add(name).add(tenant_id_);
     conn_.query("UPDATE conversations SET last_used_ms = $1 WHERE conversation_id = "
-                "(SELECT conversation_id FROM conversations WHERE name = $2 FOR UPDATE SKIP LOCKED)",
+                "(SELECT conversation_id FROM conversations WHERE name = $2 AND tenant_id = $3 FOR UPDATE SKIP LOCKED)",
                 p, "recording a load");
     conn_.exec("COMMIT", "recording a load");
   } catch (const PgError&) {
@@ -81,14 +81,14 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
 
 bool PgCatalog::set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) {
   PgParams p;
-  p.add(value).add(now_ms).add(name);
+  p.add(value).add(now_ms).add(name).add(tenant_id_);
   return run(set_text_sql(column), p, "updating a conversation").affected() != 0;
 }
 
 std::optional<ConversationInfoRow> PgCatalog::conversation_info(const std::string& name) {
   PgParams p;
-  p.add(name);
-  PgRows r = conn_.query(std::string(kInfoSelect) + "WHERE c.name = $1", p, "reading a conversation");
+  p.add(name).add(tenant_id_);
+  PgRows r = conn_.query(std::string(kInfoSelect) + "WHERE c.name = $1 AND c.tenant_id = $2", p, "reading a conversation");
   if (r.size() == 0) return std::nullopt;
   return info_from_row(r, 0);
 }
@@ -99,9 +99,9 @@ std::vector<ConversationInfoRow> PgCatalog::list_conversations(int64_t limit, in
     p.add_null();  // LIMIT NULL: all
   else
     p.add(limit);
-  p.add(offset);
+  p.add(offset).add(tenant_id_);
   PgRows r = conn_.query(std::string(kInfoSelect) +
-                             "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations "
+                             "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations WHERE tenant_id = $3 "
                              "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT $1 OFFSET $2) "
                              "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
                          p, "listing conversations");
@@ -111,7 +111,9 @@ std::vector<ConversationInfoRow> PgCatalog::list_conversations(int64_t limit, in
 }
 
 int64_t PgCatalog::conversation_count() {
-  return run("SELECT count(*) FROM conversations", PgParams(), "counting conversations").int64(0, 0);
+  PgParams p;
+  p.add(tenant_id_);
+  return run("SELECT count(*) FROM conversations WHERE tenant_id = $1", p, "counting conversations").int64(0, 0);
 }
 
 void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t end_pos,
@@ -157,12 +159,13 @@ IntegrityReport PgCatalog::check_integrity() {
 
 std::vector<ConversationRow> PgCatalog::conversations_to_verify(const std::string& only) {
   PgParams p;
+  p.add(tenant_id_);
   if (!only.empty()) p.add(only);
   PgRows r = only.empty() ? run("SELECT conversation_id, name, model_id, token_count, precision FROM conversations "
-                                "ORDER BY name COLLATE \"C\"",
+                                "WHERE tenant_id = $1 ORDER BY name COLLATE \"C\"",
                                 p, "listing conversations")
                           : run("SELECT conversation_id, name, model_id, token_count, precision FROM conversations "
-                                "WHERE name = $1",
+                                "WHERE tenant_id = $1 AND name = $2",
                                 p, "reading a conversation");
   std::vector<ConversationRow> out;
   for (int i = 0; i < r.size(); ++i) {
@@ -227,8 +230,10 @@ void PgCatalog::for_each_verify_row(int64_t conversation_id, const std::function
 }
 
 std::vector<LineageRow> PgCatalog::lineage() {
-  PgRows r = run("SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations", PgParams(),
-                 "reading the fork tree");
+  PgParams p;
+  p.add(tenant_id_);
+  PgRows r = run("SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations WHERE tenant_id = $1",
+                 p, "reading the fork tree");
   std::vector<LineageRow> out;
   for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1), r.int64(i, 2), r.int64(i, 3)});
   return out;
@@ -237,11 +242,12 @@ std::vector<LineageRow> PgCatalog::lineage() {
 void PgCatalog::for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) {
   PgRows r = run("SELECT ch.chunk_id, ch.first_pos, ch.n_tokens, cc.conversation_id FROM chunks ch "
                  "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                 "JOIN conversations c ON c.conversation_id = cc.conversation_id AND c.tenant_id = $1 "
                  "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
                  "WHERE k.digest IS NULL AND ch.payload IS NOT NULL "
                  "AND ch.chunk_id IN (SELECT chunk_id FROM conversation_chunks GROUP BY chunk_id HAVING count(*) > 1) "
                  "ORDER BY ch.chunk_id",
-                 PgParams(), "reading shared chunks");
+                 PgParams().add(tenant_id_), "reading shared chunks");
   for (int i = 0; i < r.size(); ++i) f({{r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)}, r.int64(i, 3)});
 }
 
@@ -254,15 +260,24 @@ std::vector<ChunkPlace> PgCatalog::unused_chunks() {
   return out;
 }
 
+// A tenant's chunks are those its conversations use (a chunk no list names
+// is no tenant's: gc's). Tenants share none (their chain hashes differ).
+#define COLIKV_TENANT_CHUNK                                                                \
+  "ch.chunk_id IN (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c " \
+  "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = $1)"
+
 std::vector<ModelUsageRow> PgCatalog::model_usage() {
   PgRows r = run("SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
-                 " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id), "
-                 " (SELECT coalesce(sum(token_count), 0)::bigint FROM conversations c WHERE c.model_id = m.model_id), "
-                 " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id), "
-                 " (SELECT coalesce(sum(n_tokens), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id), "
-                 " (SELECT coalesce(sum(octet_length(payload)), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id) "
+                 " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id AND c.tenant_id = $1), "
+                 " (SELECT coalesce(sum(token_count), 0)::bigint FROM conversations c WHERE c.model_id = m.model_id "
+                 "    AND c.tenant_id = $1), "
+                 " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id AND " COLIKV_TENANT_CHUNK "), "
+                 " (SELECT coalesce(sum(n_tokens), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id AND "
+                 COLIKV_TENANT_CHUNK "), "
+                 " (SELECT coalesce(sum(octet_length(payload)), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id "
+                 "    AND " COLIKV_TENANT_CHUNK ") "
                  "FROM models m ORDER BY m.model_id",
-                 PgParams(), "reading model usage");
+                 PgParams().add(tenant_id_), "reading model usage");
   std::vector<ModelUsageRow> out;
   for (int i = 0; i < r.size(); ++i) {
     ModelUsageRow u;
@@ -279,12 +294,18 @@ std::vector<ModelUsageRow> PgCatalog::model_usage() {
   return out;
 }
 
-int64_t PgCatalog::stored_payload_bytes() {
-  return run("SELECT coalesce(sum(payload_bytes), 0)::bigint FROM chunk_meta", PgParams(), "summing payload bytes")
+int64_t PgCatalog::stored_payload_bytes(Scope scope) {
+  if (scope == Scope::kStore)
+    return run("SELECT coalesce(sum(payload_bytes), 0)::bigint FROM chunk_meta", PgParams(), "summing payload bytes")
+        .int64(0, 0);
+  return run("SELECT coalesce(sum(k.payload_bytes), 0)::bigint FROM chunk_meta k WHERE k.chunk_id IN "
+             "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+             "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = $1)",
+             PgParams().add(tenant_id_), "summing payload bytes")
       .int64(0, 0);
 }
 
-void PgCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) {
+void PgCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) {
   // In pages, after the last row seen: the visitor queries and updates chunks
   // between rows, and a budget just exceeded costs a page, not every row.
   const int64_t kPage = 64;
@@ -292,8 +313,14 @@ void PgCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) {
   for (;;) {
     PgParams p;
     p.add(after_used).add(after_id).add(kPage);
+    // $4 NULL: every tenant's.
+    if (scope == Scope::kStore)
+      p.add_null();
+    else
+      p.add(tenant_id_);
     PgRows r = run("SELECT conversation_id, name, last_used_ms FROM conversations "
                    "WHERE (last_used_ms, conversation_id) > ($1::bigint, $2::bigint) "
+                   "AND ($4::bigint IS NULL OR tenant_id = $4::bigint) "
                    "ORDER BY last_used_ms ASC, conversation_id ASC LIMIT $3",
                    p, "choosing conversations to evict");
     for (int i = 0; i < r.size(); ++i) {
@@ -330,14 +357,31 @@ void PgCatalog::evict_payload(int64_t chunk_id) {
 }
 
 int64_t PgCatalog::evicted_chunk_count() {
-  return run("SELECT count(*) FROM chunks WHERE payload IS NULL", PgParams(), "counting evicted chunks").int64(0, 0);
+  return run("SELECT count(DISTINCT ch.chunk_id) FROM chunks ch JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+             "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+             "WHERE ch.payload IS NULL AND c.tenant_id = $1",
+             PgParams().add(tenant_id_), "counting evicted chunks")
+      .int64(0, 0);
 }
 
 int64_t PgCatalog::evicted_conversation_count() {
   return run("SELECT count(DISTINCT cc.conversation_id) FROM chunks ch JOIN conversation_chunks cc "
-             "ON cc.chunk_id = ch.chunk_id WHERE ch.payload IS NULL",
-             PgParams(), "counting evicted conversations")
+             "ON cc.chunk_id = ch.chunk_id JOIN conversations c ON c.conversation_id = cc.conversation_id "
+             "WHERE ch.payload IS NULL AND c.tenant_id = $1",
+             PgParams().add(tenant_id_), "counting evicted conversations")
       .int64(0, 0);
+}
+
+std::vector<TenantRow> PgCatalog::tenant_usage() {
+  PgRows r = run("SELECT t.name, (SELECT count(*) FROM conversations c WHERE c.tenant_id = t.tenant_id), "
+                 " (SELECT coalesce(sum(k.payload_bytes), 0)::bigint FROM chunk_meta k WHERE k.chunk_id IN "
+                 "   (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+                 "     ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = t.tenant_id)) "
+                 "FROM tenants t ORDER BY t.name COLLATE \"C\"",
+                 PgParams(), "reading the tenants");
+  std::vector<TenantRow> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.text(i, 0), r.int64(i, 1), r.int64(i, 2)});
+  return out;
 }
 
 Catalog::CompactOutcome PgCatalog::compact(const std::string& what, int64_t) {
@@ -379,7 +423,7 @@ int64_t PgCatalog::file_bytes() {
 }
 
 PrefixIndex& PgCatalog::prefix_index() {
-  if (!prefix_index_) prefix_index_ = std::make_unique<PgPrefixIndex>(conn_);
+  if (!prefix_index_) prefix_index_ = std::make_unique<PgPrefixIndex>(conn_, tenant_id_, anchor_);
   return *prefix_index_;
 }
 

@@ -6,10 +6,10 @@ namespace detail {
 
 namespace {
 
-// prev_hash of a chunk at position 0 is the empty bytea, as in SQLite.
-PgParams& add_prev(PgParams& p, const ChunkHash* prev) {
-  static const uint8_t kNoPrev = 0;
-  return prev ? p.add_hash(*prev) : p.add_bytes(&kNoPrev, 0);
+// prev_hash of a chunk at position 0 is the tenant's anchor (the empty bytea
+// for the default tenant), as in SQLite.
+PgParams& add_prev(PgParams& p, const ChunkHash* prev, const std::string& anchor) {
+  return prev ? p.add_hash(*prev) : p.add_bytes(anchor.data(), anchor.size());
 }
 
 void visit_conversations(const PgRows& r, const PrefixIndex::ConversationVisitor& f) {
@@ -57,7 +57,7 @@ bool PgPrefixIndex::follower_in_range(int64_t model_id, const std::string& preci
                                       const std::string& from, const std::string& to) {
   PgParams p;
   p.add(model_id).add(precision);
-  add_prev(p, prev).add(from).add(to);
+  add_prev(p, prev, anchor_).add(from).add(to);
   return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 AND "
                      COLIKV_TOKENS_IN_RANGE("$4::text", "$5::text") " LIMIT 1",
                      p, "matching")
@@ -68,7 +68,7 @@ bool PgPrefixIndex::follower_equal(int64_t model_id, const std::string& precisio
                                    const std::string& exact) {
   PgParams p;
   p.add(model_id).add(precision);
-  add_prev(p, prev).add(exact);
+  add_prev(p, prev, anchor_).add(exact);
   return conn_.query("SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 AND "
                      COLIKV_TOKENS_EQUAL("$4::text") " LIMIT 1",
                      p, "matching")
@@ -91,7 +91,7 @@ std::optional<std::string> PgPrefixIndex::indexed_tokens(int64_t chunk_id, int64
                                                          const std::string& precision, const ChunkHash* prev) {
   PgParams p;
   p.add(chunk_id).add(model_id).add(precision);
-  add_prev(p, prev);
+  add_prev(p, prev, anchor_);
   return optional_text(conn_.query("SELECT tokens FROM chunk_meta WHERE chunk_id = $1 AND model_id = $2 "
                                    "AND precision = $3 AND prev_hash = $4",
                                    p, "matching"));
@@ -121,16 +121,17 @@ std::optional<int64_t> PgPrefixIndex::first_evicted_pos(int64_t conversation_id,
 
 std::optional<std::pair<int64_t, int64_t>> PgPrefixIndex::last_used(const std::string& name) {
   PgParams p;
-  p.add(name);
-  PgRows r = conn_.query("SELECT last_used_ms, conversation_id FROM conversations WHERE name = $1", p, "matching");
+  p.add(name).add(tenant_id_);
+  PgRows r = conn_.query("SELECT last_used_ms, conversation_id FROM conversations WHERE name = $1 AND tenant_id = $2", p,
+                         "matching");
   if (r.size() == 0) return std::nullopt;
   return std::make_pair(r.int64(0, 0), r.int64(0, 1));
 }
 
 void PgPrefixIndex::visit_recent(int64_t limit, const ConversationVisitor& f) {
   PgParams p;
-  p.add(limit);
-  visit_conversations(conn_.query("SELECT conversation_id, name FROM conversations "
+  p.add(limit).add(tenant_id_);
+  visit_conversations(conn_.query("SELECT conversation_id, name FROM conversations WHERE tenant_id = $2 "
                                   "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT $1",
                                   p, "matching"),
                       f);
@@ -139,10 +140,10 @@ void PgPrefixIndex::visit_recent(int64_t limit, const ConversationVisitor& f) {
 void PgPrefixIndex::visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
                                          const ConversationVisitor& f) {
   PgParams p;
-  p.add(model_id).add_hash(chain).add(seq);
+  p.add(model_id).add_hash(chain).add(seq).add(tenant_id_);
   visit_conversations(conn_.query("SELECT c.conversation_id, c.name FROM chunk_meta k "
                                   "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = $3 "
-                                  "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                                  "JOIN conversations c ON c.conversation_id = cc.conversation_id AND c.tenant_id = $4 "
                                   "WHERE k.model_id = $1 AND k.chain_hash = $2 "
                                   "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
                                   p, "matching"),
@@ -154,7 +155,7 @@ void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& p
                                           int64_t seq, const ConversationVisitor& f) {
   PgParams p;
   p.add(model_id).add(precision);
-  add_prev(p, prev).add(from).add(to).add(seq).add(exact);
+  add_prev(p, prev, anchor_).add(from).add(to).add(seq).add(exact).add(tenant_id_);
   visit_conversations(conn_.query("SELECT c.conversation_id, c.name FROM ("
                                   "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
                                   "    AND prev_hash = $3 AND " COLIKV_TOKENS_IN_RANGE("$4::text", "$5::text")
@@ -162,7 +163,7 @@ void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& p
                                   "  SELECT chunk_id FROM chunk_meta WHERE model_id = $1 AND precision = $2 "
                                   "    AND prev_hash = $3 AND " COLIKV_TOKENS_EQUAL("$7::text") ") k "
                                   "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq >= $6 "
-                                  "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                                  "JOIN conversations c ON c.conversation_id = cc.conversation_id AND c.tenant_id = $8 "
                                   "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
                                   p, "matching"),
                       f);

@@ -2,6 +2,8 @@
 #ifndef COLIKV_SRC_POSTGRES_PG_PREFIX_INDEX_H
 #define COLIKV_SRC_POSTGRES_PG_PREFIX_INDEX_H
 
+#include <string>
+
 #include "catalog.h"
 #include "postgres/pg_connection.h"
 
@@ -11,7 +13,10 @@ namespace detail {
 // The prefix lookup's queries (prefix_match.cpp) on a PgCatalog's connection.
 class PgPrefixIndex : public PrefixIndex {
  public:
-  explicit PgPrefixIndex(PgConnection& conn) : conn_(conn) {}
+  // Over the conversations of tenant tenant_id, whose regions at position 0
+  // chunk_meta indexes after `anchor`.
+  PgPrefixIndex(PgConnection& conn, int64_t tenant_id, const std::string& anchor)
+      : conn_(conn), tenant_id_(tenant_id), anchor_(anchor) {}
   std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
   bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
   bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
@@ -33,6 +38,8 @@ class PgPrefixIndex : public PrefixIndex {
 
  private:
   PgConnection& conn_;
+  int64_t tenant_id_;
+  std::string anchor_;  // add_bytes does not copy: kept here
 };
 
 }  // namespace detail

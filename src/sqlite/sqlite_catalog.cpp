@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 
@@ -11,6 +12,7 @@
 #include "sqlite/sqlite_space.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
+#include "store_location.h"
 
 namespace colikv {
 namespace detail {
@@ -42,14 +44,14 @@ struct ChunkMeta {
 
 // Writes the chunk_meta row of a chunk just inserted (replacing any row of a
 // reused chunk_id). Inside the write transaction that inserted the chunk.
-void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
+void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta, const std::string& anchor) {
   SQLite::Statement q(db,
                       "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
                       "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   q.bind(1, chunk_id);
   q.bind(2, meta.model_id);
   q.bind(3, meta.precision);
-  bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev);
+  bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
   q.bind(5, meta.tokens_json);
   q.bind(6, meta.payload_bytes);
   q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
@@ -59,11 +61,11 @@ void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& 
 
 // The payload of an existing chunk was (re)written: updates its payload bytes
 // (writing its whole chunk_meta row if it has none).
-void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta) {
+void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta, const std::string& anchor) {
   SQLite::Statement u(db, "UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
   u.bind(1, meta.payload_bytes);
   u.bind(2, chunk_id);
-  if (u.exec() == 0) record_chunk_meta(db, chunk_id, meta);
+  if (u.exec() == 0) record_chunk_meta(db, chunk_id, meta, anchor);
 }
 
 void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
@@ -151,8 +153,9 @@ std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const 
 std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) try {
   SQLite::Statement q(db_,
                       "SELECT conversation_id, model_id, token_count, generation, precision "
-                      "FROM conversations WHERE name = ?");
-  q.bind(1, name);
+                      "FROM conversations WHERE tenant_id = ? AND name = ?");
+  q.bind(1, tenant_id_);
+  q.bind(2, name);
   if (!q.executeStep()) return std::nullopt;
   ConversationRow r;
   r.id = q.getColumn(0).getInt64();
@@ -169,7 +172,7 @@ std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::strin
 int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
   SQLite::Statement ins(db_,
                         "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
-                        "last_used_ms, title, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+                        "last_used_ms, title, metadata, tenant_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins.bind(1, c.name);
   ins.bind(2, c.model_id);
   ins.bind(3, c.precision);
@@ -178,6 +181,7 @@ int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
   ins.bind(6, c.now_ms);
   ins.bind(7, c.title);
   ins.bind(8, c.metadata);
+  ins.bind(9, tenant_id_);
   ins.exec();
   return db_.getLastInsertRowid();
 } catch (const SQLite::Exception& e) {
@@ -187,9 +191,9 @@ int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
 int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
   SQLite::Statement ins(db_,
                         "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
-                        "parent_id, forked_at, created_ms, updated_ms, last_used_ms) "
-                        "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ? "
-                        "FROM conversations WHERE conversation_id = ?");
+                        "parent_id, forked_at, created_ms, updated_ms, last_used_ms, tenant_id) "
+                        "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ?, tenant_id "
+                        "FROM conversations WHERE conversation_id = ? AND tenant_id = ?");
   ins.bind(1, f.name);
   ins.bind(2, f.count);
   ins.bind(3, f.count);
@@ -197,7 +201,9 @@ int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
   ins.bind(5, f.now_ms);
   ins.bind(6, f.now_ms);
   ins.bind(7, f.parent_id);
-  ins.exec();
+  ins.bind(8, tenant_id_);
+  if (ins.exec() == 0)
+    throw Error(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists");
   return db_.getLastInsertRowid();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -417,7 +423,7 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
     ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
   ins.exec();
   const int64_t id = db_.getLastInsertRowid();
-  record_chunk_meta(db_, id, meta_of(c));
+  record_chunk_meta(db_, id, meta_of(c), anchor_);
   return id;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -432,7 +438,7 @@ void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) try 
   u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
   u.bind(5, chunk_id);
   u.exec();
-  record_chunk_payload(db_, chunk_id, meta_of(c));
+  record_chunk_payload(db_, chunk_id, meta_of(c), anchor_);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -482,12 +488,45 @@ void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) tr
 
 SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options) try
     : path_(path), options_(options), db_(open_store(path, options)), statements_(db_) {
+  open_tenant();
   // Checkpoints run in the background; with a custom VFS (fault injection)
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
   if (!options.read_only && options.vfs_name.empty())
     checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path, wal_checkpoint_pages(db_, options));
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
+}
+
+void SqliteCatalog::open_tenant() {
+  anchor_ = tenant_anchor(options_.tenant);
+  const std::string what = "store " + shown_location(path_);
+  auto find = [&]() -> std::optional<int64_t> {
+    SQLite::Statement q(db_, "SELECT tenant_id FROM tenants WHERE name = ?");
+    q.bind(1, options_.tenant);
+    if (!q.executeStep()) return std::nullopt;
+    return q.getColumn(0).getInt64();
+  };
+  std::optional<int64_t> id = sqlite_context(what, find);
+  if (!id) {
+    if (options_.read_only || !options_.create_tenant_if_missing)
+      throw Error(ErrorCode::kNotFound, what + ": no such tenant '" + options_.tenant + "'");
+    id = sqlite_context(what + ": creating tenant '" + options_.tenant + "'", [&] {
+      SqlTransaction txn(db_, what, SqlTransaction::kWrite);
+      std::optional<int64_t> made = find();  // another process may have made it meanwhile
+      if (!made) {
+        SQLite::Statement ins(db_, "INSERT INTO tenants (name, created_ms) VALUES (?, ?)");
+        ins.bind(1, options_.tenant);
+        ins.bind(2, static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count()));
+        ins.exec();
+        made = db_.getLastInsertRowid();
+      }
+      txn.commit();
+      return made;
+    });
+  }
+  tenant_id_ = *id;
 }
 
 SqliteCatalog::~SqliteCatalog() {
@@ -498,14 +537,25 @@ SqliteCatalog::~SqliteCatalog() {
   erase_freed_pages(db_.getHandle(), 0, options_.busy_timeout_ms);
 }
 
-int64_t SqliteCatalog::stored_payload_bytes() try {
-  return db_.execAndGet("SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta").getInt64();
+int64_t SqliteCatalog::stored_payload_bytes(Scope scope) try {
+  if (scope == Scope::kStore) return db_.execAndGet("SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta").getInt64();
+  SQLite::Statement q(db_,
+                      "SELECT coalesce(sum(k.payload_bytes), 0) FROM chunk_meta k WHERE k.chunk_id IN "
+                      "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+                      "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = ?)");
+  q.bind(1, tenant_id_);
+  q.executeStep();
+  return q.getColumn(0).getInt64();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::visit_least_recent(const PrefixIndex::ConversationVisitor& f) try {
-  SQLite::Statement q(db_, "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms ASC, conversation_id ASC");
+void SqliteCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) try {
+  SQLite::Statement q(db_, scope == Scope::kStore
+                               ? "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms ASC, conversation_id ASC"
+                               : "SELECT conversation_id, name FROM conversations WHERE tenant_id = ? "
+                                 "ORDER BY last_used_ms ASC, conversation_id ASC");
+  if (scope == Scope::kTenant) q.bind(1, tenant_id_);
   while (q.executeStep())
     if (f(q.getColumn(0).getInt64(), q.getColumn(1).getString())) return;
 } catch (const SQLite::Exception& e) {
@@ -540,17 +590,27 @@ void SqliteCatalog::evict_payload(int64_t chunk_id) try {
 }
 
 int64_t SqliteCatalog::evicted_chunk_count() try {
-  return db_.execAndGet("SELECT count(*) FROM chunks INDEXED BY chunks_evicted WHERE payload IS NULL").getInt64();
+  SQLite::Statement q(db_,
+                      "SELECT count(DISTINCT ch.chunk_id) FROM chunks ch INDEXED BY chunks_evicted "
+                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                      "WHERE ch.payload IS NULL AND c.tenant_id = ?");
+  q.bind(1, tenant_id_);
+  q.executeStep();
+  return q.getColumn(0).getInt64();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 int64_t SqliteCatalog::evicted_conversation_count() try {
-  return db_
-      .execAndGet(
-          "SELECT count(DISTINCT cc.conversation_id) FROM chunks ch INDEXED BY chunks_evicted "
-          "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id WHERE ch.payload IS NULL")
-      .getInt64();
+  SQLite::Statement q(db_,
+                      "SELECT count(DISTINCT cc.conversation_id) FROM chunks ch INDEXED BY chunks_evicted "
+                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                      "WHERE ch.payload IS NULL AND c.tenant_id = ?");
+  q.bind(1, tenant_id_);
+  q.executeStep();
+  return q.getColumn(0).getInt64();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -587,7 +647,7 @@ void SqliteCatalog::wait_before_write() try {
 }
 
 PrefixIndex& SqliteCatalog::prefix_index() {
-  if (!prefix_index_) prefix_index_ = std::make_unique<SqlitePrefixIndex>(statements_);
+  if (!prefix_index_) prefix_index_ = std::make_unique<SqlitePrefixIndex>(statements_, tenant_id_, anchor_);
   return *prefix_index_;
 }
 

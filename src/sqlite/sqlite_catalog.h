@@ -69,9 +69,10 @@ class SqliteCatalog : public Catalog {
   void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
   std::vector<ChunkPlace> unused_chunks() override;
   std::vector<ModelUsageRow> model_usage() override;
+  std::vector<TenantRow> tenant_usage() override;
 
-  int64_t stored_payload_bytes() override;
-  void visit_least_recent(const PrefixIndex::ConversationVisitor& f) override;
+  int64_t stored_payload_bytes(Scope scope) override;
+  void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
   std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
@@ -92,7 +93,14 @@ class SqliteCatalog : public Catalog {
   SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_
-  bool erase_pending_ = false;  // an erase_deleted that a reader kept from finishing
+  bool erase_pending_ = false;
+  // The tenant this catalog sees (Options::tenant): its tenants.tenant_id,
+  // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).
+  int64_t tenant_id_ = 0;
+  std::string anchor_;
+  // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
+  // else kNotFound "no such tenant".
+  void open_tenant();  // an erase_deleted that a reader kept from finishing
   // Declared last so that it stops before the connection closes.
   std::unique_ptr<Checkpointer> checkpointer_;
 };

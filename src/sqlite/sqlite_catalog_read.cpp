@@ -54,9 +54,10 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   sqlite3_busy_timeout(db_.getHandle(), 0);
   try {
-    SQLite::Statement u(db_, "UPDATE conversations SET last_used_ms = ? WHERE name = ?");
+    SQLite::Statement u(db_, "UPDATE conversations SET last_used_ms = ? WHERE tenant_id = ? AND name = ?");
     u.bind(1, now_ms);
-    u.bind(2, name);
+    u.bind(2, tenant_id_);
+    u.bind(3, name);
     u.exec();
   } catch (const SQLite::Exception&) {
   }
@@ -69,18 +70,20 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
 bool SqliteCatalog::set_text(const std::string& name, ConversationText column, const std::string& value,
                              int64_t now_ms) try {
   SQLite::Statement u(db_, std::string("UPDATE conversations SET ") + text_column_name(column) +
-                               " = ?, generation = generation + 1, updated_ms = ? WHERE name = ?");
+                               " = ?, generation = generation + 1, updated_ms = ? WHERE tenant_id = ? AND name = ?");
   u.bind(1, value);
   u.bind(2, now_ms);
-  u.bind(3, name);
+  u.bind(3, tenant_id_);
+  u.bind(4, name);
   return u.exec() != 0;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 std::optional<ConversationInfoRow> SqliteCatalog::conversation_info(const std::string& name) try {
-  SQLite::Statement q(db_, std::string(kInfoSelect) + "WHERE c.name = ?");
-  q.bind(1, name);
+  SQLite::Statement q(db_, std::string(kInfoSelect) + "WHERE c.tenant_id = ? AND c.name = ?");
+  q.bind(1, tenant_id_);
+  q.bind(2, name);
   if (!q.executeStep()) return std::nullopt;
   return info_from_row(q);
 } catch (const SQLite::Exception& e) {
@@ -91,11 +94,12 @@ std::vector<ConversationInfoRow> SqliteCatalog::list_conversations(int64_t limit
   // The page is chosen on the (last_used_ms, conversation_id) index alone:
   // OFFSET over the full select would compute the skipped rows' sizes too.
   SQLite::Statement q(db_, std::string(kInfoSelect) +
-                               "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations "
+                               "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations WHERE tenant_id = ? "
                                "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ? OFFSET ?) "
                                "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
-  q.bind(1, limit < 0 ? int64_t{-1} : limit);
-  q.bind(2, offset);
+  q.bind(1, tenant_id_);
+  q.bind(2, limit < 0 ? int64_t{-1} : limit);
+  q.bind(3, offset);
   std::vector<ConversationInfoRow> out;
   while (q.executeStep()) out.push_back(info_from_row(q));
   return out;
@@ -104,7 +108,10 @@ std::vector<ConversationInfoRow> SqliteCatalog::list_conversations(int64_t limit
 }
 
 int64_t SqliteCatalog::conversation_count() try {
-  return db_.execAndGet("SELECT count(*) FROM conversations").getInt64();
+  SQLite::Statement q(db_, "SELECT count(*) FROM conversations WHERE tenant_id = ?");
+  q.bind(1, tenant_id_);
+  q.executeStep();
+  return q.getColumn(0).getInt64();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -146,9 +153,12 @@ IntegrityReport SqliteCatalog::check_integrity() try {
 }
 
 std::vector<ConversationRow> SqliteCatalog::conversations_to_verify(const std::string& only) try {
-  SQLite::Statement q(db_, only.empty() ? "SELECT conversation_id, name, model_id, token_count, precision FROM conversations ORDER BY name"
-                                        : "SELECT conversation_id, name, model_id, token_count, precision FROM conversations WHERE name = ?");
-  if (!only.empty()) q.bind(1, only);
+  SQLite::Statement q(db_, only.empty() ? "SELECT conversation_id, name, model_id, token_count, precision FROM conversations "
+                                          "WHERE tenant_id = ? ORDER BY name"
+                                        : "SELECT conversation_id, name, model_id, token_count, precision FROM conversations "
+                                          "WHERE tenant_id = ? AND name = ?");
+  q.bind(1, tenant_id_);
+  if (!only.empty()) q.bind(2, only);
   std::vector<ConversationRow> out;
   while (q.executeStep()) {
     ConversationRow r;
@@ -209,7 +219,9 @@ void SqliteCatalog::for_each_verify_row(int64_t conversation_id, const std::func
 }
 
 std::vector<LineageRow> SqliteCatalog::lineage() try {
-  SQLite::Statement q(db_, "SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations");
+  SQLite::Statement q(db_,
+                      "SELECT conversation_id, name, coalesce(parent_id, 0), forked_at FROM conversations WHERE tenant_id = ?");
+  q.bind(1, tenant_id_);
   std::vector<LineageRow> out;
   while (q.executeStep())
     out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString(), q.getColumn(2).getInt64(),
@@ -223,10 +235,12 @@ void SqliteCatalog::for_each_undigested_share(const std::function<void(const Chu
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.first_pos, ch.n_tokens, cc.conversation_id FROM chunks ch "
                       "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                      "JOIN conversations c ON c.conversation_id = cc.conversation_id AND c.tenant_id = ? "
                       "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
                       "WHERE k.digest IS NULL AND length(ch.payload) IS NOT NULL "
                       "AND ch.chunk_id IN (SELECT chunk_id FROM conversation_chunks GROUP BY chunk_id HAVING count(*) > 1) "
                       "ORDER BY ch.chunk_id");
+  q.bind(1, tenant_id_);
   while (q.executeStep())
     f({{q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()}, q.getColumn(3).getInt64()});
 } catch (const SQLite::Exception& e) {
@@ -244,15 +258,25 @@ std::vector<ChunkPlace> SqliteCatalog::unused_chunks() try {
   throw sqlite_error(e);
 }
 
+// A tenant's chunks are those its conversations use (a chunk no list names
+// is no tenant's: gc's). Tenants share none (their chain hashes differ).
+#define COLIKV_TENANT_CHUNK                                                                             \
+  "ch.chunk_id IN (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "              \
+  "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = ?1)"
+
 std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
   SQLite::Statement q(db_,
                       "SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
-                      " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id), "
-                      " (SELECT coalesce(sum(token_count), 0) FROM conversations c WHERE c.model_id = m.model_id), "
-                      " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id), "
-                      " (SELECT coalesce(sum(n_tokens), 0) FROM chunks ch WHERE ch.model_id = m.model_id), "
-                      " (SELECT coalesce(sum(length(payload)), 0) FROM chunks ch WHERE ch.model_id = m.model_id) "
+                      " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id AND c.tenant_id = ?1), "
+                      " (SELECT coalesce(sum(token_count), 0) FROM conversations c WHERE c.model_id = m.model_id "
+                      "    AND c.tenant_id = ?1), "
+                      " (SELECT count(*) FROM chunks ch WHERE ch.model_id = m.model_id AND " COLIKV_TENANT_CHUNK "), "
+                      " (SELECT coalesce(sum(n_tokens), 0) FROM chunks ch WHERE ch.model_id = m.model_id AND "
+                      COLIKV_TENANT_CHUNK "), "
+                      " (SELECT coalesce(sum(length(payload)), 0) FROM chunks ch WHERE ch.model_id = m.model_id AND "
+                      COLIKV_TENANT_CHUNK ") "
                       "FROM models m ORDER BY m.model_id");
+  q.bind(1, tenant_id_);
   std::vector<ModelUsageRow> out;
   while (q.executeStep()) {
     ModelUsageRow u;
@@ -266,6 +290,20 @@ std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
     u.stored_bytes = q.getColumn(7).getInt64();
     out.push_back(u);
   }
+  return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
+std::vector<TenantRow> SqliteCatalog::tenant_usage() try {
+  SQLite::Statement q(db_,
+                      "SELECT t.name, (SELECT count(*) FROM conversations c WHERE c.tenant_id = t.tenant_id), "
+                      " (SELECT coalesce(sum(k.payload_bytes), 0) FROM chunk_meta k WHERE k.chunk_id IN "
+                      "   (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+                      "     ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = t.tenant_id)) "
+                      "FROM tenants t ORDER BY t.name");
+  std::vector<TenantRow> out;
+  while (q.executeStep()) out.push_back({q.getColumn(0).getString(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()});
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

@@ -23,12 +23,31 @@ void apply_migrations(SQLite::Database& db, const std::string& what, int up_to) 
     throw Error(ErrorCode::kVersion, what + ": schema version " + std::to_string(current) +
                                          " is newer than this library's " + std::to_string(latest) +
                                          "; upgrade colikv to open it");
+  if (current >= up_to) return;
+  // A migration that rebuilds a table (0007) must run with foreign key
+  // enforcement off, which SQLite allows to change only outside a
+  // transaction; each migration then checks the keys it could break.
+  const bool enforced = query_int(db, "PRAGMA foreign_keys", what) != 0;
+  exec(db, "PRAGMA foreign_keys=OFF", what);
+  struct Restore {
+    SQLite::Database& db;
+    bool on;
+    ~Restore() {
+      try {
+        if (on) db.exec("PRAGMA foreign_keys=ON");
+      } catch (const std::exception&) {  // only outside a transaction can it fail, and none is open here
+      }
+    }
+  } restore{db, enforced};
   for (const Migration& m : embedded_migrations()) {
     if (m.version <= current || m.version > up_to) continue;
     SqlTransaction txn(db, what);
     // Another process may have migrated between our check and our lock.
     if (query_int(db, "PRAGMA user_version", what) >= m.version) continue;
     exec(db, m.sql, what + ": migration " + m.name);
+    if (query_int(db, "SELECT count(*) FROM pragma_foreign_key_check('conversations')", what) != 0)
+      throw Error(ErrorCode::kCorrupt, what + ": migration " + m.name +
+                                           ": a conversation names a model, parent or tenant that does not exist");
     exec(db, "PRAGMA user_version=" + std::to_string(m.version), what);
     txn.commit();
   }

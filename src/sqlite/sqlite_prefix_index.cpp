@@ -13,8 +13,6 @@ const char* const kFirstEvictedSql =
 
 namespace {
 
-const uint8_t kNoPrev = 0;  // zero-length blob: the predecessor of a chunk at position 0
-
 void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
   q.bind(index, h.data(), static_cast<int>(h.size()));
 }
@@ -27,11 +25,11 @@ void visit_conversations(SQLite::Statement& q, const PrefixIndex::ConversationVi
 
 }  // namespace
 
-void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev) {
+void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev, const std::string& anchor) {
   if (prev)
     bind_hash(q, index, *prev);
   else
-    q.bind(index, &kNoPrev, 0);
+    q.bind(index, anchor.data(), static_cast<int>(anchor.size()));  // a blob, zero-length or not
 }
 
 std::optional<std::string> SqlitePrefixIndex::next_precision(int64_t model_id, const std::string& after) try {
@@ -60,7 +58,7 @@ bool SqlitePrefixIndex::follower_in_range(int64_t model_id, const std::string& p
       "AND tokens >= ?4 AND tokens < ?5 LIMIT 1");
   q->bind(1, model_id);
   q->bind(2, precision);
-  bind_prev(*q, 3, prev);
+  bind_prev(*q, 3, prev, anchor_);
   q->bind(4, from);
   q->bind(5, to);
   return q->executeStep();
@@ -75,7 +73,7 @@ bool SqlitePrefixIndex::follower_equal(int64_t model_id, const std::string& prec
       "AND tokens = ?4 LIMIT 1");
   q->bind(1, model_id);
   q->bind(2, precision);
-  bind_prev(*q, 3, prev);
+  bind_prev(*q, 3, prev, anchor_);
   q->bind(4, exact);
   return q->executeStep();
 } catch (const SQLite::Exception& e) {
@@ -103,7 +101,7 @@ std::optional<std::string> SqlitePrefixIndex::indexed_tokens(int64_t chunk_id, i
   q->bind(1, chunk_id);
   q->bind(2, model_id);
   q->bind(3, precision);
-  bind_prev(*q, 4, prev);
+  bind_prev(*q, 4, prev, anchor_);
   if (!q->executeStep()) return std::nullopt;
   return q->getColumn(0).getString();
 } catch (const SQLite::Exception& e) {
@@ -136,8 +134,9 @@ std::optional<int64_t> SqlitePrefixIndex::first_evicted_pos(int64_t conversation
 }
 
 std::optional<std::pair<int64_t, int64_t>> SqlitePrefixIndex::last_used(const std::string& name) try {
-  auto q = cache_.use("SELECT last_used_ms, conversation_id FROM conversations WHERE name = ?");
-  q->bind(1, name);
+  auto q = cache_.use("SELECT last_used_ms, conversation_id FROM conversations WHERE tenant_id = ? AND name = ?");
+  q->bind(1, tenant_id_);
+  q->bind(2, name);
   if (!q->executeStep()) return std::nullopt;
   return std::make_pair(q->getColumn(0).getInt64(), q->getColumn(1).getInt64());
 } catch (const SQLite::Exception& e) {
@@ -146,8 +145,10 @@ std::optional<std::pair<int64_t, int64_t>> SqlitePrefixIndex::last_used(const st
 
 void SqlitePrefixIndex::visit_recent(int64_t limit, const ConversationVisitor& f) try {
   auto q = cache_.use(
-      "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ?");
-  q->bind(1, limit);
+      "SELECT conversation_id, name FROM conversations WHERE tenant_id = ? "
+      "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT ?");
+  q->bind(1, tenant_id_);
+  q->bind(2, limit);
   visit_conversations(*q, f);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -158,12 +159,13 @@ void SqlitePrefixIndex::visit_users_of_chain(int64_t model_id, const ChunkHash& 
   auto q = cache_.use(
       "SELECT c.conversation_id, c.name FROM chunk_meta k "
       "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq = ?3 "
-      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+      "JOIN conversations c ON c.conversation_id = cc.conversation_id AND c.tenant_id = ?4 "
       "WHERE k.model_id = ?1 AND k.chain_hash = ?2 "
       "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
   q->bind(1, model_id);
   bind_hash(*q, 2, chain);
   q->bind(3, seq);
+  q->bind(4, tenant_id_);
   visit_conversations(*q, f);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -180,15 +182,16 @@ void SqlitePrefixIndex::visit_users_of_prefix(int64_t model_id, const std::strin
       "  SELECT chunk_id FROM chunk_meta WHERE model_id = ?1 AND precision = ?2 AND prev_hash = ?3 "
       "    AND tokens = ?7) k "
       "JOIN conversation_chunks cc ON cc.chunk_id = k.chunk_id AND cc.seq >= ?6 "
-      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+      "JOIN conversations c ON c.conversation_id = cc.conversation_id AND c.tenant_id = ?8 "
       "ORDER BY c.last_used_ms DESC, c.conversation_id DESC");
   q->bind(1, model_id);
   q->bind(2, precision);
-  bind_prev(*q, 3, prev);
+  bind_prev(*q, 3, prev, anchor_);
   q->bind(4, from);
   q->bind(5, to);
   q->bind(6, seq);
   q->bind(7, exact);
+  q->bind(8, tenant_id_);
   visit_conversations(*q, f);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

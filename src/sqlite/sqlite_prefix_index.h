@@ -12,13 +12,17 @@ namespace detail {
 // The first evicted entry of a chunk list (shared with the catalog's own).
 extern const char* const kFirstEvictedSql;
 
-// Binds the chain hash before a chunk: a zero-length blob for none (position
-// 0), as chunk_meta.prev_hash stores it.
-void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev);
+// Binds the chain hash before a chunk, or for none (position 0) the tenant's
+// anchor (tenant_anchor: a zero-length blob for the default tenant), as
+// chunk_meta.prev_hash stores it.
+void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev, const std::string& anchor);
 
 class SqlitePrefixIndex : public PrefixIndex {
  public:
-  explicit SqlitePrefixIndex(StatementCache& cache) : cache_(cache) {}
+  // Over the conversations of tenant tenant_id, whose regions at position 0
+  // chunk_meta indexes after `anchor`.
+  SqlitePrefixIndex(StatementCache& cache, int64_t tenant_id, std::string anchor)
+      : cache_(cache), tenant_id_(tenant_id), anchor_(std::move(anchor)) {}
 
   std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
   bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
@@ -41,6 +45,8 @@ class SqlitePrefixIndex : public PrefixIndex {
 
  private:
   StatementCache& cache_;
+  int64_t tenant_id_;
+  std::string anchor_;
 };
 
 }  // namespace detail

@@ -111,6 +111,8 @@ colikv::Options base_options(const Args& a) {
       throw UsageError{"bad value '" + m + "' for --file-mode (expected octal permission bits, 0 to 0777, such as 0640)"};
     o.file_mode = std::stoi(m, nullptr, 8);
   }
+  // The library refuses a name with a control character or over 255 bytes.
+  if (a.has("--tenant")) o.tenant = a.value("--tenant");
   if (a.has("--sync")) {
     std::string s = a.value("--sync");
     if (s == "full") o.synchronous = colikv::Synchronous::kFull;
@@ -130,6 +132,7 @@ colikv::Options read_options(const Args& a) {
 colikv::Options write_options(const Args& a) {
   colikv::Options o = base_options(a);
   o.create_if_missing = false;
+  o.create_tenant_if_missing = false;  // rm, rename, gc, ... of a tenant that is not there: "no such tenant"
   return o;
 }
 

@@ -61,11 +61,12 @@ int64_t parse_count(const std::string& text, const std::string& what);
 
 ProgressMode progress_mode(const Args& a);
 
-// --busy-timeout and --sync.
+// --busy-timeout, --file-mode, --tenant and --sync.
 colikv::Options base_options(const Args& a);
 // Stores of read-only commands: never created, never written.
 colikv::Options read_options(const Args& a);
-// Stores of write commands other than import: must exist.
+// Stores of write commands other than import and copy: must exist, and so
+// must the tenant.
 colikv::Options write_options(const Args& a);
 
 // True when `store` is a file store whose file does not exist: import and

@@ -90,6 +90,7 @@ int cmd_copy(const Args& a) {
   for (const std::string& id : ids) src.info(id);  // kNotFound naming the id
   colikv::Options dst_options = base_options(a);
   dst_options.create_if_missing = true;
+  if (a.has("--to-tenant")) dst_options.tenant = a.value("--to-tenant");
   // A DST file this copy creates appears whole or not at all: a copy that
   // fails leaves no store, and one another process creates meanwhile is
   // copied into instead.
@@ -149,11 +150,14 @@ CommandSpec copy_command() {
     "                      conversation (else fail saying what differs)\n"
     "  --file-mode MODE    permission bits (octal, less the umask) of DST when this\n"
     "                      copy creates it, and of its -wal and -shm (default 0600)\n"
+    "  --to-tenant NAME    the tenant of DST to copy into, created if missing\n"
+    "                      (default: --tenant's, which names SRC's)\n"
     "  --json              print the result as JSON\n",
     "  source, destination, conversations [{id, tokens, records_sha256, evicted_from\n"
     "  (null: none evicted), skipped}], tokens, copied, skipped\n", 2, SIZE_MAX,
     {{"--json", false}, {"--skip-existing", false}, {"--progress", false}, {"--quiet", false},
-     {"--busy-timeout", true}, {"--file-mode", true}},
+     {"--busy-timeout", true}, {"--tenant", true}, {"--to-tenant", true},
+     {"--file-mode", true}},
     cmd_copy, false};
 }
 

@@ -102,7 +102,7 @@ CommandSpec export_command() {
     "                      for a symbolic link to a missing file)\n"
     "  --json              print the result as JSON\n",
     "  store, id, file, tokens, bytes (of the file written)\n", 3, 3,
-    {{"--force", false}, {"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}},
+    {{"--force", false}, {"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}, {"--tenant", true}},
     cmd_export};
 }
 

@@ -26,7 +26,7 @@ CommandSpec fork_command() {
     "Creates the conversation NEW holding the first N tokens of SRC (default: all),\n"
     "sharing SRC's chunks instead of copying them.\n",
     "  --at N              take the first N tokens (N <= SRC's token count)\n", "", 3, 3,
-    {{"--at", true}, {"--sync", true}, {"--busy-timeout", true}}, cmd_fork};
+    {{"--at", true}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_fork};
 }
 
 }  // namespace colikv_cli

@@ -65,7 +65,7 @@ CommandSpec gc_command() {
     "  store, max_bytes, stored_bytes_before, stored_bytes_after, freed_bytes, chunks\n"
     "  (payloads evicted), evicted[] (ids of the conversations that lost KV data,\n"
     "  least recently used first), fits (stored_bytes_after <= max_bytes)\n",
-    1, 1, {{"--max-bytes", true}, {"--json", false}, {"--sync", true}, {"--busy-timeout", true}}, cmd_gc};
+    1, 1, {{"--max-bytes", true}, {"--json", false}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_gc};
 }
 
 }  // namespace colikv_cli

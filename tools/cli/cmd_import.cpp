@@ -159,7 +159,7 @@ CommandSpec import_command() {
         kModelKeys,
     2, 2,
     {{"--id", true}, {"--weights-id", true}, {"--weights-id-from", true}, {"--salvage", false}, {"--json", false}, {"--sync", true},
-     {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}, {"--file-mode", true}},
+     {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}, {"--tenant", true}, {"--file-mode", true}},
     cmd_import};
 }
 

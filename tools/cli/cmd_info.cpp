@@ -45,7 +45,7 @@ CommandSpec info_command() {
     "Shows the conversation's model, tokens, sizes, title, metadata, fork parent and\n"
     "times. The store is opened read-only.\n",
     "  --json              print as JSON\n", std::string(kConversationKeys) + kModelKeys, 2, 2,
-    {{"--json", false}, {"--busy-timeout", true}}, cmd_info};
+    {{"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_info};
 }
 
 }  // namespace colikv_cli

@@ -79,7 +79,7 @@ CommandSpec ls_command() {
     "                      and says how many there are)\n"
     "  --json              print as JSON\n",
     std::string("  store, conversations[], each with:\n") + kConversationKeys + kModelKeys, 1, 1,
-    {{"--limit", true}, {"--json", false}, {"--busy-timeout", true}}, cmd_ls};
+    {{"--limit", true}, {"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_ls};
 }
 
 }  // namespace colikv_cli

@@ -132,7 +132,7 @@ CommandSpec match_command() {
                 "  (leading prompt tokens it holds), loadable (of those, how many still have\n"
                 "  their KV data), evicted (loadable < tokens)\n") +
         kModelKeys,
-    1, 1, {{"--model-of", true}, {"--tokens", true}, {"--json", false}, {"--busy-timeout", true}}, cmd_match};
+    1, 1, {{"--model-of", true}, {"--tokens", true}, {"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_match};
 }
 
 }  // namespace colikv_cli

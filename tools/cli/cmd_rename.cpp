@@ -20,7 +20,7 @@ int cmd_rename(const Args& a) {
 
 CommandSpec rename_command() {
   return {"rename", "STORE OLD NEW", "rename a conversation", "Gives the conversation OLD the id NEW, which must be free.\n",
-    "", "", 3, 3, {{"--sync", true}, {"--busy-timeout", true}}, cmd_rename};
+    "", "", 3, 3, {{"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_rename};
 }
 
 }  // namespace colikv_cli

@@ -30,7 +30,7 @@ CommandSpec rm_command() {
     "(rm waits --busy-timeout for it), and the next rm, gc or close after that\n"
     "erases them. On PostgreSQL the server keeps them in free space until\n"
     "colikv vacuum, and in its WAL (docs/postgres.md).\n", "", "", 2, 2,
-    {{"--sync", true}, {"--busy-timeout", true}}, cmd_rm};
+    {{"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_rm};
 }
 
 }  // namespace colikv_cli

@@ -92,7 +92,7 @@ CommandSpec stats_command() {
                 "  saved_by_sharing, saved_by_compression, ratio (logical / stored, or null);\n"
                 "  each element of models[] starts with model{...} and chunk_tokens\n") +
         kModelKeys,
-    1, 1, {{"--json", false}, {"--busy-timeout", true}}, cmd_stats};
+    1, 1, {{"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_stats};
 }
 
 }  // namespace colikv_cli

@@ -26,7 +26,7 @@ CommandSpec truncate_command() {
   return {"truncate", "STORE ID N", "keep the first N tokens of a conversation",
     "Keeps the first N tokens (N <= the token count) and frees the chunks no other\n"
     "conversation uses.\n",
-    "", "", 3, 3, {{"--sync", true}, {"--busy-timeout", true}}, cmd_truncate};
+    "", "", 3, 3, {{"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_truncate};
 }
 
 }  // namespace colikv_cli

@@ -48,7 +48,7 @@ CommandSpec vacuum_command() {
     "  store, file_bytes_before, file_bytes_after (database plus WAL), reclaimable_bytes\n"
     "  (free inside the store before; null: not known), held_back (null, or why the\n"
     "  files were not cut)\n",
-    1, 1, {{"--json", false}, {"--sync", true}, {"--busy-timeout", true}}, cmd_vacuum};
+    1, 1, {{"--json", false}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_vacuum};
 }
 
 }  // namespace colikv_cli

@@ -139,7 +139,7 @@ CommandSpec verify_command() {
     "  uncompared_shares[] (warnings: chunks stored before schema 5 that\n"
     "  conversations of different fork lineage share, their values never\n"
     "  compared), each with chunk_id, first_pos, end_pos, conversations[]\n",
-    1, 2, {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}}, cmd_verify};
+    1, 2, {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_verify};
 }
 
 }  // namespace colikv_cli

@@ -18,6 +18,11 @@ const char* const kBusyHelp =
     "  --busy-timeout MS   wait up to MS milliseconds for another process's lock\n"
     "                      (default 5000)\n";
 
+const char* const kTenantHelp =
+    "  --tenant NAME       the tenant (sharing domain) whose conversations to see\n"
+    "                      (default: the default tenant, \"\"); a read-only command\n"
+    "                      fails on a tenant the store does not hold\n";
+
 bool has_option(const CommandSpec& c, const char* name) {
   return std::any_of(c.options.begin(), c.options.end(),
                      [&](const OptionSpec& o) { return std::strcmp(o.name, name) == 0; });
@@ -30,6 +35,7 @@ const std::vector<CommandSpec>& commands() {
       import_command(), export_command(), inspect_command(), ls_command(),       info_command(),
       rm_command(),     rename_command(), fork_command(),    truncate_command(), verify_command(),
       stats_command(),  match_command(),  gc_command(),      vacuum_command(),   copy_command(),
+      tenants_command(),
   };
   return all;
 }
@@ -52,6 +58,7 @@ std::string command_help(const CommandSpec& c) {
   if (has_option(c, "--sync")) h += kSyncHelp;
   if (has_option(c, "--progress")) h += kProgressHelp;
   if (has_option(c, "--busy-timeout")) h += kBusyHelp;
+  if (has_option(c, "--tenant")) h += kTenantHelp;
   h += "  -h, --help          show this help\n";
   if (!c.json_help.empty()) h += "\n--json keys (stable; new keys may be added):\n" + c.json_help;
   h += "\nexit status: 0 success, 1 failure, 2 wrong usage\n";

@@ -61,6 +61,7 @@ CommandSpec match_command();
 CommandSpec gc_command();
 CommandSpec vacuum_command();
 CommandSpec copy_command();
+CommandSpec tenants_command();
 
 }  // namespace colikv_cli
 

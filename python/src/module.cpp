@@ -403,7 +403,12 @@ a postgresql:// URI.
 
 Store(location, create=True, read_only=False, synchronous="full",
       busy_timeout_ms=5000, precision="f32", zstd_level=1, threads=0,
-      max_store_bytes=0, max_queued_bytes=1 GiB)
+      max_store_bytes=0, max_queued_bytes=1 GiB, tenant="")
+
+tenant names the sharing domain the Store sees and writes (Options::tenant):
+conversations, chunk sharing and prefix matches of one tenant never reach
+another's; "" is the default tenant. A writable open creates a tenant the
+store does not hold yet; a read-only one raises NotFound.
 
 A context manager: leaving the with-block closes it (committing what
 append_async queued). Every failing call raises a colikv.Error subclass and
@@ -417,8 +422,9 @@ UTF-8 come back as os.fsdecode gives a path (lone surrogates), and such a
 str names the same bytes.)doc")
       .def(py::init([](py::handle location_arg, bool create, bool read_only, const std::string& synchronous,
                        int busy_timeout_ms, const std::string& precision, int zstd_level, int threads,
-                       int64_t max_store_bytes, int64_t max_queued_bytes) {
+                       int64_t max_store_bytes, int64_t max_queued_bytes, const Text& tenant) {
              colikv::Options o;
+             o.tenant = tenant;
              o.create_if_missing = create;
              o.read_only = read_only;
              o.synchronous = parse_synchronous(synchronous);
@@ -438,7 +444,7 @@ str names the same bytes.)doc")
            py::arg("location"), py::kw_only(), py::arg("create") = true, py::arg("read_only") = false,
            py::arg("synchronous") = "full", py::arg("busy_timeout_ms") = 5000, py::arg("precision") = "f32",
            py::arg("zstd_level") = 1, py::arg("threads") = 0, py::arg("max_store_bytes") = 0,
-           py::arg("max_queued_bytes") = int64_t{1} << 30)
+           py::arg("max_queued_bytes") = int64_t{1} << 30, py::arg("tenant") = Text())
       .def_property_readonly("location", [](PyStore& ps) { return fs_str(ps.location()); }, "The path or URI as given (a str).")
       .def_property_readonly("closed", &PyStore::closed)
       .def_property_readonly("schema_version", [](PyStore& ps) { return locked_call(ps, [](colikv::Store& s) { return s.schema_version(); }); })

@@ -61,6 +61,23 @@ def test_write_rewrites_a_tail(location):
         assert e.value.position == 5
 
 
+def test_tenants_see_and_match_only_their_own(location):
+    tokens, lc, rc, _ = make_turn(MODEL, 80)
+    with colikv.Store(location, tenant="alice") as a, colikv.Store(location, tenant="bob") as b:
+        a.append("chat", MODEL, tokens, lc, rc)
+        assert a.match(MODEL, tokens) == ("chat", 80)
+        assert b.match(MODEL, tokens) is None and "chat" not in b and len(b) == 0
+        b.append("chat", MODEL, tokens[:40], lc, rc)  # the same id, another tenant's
+        assert a.count("chat") == 80 and b.count("chat") == 40
+        assert_bits_equal(b.load("chat", MODEL).lc, lc[:, :40])
+    with colikv.Store(location) as default:
+        assert len(default) == 0
+    with pytest.raises(colikv.NotFound, match="no such tenant 'carol'"):
+        colikv.Store(location, tenant="carol", read_only=True)
+    with pytest.raises(colikv.InvalidArgument):
+        colikv.Store(location, tenant="bad\x01name")
+
+
 def test_match_and_match_loadable(location):
     tokens, lc, rc, _ = make_turn(MODEL, 80)
     with colikv.Store(location) as s:

@@ -589,28 +589,27 @@ void SqliteCatalog::evict_payload(int64_t chunk_id) try {
   throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::evicted_chunk_count() try {
-  SQLite::Statement q(db_,
-                      "SELECT count(DISTINCT ch.chunk_id) FROM chunks ch INDEXED BY chunks_evicted "
-                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
-                      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
-                      "WHERE ch.payload IS NULL AND c.tenant_id = ?");
+// How many distinct `counted` (a column of ch or cc) the tenant's
+// conversations reach through evicted chunks.
+int64_t SqliteCatalog::count_evicted(const char* counted) {
+  SQLite::Statement q(db_, std::string("SELECT count(DISTINCT ") + counted +
+                               ") FROM chunks ch INDEXED BY chunks_evicted "
+                               "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                               "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                               "WHERE ch.payload IS NULL AND c.tenant_id = ?");
   q.bind(1, tenant_id_);
   q.executeStep();
   return q.getColumn(0).getInt64();
+}
+
+int64_t SqliteCatalog::evicted_chunk_count() try {
+  return count_evicted("ch.chunk_id");
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 int64_t SqliteCatalog::evicted_conversation_count() try {
-  SQLite::Statement q(db_,
-                      "SELECT count(DISTINCT cc.conversation_id) FROM chunks ch INDEXED BY chunks_evicted "
-                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
-                      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
-                      "WHERE ch.payload IS NULL AND c.tenant_id = ?");
-  q.bind(1, tenant_id_);
-  q.executeStep();
-  return q.getColumn(0).getInt64();
+  return count_evicted("cc.conversation_id");
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }

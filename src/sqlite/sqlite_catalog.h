@@ -93,14 +93,16 @@ class SqliteCatalog : public Catalog {
   SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_
-  bool erase_pending_ = false;
+  bool erase_pending_ = false;  // an erase_deleted that a reader kept from finishing
   // The tenant this catalog sees (Options::tenant): its tenants.tenant_id,
   // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).
   int64_t tenant_id_ = 0;
   std::string anchor_;
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
   // else kNotFound "no such tenant".
-  void open_tenant();  // an erase_deleted that a reader kept from finishing
+  void open_tenant();
+  // count(DISTINCT counted) over the tenant's links to evicted chunks.
+  int64_t count_evicted(const char* counted);
   // Declared last so that it stops before the connection closes.
   std::unique_ptr<Checkpointer> checkpointer_;
 };

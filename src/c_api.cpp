@@ -449,6 +449,34 @@ int64_t colikv_gc(colikv_store* s, int64_t max_bytes) {
   return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t { return st.gc(max_bytes).freed_bytes; });
 }
 
+int colikv_tenant_limits(colikv_store* s, int64_t* max_bytes, int64_t* max_idle_ms) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    const colikv::TenantLimits l = st.tenant_limits();
+    if (max_bytes) *max_bytes = l.max_bytes.value_or(COLIKV_NO_LIMIT);
+    if (max_idle_ms) *max_idle_ms = l.max_idle_ms.value_or(COLIKV_NO_LIMIT);
+    return COLIKV_OK;
+  });
+}
+
+int colikv_set_tenant_limits(colikv_store* s, int64_t max_bytes, int64_t max_idle_ms) {
+  return guarded<int>(s, [&](colikv::Store& st) {
+    require(max_bytes >= COLIKV_NO_LIMIT, "colikv_set_tenant_limits: max_bytes is negative (COLIKV_NO_LIMIT for none)");
+    require(max_idle_ms >= COLIKV_NO_LIMIT,
+            "colikv_set_tenant_limits: max_idle_ms is negative (COLIKV_NO_LIMIT for none)");
+    colikv::TenantLimits l;
+    if (max_bytes != COLIKV_NO_LIMIT) l.max_bytes = max_bytes;
+    if (max_idle_ms != COLIKV_NO_LIMIT) l.max_idle_ms = max_idle_ms;
+    st.set_tenant_limits(l);
+    return COLIKV_OK;
+  });
+}
+
+int64_t colikv_expire(colikv_store* s, int64_t max_idle_ms) {
+  return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
+    return static_cast<int64_t>(st.expire(max_idle_ms).conversations.size());
+  });
+}
+
 const char* colikv_strerror(int code) {
   if (code > 0) return "not an error code";
   return colikv::error_code_name(static_cast<colikv::ErrorCode>(code));

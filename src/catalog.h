@@ -35,6 +35,7 @@
 #include "core/chunk_codec.h"
 #include "colikv/model.h"
 #include "colikv/options.h"
+#include "colikv/store.h"
 
 namespace colikv {
 namespace detail {
@@ -259,6 +260,13 @@ struct TenantRow {
   std::string name;
   int64_t conversations = 0;
   int64_t stored_bytes = 0;  // payload bytes of the chunks its conversations use
+  TenantLimits limits;       // as stored, unchecked (Store::Impl::checked_limits)
+};
+
+// A conversation that expired (tenant retention).
+struct IdleConversation {
+  int64_t id = 0;
+  std::string name;
 };
 
 // A chunk that holds values and their stored size (eviction).
@@ -446,6 +454,16 @@ class Catalog {
   virtual std::vector<ModelUsageRow> model_usage() = 0;
   // Every tenant of the store, whichever this catalog's is, by name.
   virtual std::vector<TenantRow> tenant_usage() = 0;
+
+  // Tenant limits (TenantLimits), of this catalog's tenant
+  // The limits as stored, unchecked; a stored value that is not an integer
+  // is kCorrupt.
+  virtual TenantLimits tenant_limits() = 0;
+  // Write transaction. Sets both limits (none: NULL).
+  virtual void set_tenant_limits(const TenantLimits& limits) = 0;
+  // The tenant's conversations last used before used_before_ms (strictly),
+  // least recently used first.
+  virtual std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) = 0;
 
   // Eviction
   // Which conversations an eviction weighs and evicts: all of the store's

@@ -110,6 +110,52 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
   });
 }
 
+ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id) {
+  ExpiryReport r;
+  Catalog& catalog = *s.catalog;
+  for (const IdleConversation& c : catalog.idle_conversations(used_before_ms)) {
+    if (c.id == protect_id) continue;
+    // As remove() deletes: the row and chunk list, then its chunks unless
+    // another conversation (a fork, a shared prefix) still links them.
+    std::vector<int64_t> ids;
+    std::map<int64_t, int64_t> bytes;
+    for (const PayloadChunk& p : catalog.payload_chunks(c.id)) bytes[p.chunk_id] = p.bytes;
+    for (const ChunkSummary& ch : catalog.chunk_list(c.id)) ids.push_back(ch.chunk_id);
+    catalog.delete_conversation(c.id);
+    for (int64_t id : ids) {
+      if (catalog.chunk_users(id) > 0) continue;
+      ++r.chunks;
+      auto b = bytes.find(id);
+      if (b != bytes.end()) r.freed_bytes += b->second;
+    }
+    catalog.free_unused_chunks(ids);
+    r.conversations.push_back(c.name);
+  }
+  return r;
+}
+
+TenantLimits checked_limits(const TenantLimits& stored, const std::string& here) {
+  if (stored.max_bytes && *stored.max_bytes < 0)
+    throw Error(ErrorCode::kCorrupt, here + ": the tenant's stored max_bytes " + std::to_string(*stored.max_bytes) +
+                                         " is negative");
+  if (stored.max_idle_ms && *stored.max_idle_ms < 0)
+    throw Error(ErrorCode::kCorrupt, here + ": the tenant's stored max_idle_ms " +
+                                         std::to_string(*stored.max_idle_ms) + " is negative");
+  return stored;
+}
+
+bool apply_limits(Store::Impl& s, int64_t written) {
+  const TenantLimits limits = checked_limits(read_rows(s.where(), [&] { return s.catalog->tenant_limits(); }), s.where());
+  bool deleted = false;
+  // Retention first: what it deletes need not be evicted for the quota.
+  if (limits.max_idle_ms)
+    deleted = !with_context(s.where(), [&] { return expire_idle(s, now_ms() - *limits.max_idle_ms, written); })
+                   .conversations.empty();
+  if (limits.max_bytes) evict_to_fit(s, *limits.max_bytes, written, Catalog::Scope::kTenant);
+  if (s.options.max_store_bytes > 0) evict_to_fit(s, s.options.max_store_bytes, written, Catalog::Scope::kStore);
+  return deleted;
+}
+
 void fill_eviction_stats(Store::Impl& s, StoreStats& out) {
   with_context(s.where(), [&] {
     out.evicted_chunks = s.catalog->evicted_chunk_count();
@@ -138,6 +184,45 @@ EvictionReport Store::gc(int64_t max_bytes) {
   // The evicted values, out of the store's files too. Not after the budget's
   // eviction in an append: that would checkpoint on every append at the budget.
   if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
+  return r;
+}
+
+TenantLimits Store::tenant_limits() {
+  detail::StoreCall call(*impl_);
+  Impl& s = *impl_;
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
+  return detail::checked_limits(detail::read_rows(s.where(), [&] { return s.catalog->tenant_limits(); }), s.where());
+}
+
+void Store::set_tenant_limits(const TenantLimits& limits) {
+  detail::StoreCall call(*impl_);
+  Impl& s = *impl_;
+  const std::string here = s.where() + ": setting the tenant's limits";
+  s.require_writable("set the tenant's limits");
+  if (limits.max_bytes && *limits.max_bytes < 0)
+    throw Error(ErrorCode::kInvalidArgument, here + ": negative max_bytes " + std::to_string(*limits.max_bytes));
+  if (limits.max_idle_ms && *limits.max_idle_ms < 0)
+    throw Error(ErrorCode::kInvalidArgument, here + ": negative max_idle_ms " + std::to_string(*limits.max_idle_ms));
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+  with_context(here, [&] { s.catalog->set_tenant_limits(limits); });
+  txn->commit();
+}
+
+ExpiryReport Store::expire(int64_t max_idle_ms) {
+  detail::StoreCall call(*impl_);
+  Impl& s = *impl_;
+  const std::string here = s.where() + ": expire";
+  s.require_writable("expire");
+  if (max_idle_ms < 0)
+    throw Error(ErrorCode::kInvalidArgument, here + ": negative idle time " + std::to_string(max_idle_ms) + " ms");
+  ExpiryReport r;
+  {
+    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+    r = with_context(here, [&] { return detail::expire_idle(s, detail::now_ms() - max_idle_ms, -1); });
+    txn->commit();
+  }
+  // What it deleted, out of the store's files as remove() erases.
+  if (!r.conversations.empty()) s.catalog->erase_deleted(here);
   return r;
 }
 

@@ -1,5 +1,6 @@
 // Internal hooks of eviction under the byte budget (eviction.cpp), called
-// from store.cpp and store_write.cpp. Not installed.
+// from store_append.cpp and store.cpp; retention (TenantLimits::max_idle_ms) too.
+// Not installed.
 #ifndef COLIKV_SRC_EVICTION_H
 #define COLIKV_SRC_EVICTION_H
 
@@ -24,6 +25,22 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens);
 // (gc). The conversation `protect_id` (a conversations.conversation_id; -1
 // for none) is never evicted.
 EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope);
+
+// Inside an open write transaction: deletes, whole, the Store's tenant's
+// conversations last used before used_before_ms (but `protect_id`), their
+// chunk lists and the chunks nothing else links. The caller erases their
+// bytes (Catalog::erase_deleted) once it has committed.
+ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id);
+
+// Inside an append's write transaction, after its chunks are linked to the
+// conversation `written`: the tenant's retention (expire_idle), the tenant's
+// quota (evict_to_fit within the tenant), then the store-wide budget
+// (Options::max_store_bytes, across tenants), each only when set. Returns
+// whether it deleted a conversation: the caller then erases after its commit.
+bool apply_limits(Store::Impl& s, int64_t written);
+
+// A tenant's stored limits, checked: a negative one is kCorrupt naming `here`.
+TenantLimits checked_limits(const TenantLimits& stored, const std::string& here);
 
 // Fills StoreStats::evicted_conversations and evicted_chunks (in a snapshot).
 void fill_eviction_stats(Store::Impl& s, StoreStats& out);

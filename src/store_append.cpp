@@ -366,6 +366,7 @@ class Appender {
   void write_transaction() {
     s_.catalog->wait_before_write();
     const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
+    bool expired = false;
     with_context(here_, [&] {
       check_generation();
       const ModelRow m = model_for_write();
@@ -375,10 +376,13 @@ class Appender {
       // A replaced chunk stays when it is linked still: by another conversation,
       // or by this one when the same content was re-saved into it.
       s_.free_unused_chunks(replaced_chunks());
-      // The byte budget: evict least recently used conversations, not this one.
-      if (s_.options.max_store_bytes > 0) detail::evict_to_fit(s_, s_.options.max_store_bytes, conv_id, detail::Catalog::Scope::kStore);
+      // The tenant's retention and quota, and the store's byte budget: never this conversation.
+      expired = detail::apply_limits(s_, conv_id);
     });
     txn->commit();
+    // A conversation that expired is erased as remove() erases (rarely: the
+    // evictions above are not, which would checkpoint on every append at a budget).
+    if (expired) s_.catalog->erase_deleted(here_);
   }
 
   void check_generation() const {

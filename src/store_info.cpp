@@ -183,7 +183,9 @@ std::vector<TenantInfo> Store::tenants() {
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   std::vector<TenantInfo> out;
   read_rows(s.where(), [&] {
-    for (const detail::TenantRow& t : s.catalog->tenant_usage()) out.push_back({t.name, t.conversations, t.stored_bytes});
+    for (const detail::TenantRow& t : s.catalog->tenant_usage())
+      out.push_back({t.name, t.conversations, t.stored_bytes,
+                     detail::checked_limits(t.limits, s.where() + ": tenant '" + t.name + "'")});
   });
   return out;
 }

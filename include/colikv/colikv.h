@@ -306,6 +306,35 @@ COLIKV_API int64_t colikv_adopt(colikv_store *s, const colikv_model *m, const in
  * freed (>= 0). */
 COLIKV_API int64_t colikv_gc(colikv_store *s, int64_t max_bytes);
 
+/* Tenant limits (colikv::TenantLimits): each tenant's byte quota and
+ * retention, kept in the store. New functions, no struct changed: a caller
+ * built against an older header is unaffected. COLIKV_NO_LIMIT stands for
+ * "none" in both. */
+#define COLIKV_NO_LIMIT (-1)
+
+/* The limits of the handle's tenant: its byte quota into *max_bytes, its
+ * retention in milliseconds into *max_idle_ms, COLIKV_NO_LIMIT for none
+ * (either pointer may be NULL). Returns COLIKV_OK; COLIKV_ERR_CORRUPT (a
+ * stored limit colikv does not write), COLIKV_ERR_IO. */
+COLIKV_API int colikv_tenant_limits(colikv_store *s, int64_t *max_bytes, int64_t *max_idle_ms);
+
+/* Replaces both limits of the handle's tenant (colikv::Store::set_tenant_limits):
+ * after each append into the tenant, its conversations other than the one
+ * written that were not used for longer than max_idle_ms are deleted whole
+ * (erased as colikv_delete erases), then its least recently used ones are
+ * evicted until the chunk payloads it links take at most max_bytes; another
+ * tenant's conversations are never touched. COLIKV_NO_LIMIT: none. Returns
+ * COLIKV_OK; COLIKV_ERR_INVALID for any other negative value,
+ * COLIKV_ERR_READONLY, COLIKV_ERR_BUSY, COLIKV_ERR_IO; nothing changes then. */
+COLIKV_API int colikv_set_tenant_limits(colikv_store *s, int64_t max_bytes, int64_t max_idle_ms);
+
+/* Deletes whole every conversation of the handle's tenant not used for
+ * longer than max_idle_ms, in one transaction, erasing their bytes as
+ * colikv_delete does (colikv::Store::expire). Returns the number of
+ * conversations deleted (>= 0); COLIKV_ERR_INVALID (max_idle_ms < 0),
+ * COLIKV_ERR_READONLY, COLIKV_ERR_BUSY, COLIKV_ERR_IO. */
+COLIKV_API int64_t colikv_expire(colikv_store *s, int64_t max_idle_ms);
+
 /* The weights identity of a model folder, for colikv_model.weights_id when
  * the engine has none of its own: "w" and 16 hex digits of a SHA-256 over the
  * bytes of model_dir/config.json and the names and sizes of the folder's

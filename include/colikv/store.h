@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,11 +134,31 @@ struct StoreStats {
   int64_t evicted_chunks = 0;         // chunks whose payload was evicted (token ids kept)
 };
 
+// A tenant's own limits, kept in the store with the tenant (so every process
+// writing for it applies the same ones): Store::set_tenant_limits.
+struct TenantLimits {
+  // The tenant's byte budget: after an append into the tenant (append, write,
+  // import, copy), its least recently used conversations other than the one
+  // written are evicted, as gc evicts, until the payloads of the chunks its
+  // conversations link take at most this many bytes. Another tenant's
+  // conversations are never evicted by it. none: no quota (the store-wide
+  // Options::max_store_bytes still applies).
+  std::optional<int64_t> max_bytes;
+  // Retention, in milliseconds: the same appends first delete, whole, every
+  // conversation of the tenant not used (ConversationInfo::last_used_ms) for
+  // longer than this: its row, chunk list, token ids and the chunks no other
+  // conversation links, erased from the files as remove() erases. none: kept
+  // however long idle.
+  std::optional<int64_t> max_idle_ms;
+  bool operator==(const TenantLimits& o) const { return max_bytes == o.max_bytes && max_idle_ms == o.max_idle_ms; }
+};
+
 // A tenant of the store (Options::tenant) and what its conversations hold.
 struct TenantInfo {
   std::string name;            // "" for the default tenant
   int64_t conversations = 0;
   int64_t stored_bytes = 0;    // payload bytes of the chunks its conversations use
+  TenantLimits limits;         // its quota and retention (none by default)
 };
 
 // What match() found: the conversation holding the longest prefix of a prompt.
@@ -159,6 +180,13 @@ struct EvictionReport {
   int64_t chunks = 0;               // chunk payloads evicted
   std::vector<std::string> conversations;  // conversations that became evicted, least recently used first
   bool fits = true;  // stored_bytes_after <= the budget (false when kept data alone exceeds it)
+};
+
+// What an expiry (Store::expire, or a tenant's retention after an append) deleted.
+struct ExpiryReport {
+  std::vector<std::string> conversations;  // deleted whole, least recently used first
+  int64_t chunks = 0;                      // chunks deleted with them (no other conversation linked them)
+  int64_t freed_bytes = 0;                 // payload bytes of those chunks
 };
 
 struct VacuumReport {
@@ -396,6 +424,22 @@ class COLIKV_API Store {
   // Store is opened for: the operator's view (colikv tenants), from one read
   // snapshot. Throws kIO.
   std::vector<TenantInfo> tenants();
+
+  // This Store's tenant's limits (TenantLimits), as stored. Throws kCorrupt
+  // (a stored limit no colikv writes: negative, not an integer), kIO.
+  TenantLimits tenant_limits();
+  // Replaces this Store's tenant's limits, both fields, in one write
+  // transaction; applied from the next append or gc on (by every process),
+  // nothing is evicted or deleted by this call. Throws kInvalidArgument,
+  // changing nothing, for a negative max_bytes or max_idle_ms; kReadOnly,
+  // kBusy, kIO.
+  void set_tenant_limits(const TenantLimits& limits);
+  // Deletes, whole, every conversation of this Store's tenant not used for
+  // longer than max_idle_ms (now - last_used_ms > max_idle_ms), in one write
+  // transaction, then erases their bytes from the store's files as remove()
+  // does. Other tenants' conversations are never touched. Throws
+  // kInvalidArgument (max_idle_ms < 0), kReadOnly, kBusy.
+  ExpiryReport expire(int64_t max_idle_ms);
 
   // Longest-prefix lookup: the conversation of `model` holding the longest
   // prefix of tokens[0, len), and how many tokens it holds. Ties go to the most

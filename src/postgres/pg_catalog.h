@@ -70,6 +70,9 @@ class PgCatalog : public Catalog {
   std::vector<ChunkPlace> unused_chunks() override;
   std::vector<ModelUsageRow> model_usage() override;
   std::vector<TenantRow> tenant_usage() override;
+  TenantLimits tenant_limits() override;
+  void set_tenant_limits(const TenantLimits& limits) override;
+  std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;

@@ -376,11 +376,46 @@ std::vector<TenantRow> PgCatalog::tenant_usage() {
   PgRows r = run("SELECT t.name, (SELECT count(*) FROM conversations c WHERE c.tenant_id = t.tenant_id), "
                  " (SELECT coalesce(sum(k.payload_bytes), 0)::bigint FROM chunk_meta k WHERE k.chunk_id IN "
                  "   (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
-                 "     ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = t.tenant_id)) "
+                 "     ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = t.tenant_id)), "
+                 " t.max_bytes, t.max_idle_ms "
                  "FROM tenants t ORDER BY t.name COLLATE \"C\"",
                  PgParams(), "reading the tenants");
   std::vector<TenantRow> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back({r.text(i, 0), r.int64(i, 1), r.int64(i, 2)});
+  for (int i = 0; i < r.size(); ++i) {
+    TenantRow t{r.text(i, 0), r.int64(i, 1), r.int64(i, 2), {}};
+    if (!r.is_null(i, 3)) t.limits.max_bytes = r.int64(i, 3);
+    if (!r.is_null(i, 4)) t.limits.max_idle_ms = r.int64(i, 4);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+TenantLimits PgCatalog::tenant_limits() {
+  PgRows r = run("SELECT max_bytes, max_idle_ms FROM tenants WHERE tenant_id = $1", PgParams().add(tenant_id_),
+                 "reading the tenant's limits");
+  TenantLimits l;
+  if (r.size() == 0) return l;  // deleted by hand meanwhile: no limits to apply
+  if (!r.is_null(0, 0)) l.max_bytes = r.int64(0, 0);
+  if (!r.is_null(0, 1)) l.max_idle_ms = r.int64(0, 1);
+  return l;
+}
+
+void PgCatalog::set_tenant_limits(const TenantLimits& limits) {
+  PgParams p;
+  if (limits.max_bytes) p.add(*limits.max_bytes); else p.add_null();
+  if (limits.max_idle_ms) p.add(*limits.max_idle_ms); else p.add_null();
+  p.add(tenant_id_);
+  PgRows r = run("UPDATE tenants SET max_bytes = $1::bigint, max_idle_ms = $2::bigint WHERE tenant_id = $3", p,
+                 "setting the tenant's limits");
+  if (r.affected() != 1) throw PgError(ErrorCode::kNotFound, "no such tenant (deleted meanwhile)");
+}
+
+std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_ms) {
+  PgRows r = run("SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND last_used_ms < $2 "
+                 "ORDER BY last_used_ms ASC, conversation_id ASC",
+                 PgParams().add(tenant_id_).add(used_before_ms), "choosing conversations that expired");
+  std::vector<IdleConversation> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1)});
   return out;
 }
 

@@ -295,15 +295,70 @@ std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
   throw sqlite_error(e);
 }
 
+namespace {
+
+// A stored limit: NULL is none; anything but an integer is no value colikv
+// writes (the column's CHECK lets text through: SQLite orders text above
+// every number).
+std::optional<int64_t> stored_limit(const SQLite::Column& c, const std::string& tenant) {
+  if (c.isNull()) return std::nullopt;
+  if (!c.isInteger())
+    throw Error(ErrorCode::kCorrupt, "tenant '" + tenant + "': its " + c.getName() + " is not an integer");
+  return c.getInt64();
+}
+
+}  // namespace
+
 std::vector<TenantRow> SqliteCatalog::tenant_usage() try {
   SQLite::Statement q(db_,
                       "SELECT t.name, (SELECT count(*) FROM conversations c WHERE c.tenant_id = t.tenant_id), "
                       " (SELECT coalesce(sum(k.payload_bytes), 0) FROM chunk_meta k WHERE k.chunk_id IN "
                       "   (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
-                      "     ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = t.tenant_id)) "
+                      "     ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = t.tenant_id)), "
+                      " t.max_bytes, t.max_idle_ms "
                       "FROM tenants t ORDER BY t.name");
   std::vector<TenantRow> out;
-  while (q.executeStep()) out.push_back({q.getColumn(0).getString(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()});
+  while (q.executeStep()) {
+    TenantRow t{q.getColumn(0).getString(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64(), {}};
+    t.limits.max_bytes = stored_limit(q.getColumn(3), t.name);
+    t.limits.max_idle_ms = stored_limit(q.getColumn(4), t.name);
+    out.push_back(std::move(t));
+  }
+  return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
+TenantLimits SqliteCatalog::tenant_limits() try {
+  SQLite::Statement q(db_, "SELECT max_bytes, max_idle_ms FROM tenants WHERE tenant_id = ?");
+  q.bind(1, tenant_id_);
+  TenantLimits l;
+  if (!q.executeStep()) return l;  // deleted by hand meanwhile: no limits to apply
+  l.max_bytes = stored_limit(q.getColumn(0), options_.tenant);
+  l.max_idle_ms = stored_limit(q.getColumn(1), options_.tenant);
+  return l;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
+void SqliteCatalog::set_tenant_limits(const TenantLimits& limits) try {
+  SQLite::Statement u(db_, "UPDATE tenants SET max_bytes = ?, max_idle_ms = ? WHERE tenant_id = ?");
+  if (limits.max_bytes) u.bind(1, *limits.max_bytes); else u.bind(1);
+  if (limits.max_idle_ms) u.bind(2, *limits.max_idle_ms); else u.bind(2);
+  u.bind(3, tenant_id_);
+  if (u.exec() != 1) throw Error(ErrorCode::kNotFound, "no such tenant '" + options_.tenant + "' (deleted meanwhile)");
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
+std::vector<IdleConversation> SqliteCatalog::idle_conversations(int64_t used_before_ms) try {
+  // conversations_by_tenant_last_used, read from its oldest end.
+  SQLite::Statement q(db_, "SELECT conversation_id, name FROM conversations WHERE tenant_id = ? AND last_used_ms < ? "
+                           "ORDER BY last_used_ms ASC, conversation_id ASC");
+  q.bind(1, tenant_id_);
+  q.bind(2, used_before_ms);
+  std::vector<IdleConversation> out;
+  while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString()});
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <charconv>
+#include <climits>
 
 #include "colikv/store.h"
 
@@ -83,6 +84,32 @@ int64_t parse_count(const std::string& text, const std::string& what) {
   if (text.empty() || text[0] < '0' || text[0] > '9' || r.ec != std::errc() || r.ptr != e)
     throw UsageError{"bad number '" + text + "' for " + what + " (expected a non-negative integer)"};
   return v;
+}
+
+int64_t parse_duration_ms(const std::string& text, const std::string& what) {
+  const std::string bad = "bad duration '" + text + "' for " + what + " (expected a whole number and a unit: 90s, 15m, 12h, 30d)";
+  if (text.size() < 2) throw UsageError{bad};
+  int64_t unit_ms = 0;
+  switch (text.back()) {
+    case 's': unit_ms = 1000; break;
+    case 'm': unit_ms = 60 * 1000; break;
+    case 'h': unit_ms = 3600 * 1000; break;
+    case 'd': unit_ms = 86400 * 1000; break;
+    default: throw UsageError{bad};
+  }
+  const std::string number = text.substr(0, text.size() - 1);
+  int64_t n = 0;
+  auto r = std::from_chars(number.data(), number.data() + number.size(), n);
+  if (number[0] < '0' || number[0] > '9' || r.ec != std::errc() || r.ptr != number.data() + number.size())
+    throw UsageError{bad};
+  if (n > INT64_MAX / unit_ms) throw UsageError{"duration '" + text + "' for " + what + " is too long"};
+  return n * unit_ms;
+}
+
+std::optional<int64_t> parse_limit(const std::string& text, const std::string& what,
+                                   int64_t (*parse)(const std::string&, const std::string&)) {
+  if (text == "none") return std::nullopt;
+  return parse(text, what);
 }
 
 ProgressMode progress_mode(const Args& a) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,16 @@ Args parse_args(const Syntax& syntax, const std::vector<std::string>& argv);
 
 // A non-negative decimal integer that fits int64; anything else is a usage error.
 int64_t parse_count(const std::string& text, const std::string& what);
+
+// A duration as milliseconds: a non-negative integer and one unit, "90s",
+// "15m", "12h", "30d"; anything else (no unit, a sign, a fraction, an
+// overflow) is a usage error naming `what`.
+int64_t parse_duration_ms(const std::string& text, const std::string& what);
+
+// A limit of `colikv tenant`: "none" (no limit: returns none), or what parse
+// (parse_count or parse_duration_ms) accepts.
+std::optional<int64_t> parse_limit(const std::string& text, const std::string& what,
+                                   int64_t (*parse)(const std::string&, const std::string&));
 
 ProgressMode progress_mode(const Args& a);
 

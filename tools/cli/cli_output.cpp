@@ -86,6 +86,14 @@ std::string plural(int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+std::string duration_text(int64_t ms) {
+  static const struct { int64_t ms; const char* unit; } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  if (ms == 0) return "0s";
+  for (const auto& u : units)
+    if (ms > 0 && ms % u.ms == 0) return std::to_string(ms / u.ms) + u.unit;
+  return std::to_string(ms) + "ms";
+}
+
 std::string ratio_text(int64_t raw, int64_t stored) {
   if (stored <= 0) return "-";
   char buf[64];

@@ -34,6 +34,9 @@ std::string ratio_text(int64_t raw, int64_t stored);
 // "2025-01-31 12:34:56" (human); "" (iso) or "-" (human) when not set.
 std::string format_time(int64_t ms, bool iso);
 
+// Milliseconds as the largest unit `colikv tenant --max-idle` takes that
+// divides them ("30d", "12h", "90s"; "1500ms" otherwise).
+std::string duration_text(int64_t ms);
 // Writes text to stdout as it is (errors are found by the final flush).
 void print(const std::string& text);
 

@@ -7,6 +7,7 @@
 #include "cli_output.h"
 #include "commands.h"
 #include "json.h"
+#include "store_json.h"
 #include "table.h"
 
 namespace colikv_cli {
@@ -18,23 +19,15 @@ int cmd_tenants(const Args& a) {
   const std::vector<colikv::TenantInfo> all = store.tenants();
   if (a.has("--json")) {
     Json list = Json::array();
-    for (const auto& t : all) {
-      Json j = Json::object();
-      j.set("name", Json::string(t.name));
-      j.set("conversations", Json::integer(t.conversations));
-      j.set("stored_bytes", Json::integer(t.stored_bytes));
-      list.push(std::move(j));
-    }
+    for (const auto& t : all) list.push(tenant_json(t));
     Json j = Json::object();
     j.set("store", Json::string(colikv::shown_store_location(store_path)));
     j.set("tenants", std::move(list));
     print(j.dump());
     return kExitOk;
   }
-  Table t({"TENANT", "CONVERSATIONS", "STORED"}, {false, true, true});
-  // The default tenant's name is empty: shown as "" so that its row is seen.
-  for (const auto& x : all)
-    t.add({x.name.empty() ? "\"\"" : shown(x.name), std::to_string(x.conversations), bytes_both(x.stored_bytes)});
+  Table t({"TENANT", "CONVERSATIONS", "STORED", "MAX BYTES", "MAX IDLE"}, {false, true, true, true, true});
+  for (const auto& x : all) t.add(tenant_row(x));
   print(t.render());
   return kExitOk;
 }
@@ -42,13 +35,13 @@ int cmd_tenants(const Args& a) {
 }  // namespace
 
 CommandSpec tenants_command() {
-  return {"tenants", "STORE [--json]", "list the store's tenants with their conversations and stored bytes",
+  return {"tenants", "STORE [--json]", "list the store's tenants with their conversations, stored bytes and limits",
     "Lists every tenant (sharing domain) of the store, by name, with its number of\n"
-    "conversations and the stored bytes of the chunks they use (tenants share no\n"
-    "chunk). The default tenant is shown as \"\". The store is opened read-only.\n",
+    "conversations, the stored bytes of the chunks they use (tenants share no\n"
+    "chunk), and its quota and retention ('colikv tenant'; - when none). The\n"
+    "default tenant is shown as \"\". The store is opened read-only.\n",
     "  --json              print as JSON\n",
-    "  store, tenants[] each with name (\"\" for the default tenant), conversations,\n"
-    "  stored_bytes\n",
+    std::string("  store, tenants[] each with ") + kTenantKeys + "\n",
     1, 1, {{"--json", false}, {"--busy-timeout", true}}, cmd_tenants};
 }
 

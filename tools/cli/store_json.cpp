@@ -37,6 +37,29 @@ Json model_json(const colikv::ModelSignature& m) {
   return j;
 }
 
+Json tenant_json(const colikv::TenantInfo& t) {
+  auto limit = [](const std::optional<int64_t>& v) { return v ? Json::integer(*v) : Json::null(); };
+  Json j = Json::object();
+  j.set("name", Json::string(t.name));
+  j.set("conversations", Json::integer(t.conversations));
+  j.set("stored_bytes", Json::integer(t.stored_bytes));
+  j.set("max_bytes", limit(t.limits.max_bytes));
+  j.set("max_idle_ms", limit(t.limits.max_idle_ms));
+  return j;
+}
+
+std::vector<std::string> tenant_row(const colikv::TenantInfo& t) {
+  // The default tenant's name is empty: shown as "" so that its row is seen.
+  return {t.name.empty() ? "\"\"" : shown(t.name), std::to_string(t.conversations), bytes_both(t.stored_bytes),
+          t.limits.max_bytes ? bytes_both(*t.limits.max_bytes) : "-",
+          t.limits.max_idle_ms ? duration_text(*t.limits.max_idle_ms) : "-"};
+}
+
+const char* const kTenantKeys =
+    "name (\"\" for the default tenant), conversations, stored_bytes (payload bytes of\n"
+    "  the chunks its conversations use), max_bytes (its quota) and max_idle_ms (its\n"
+    "  retention), null when none";
+
 Json conversation_json(const colikv::ConversationInfo& c) {
   Json j = Json::object();
   j.set("id", Json::string(c.id));

@@ -4,6 +4,8 @@
 #define COLIKV_TOOLS_CLI_STORE_JSON_H
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "colikv/model.h"
 #include "colikv/store.h"
@@ -19,10 +21,16 @@ Json time_json(int64_t ms);
 
 Json model_json(const colikv::ModelSignature& m);
 Json conversation_json(const colikv::ConversationInfo& c);
+// A tenant: name, conversations, stored_bytes, max_bytes, max_idle_ms (null: none).
+Json tenant_json(const colikv::TenantInfo& t);
+// The same as a human reads it, the columns of `colikv tenants`: the name
+// ("" shown as such), conversations, stored bytes, quota and retention ("-": none).
+std::vector<std::string> tenant_row(const colikv::TenantInfo& t);
 
 // The keys of model_json and conversation_json, for --help.
 extern const char* const kModelKeys;
 extern const char* const kConversationKeys;
+extern const char* const kTenantKeys;
 
 }  // namespace colikv_cli
 

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -255,6 +256,66 @@ TEST_CASE_METHOD(EraseFixture, "erase: gc's evicted values leave the store's fil
   CHECK(found_in_files(path, gone.token_windows) > 0);  // evicted keeps its token ids
   CHECK(colikv_test::error_code_of([&] { colikv_test::loads_as(s, "gone", c.gone, 96); }) ==
         colikv::ErrorCode::kEvicted);
+  reader.quit();
+}
+
+namespace {
+
+// Makes conversation id look last used two days ago (a tenant's retention of
+// one day then expires it), by SQL in the store's file: no test waits a day.
+void idle_for_two_days(const std::string& path, const std::string& id) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  colikv_test::store_exec(path, "UPDATE conversations SET last_used_ms = " + std::to_string(now - 2 * 86400000LL) +
+                                    " WHERE name = ?", {id});
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(EraseFixture,
+                 "erase: a conversation the tenant's retention expires on an append leaves no byte in the store's files",
+                 "[erase][quotas]") {
+  colikv::Store& s = store();
+  c.write(s);
+  const StoredBytes gone = own_stored_bytes(path, "gone");
+  REQUIRE(gone.payload_windows.size() == 4 * 8);
+  idle_for_two_days(path, "gone");
+  s.set_tenant_limits({std::nullopt, 86400000});
+  ShellReader reader(path, dir.file("shell.err"));
+  REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
+  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+  REQUIRE(found_in_files(path, gone.token_windows) >= 12);
+
+  EngineBuffers next(c.m, 16);  // another conversation's first turn
+  next.tokens = colikv_test::make_tokens(16, c.m.vocab, 3);
+  next.fill(0, 16, 3);
+  s.append("next", c.m, next.tokens.data(), 16, next.source());
+
+  CHECK_FALSE(s.exists("gone"));
+  // Deleted whole, not evicted: its token ids go with its values.
+  CHECK(found_in_files(path, gone.payload_windows) == 0);
+  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(reader.ask("SELECT count(*) FROM conversations;") == "2");  // keep and next
+  CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");  // the shared chunks stay
+  CHECK(s.verify().ok());
+  reader.quit();
+}
+
+TEST_CASE_METHOD(EraseFixture, "erase: expire (colikv gc --max-idle) erases what it deletes as rm does", "[erase][quotas]") {
+  colikv::Store& s = store();
+  c.write(s);
+  const StoredBytes gone = own_stored_bytes(path, "gone");
+  idle_for_two_days(path, "gone");
+  ShellReader reader(path, dir.file("shell.err"));
+  REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
+  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+
+  const colikv::ExpiryReport r = s.expire(86400000);
+  CHECK(r.conversations == std::vector<std::string>{"gone"});
+  CHECK(r.chunks == 4);
+  CHECK(found_in_files(path, gone.payload_windows) == 0);
+  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");
   reader.quit();
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -454,19 +455,13 @@ TEST_CASE("migrations: a schema-5 store opens, upgrades, loads and grows its tai
   CHECK(s.verify().ok());
 }
 
-TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for byte", "[migrations][tenants]") {
-  TempDir dir;
-  const std::string path = dir.file("v6.colikv");
-  V1Store v = make_v1_store(path);
-  const ModelSignature& m = v.model;
-  {
-    SQLite::Database db(path, SQLite::OPEN_READWRITE);
-    colikv::detail::apply_migrations(db, "v6 store", 6);
-    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 6);
-  }
-  // Every row of every table as SQL literals (blobs in hex), in rowid order;
-  // conversations by the columns schema 6 has.
-  auto dump = [&](const std::string& table, const std::string& columns, const std::string& order) {
+namespace {
+
+// Every row of a table as SQL literals (blobs in hex), in `order`, by the
+// columns named (comma-separated): what a migration must leave byte for byte.
+std::function<std::string(const std::string&, const std::string&, const std::string&)> table_rows(
+    const std::string& path) {
+  return [path](const std::string& table, const std::string& columns, const std::string& order) {
     RawDb db(path, SQLITE_OPEN_READONLY);
     std::string row;
     size_t start = 0;
@@ -478,6 +473,22 @@ TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for b
     return db.text("SELECT group_concat(r, ';') FROM (SELECT " + row + " AS r FROM " + table + " ORDER BY " + order +
                    ")");
   };
+}
+
+}  // namespace
+
+TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for byte", "[migrations][tenants]") {
+  TempDir dir;
+  const std::string path = dir.file("v6.colikv");
+  V1Store v = make_v1_store(path);
+  const ModelSignature& m = v.model;
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    colikv::detail::apply_migrations(db, "v6 store", 6);
+    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 6);
+  }
+  // Conversations by the columns schema 6 has.
+  auto dump = table_rows(path);
   const std::string conv_cols =
       "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,generation,"
       "created_ms,updated_ms,last_used_ms";
@@ -499,7 +510,7 @@ TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for b
 
   {
     Store s(path);  // migrates
-    CHECK(s.schema_version() == 7);
+    CHECK(s.schema_version() == Store::library_schema_version());
   }
   for (size_t i = 0; i < tables.size(); ++i) {
     INFO(tables[i].name);
@@ -529,4 +540,53 @@ TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for b
   CHECK(other.match(m, v.old_conv.tokens.data(), 10).tokens == 0);
   Store deflt(path);
   CHECK(deflt.match(m, v.old_conv.tokens.data(), 10).tokens == 10);
+}
+
+TEST_CASE("migrations: a schema-7 store gains tenant limits, none set, every row byte for byte", "[migrations][quotas]") {
+  TempDir dir;
+  const std::string path = dir.file("v7.colikv");
+  V1Store v = make_v1_store(path);
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    colikv::detail::apply_migrations(db, "v7 store", 7);
+    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 7);
+    db.exec("INSERT INTO tenants (name, created_ms) VALUES ('alice', 1234)");  // a tenant with no conversation yet
+  }
+  auto dump = table_rows(path);
+  struct Table {
+    std::string name, columns, order;
+  };
+  const std::vector<Table> tables = {
+      {"tenants", "tenant_id,name,created_ms", "tenant_id"},
+      {"conversations", "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,"
+                        "generation,created_ms,updated_ms,last_used_ms,tenant_id", "conversation_id"},
+      {"models", "model_id,signature,n_layers,kv_lora,qk_rope,index_hd,n_indexed,vocab,weights_id,record_bytes,"
+                 "chunk_tokens,created_ms", "model_id"},
+      {"chunks", "chunk_id,model_id,hash,first_pos,n_tokens,tokens,precision,compression,raw_size,checksum,payload",
+       "chunk_id"},
+      {"conversation_chunks", "conversation_id,seq,chunk_id", "conversation_id, seq"},
+      {"chunk_meta", "chunk_id,model_id,precision,prev_hash,tokens,payload_bytes,chain_hash,digest", "chunk_id"},
+  };
+  std::vector<std::string> before;
+  for (const Table& t : tables) before.push_back(dump(t.name, t.columns, t.order));
+  REQUIRE(before[0].find("'alice'") != std::string::npos);
+  {
+    Store s(path);  // migrates
+    CHECK(s.schema_version() == 8);
+    CHECK(s.tenant_limits() == colikv::TenantLimits{});
+    for (const colikv::TenantInfo& t : s.tenants()) CHECK(t.limits == colikv::TenantLimits{});
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    INFO(tables[i].name);
+    CHECK(dump(tables[i].name, tables[i].columns, tables[i].order) == before[i]);
+  }
+  {
+    Store s(path);  // loads set last-used times: after the comparison
+    CHECK(loads_as(s, "old", v.old_conv, 10) == "");
+    CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
+    CHECK(s.verify().ok());
+  }
+  RawDb db(path, SQLITE_OPEN_READONLY);
+  CHECK(db.integer("SELECT count(*) FROM tenants WHERE max_bytes IS NOT NULL OR max_idle_ms IS NOT NULL") == 0);
+  CHECK(db.integer("SELECT count(*) FROM tenants") == 2);
 }

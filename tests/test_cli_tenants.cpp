@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -143,4 +144,136 @@ TEST_CASE("cli tenants: an unknown tenant or a bad name is refused and changes n
   CHECK(colikv_test::read_file(store) == before);
   CHECK(colikv_test::store_int(store, "SELECT count(*) FROM tenants") == 2);
   CHECK(colikv_test::store_int(store, "SELECT count(*) FROM conversations") == 1);
+}
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Makes a conversation of a tenant look last used `days` days ago.
+void make_idle(const std::string& store, const std::string& tenant, const std::string& id, int64_t days) {
+  colikv_test::store_exec(store,
+                          "UPDATE conversations SET last_used_ms = " + std::to_string(now_ms() - days * 86400000) +
+                              " WHERE name = ? AND tenant_id = (SELECT tenant_id FROM tenants WHERE name = ?)",
+                          {id, tenant});
+}
+
+colikv::TenantLimits limits_of(const std::string& store, const std::string& tenant) {
+  colikv::Options o;
+  o.tenant = tenant;
+  o.read_only = true;
+  return colikv::Store(store, o).tenant_limits();
+}
+
+}  // namespace
+
+TEST_CASE("cli tenant: --max-bytes and --max-idle persist, show in tenants, and bad input changes nothing",
+          "[backends][cli][tenants][quotas]") {
+  TempDir dir;
+  const std::string store = colikv_test::store_at(dir, "s.db");
+  const std::string f = make_file(dir, "c.coli_kv", 1);
+  REQUIRE(tool({"import", store, f, "--id", "c", "--tenant", "alice"}).code == 0);
+
+  Run r = tool({"tenant", store, "alice", "--json"});
+  INFO(colikv_test::describe({"tenant"}, r));
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "\"max_bytes\": null"));
+  CHECK(has(r.out, "\"max_idle_ms\": null"));
+  CHECK(has(r.out, "\"conversations\": 1"));
+
+  r = tool({"tenant", store, "alice", "--max-bytes", "100000", "--max-idle", "30d", "--json"});
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "\"max_bytes\": 100000"));
+  CHECK(has(r.out, "\"max_idle_ms\": 2592000000"));
+  CHECK(limits_of(store, "alice") == colikv::TenantLimits{100000, 2592000000LL});
+  // One option changes that limit only.
+  CHECK(tool({"tenant", store, "alice", "--max-idle", "12h"}).code == 0);
+  CHECK(limits_of(store, "alice") == colikv::TenantLimits{100000, 12 * 3600000LL});
+  // A tenant that has no conversation yet is made with its limits.
+  CHECK(tool({"tenant", store, "bob", "--max-bytes", "0"}).code == 0);
+  CHECK(limits_of(store, "bob") == colikv::TenantLimits{0, std::nullopt});
+
+  r = tool({"tenants", store});
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "MAX BYTES"));
+  CHECK(has(r.out, "MAX IDLE"));
+  CHECK(has(r.out, "12h"));
+  CHECK(has(r.out, "100000 B"));
+  r = tool({"tenant", store, "alice"});
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "12h"));
+
+  // Bad input: a usage error, nothing changed.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--max-bytes", "-1"}, {"--max-bytes", "12k"}, {"--max-idle", "30"},
+        {"--max-idle", "-5m"}, {"--max-idle", "1.5h"}, {"--max-idle", "3w"}, {"--max-idle", "99999999999999999d"},
+        {"--max-bytes", "5", "--max-idle", "x"}}) {
+    std::vector<std::string> cmd = {"tenant", store, "alice"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    INFO(args[0] << " " << args[1]);
+    r = tool(cmd);
+    CHECK(r.code == 2);
+    CHECK(limits_of(store, "alice") == colikv::TenantLimits{100000, 12 * 3600000LL});
+  }
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"gc", store, "--max-idle", "7"},
+                                               {"gc", store, "--max-bytes", "-3"}}) {
+    r = tool(args);
+    CHECK(r.code == 2);
+  }
+  // Unknown tenant, shown read-only: refused by name, not made.
+  r = tool({"tenant", store, "nobody"});
+  CHECK(r.code == 1);
+  CHECK(has(r.err, "no such tenant 'nobody'"));
+  r = tool({"tenants", store, "--json"});
+  CHECK_FALSE(has(r.out, "nobody"));
+  // "none" removes a limit.
+  CHECK(tool({"tenant", store, "alice", "--max-bytes", "none", "--max-idle", "none"}).code == 0);
+  CHECK(limits_of(store, "alice") == colikv::TenantLimits{});
+}
+
+TEST_CASE("cli gc: --max-idle and the tenant's own limits delete its idle conversations, never another tenant's",
+          "[backends][cli][tenants][quotas]") {
+  TempDir dir;
+  const std::string store = colikv_test::store_at(dir, "s.db");
+  const std::string f = make_file(dir, "c.coli_kv", 1), g = make_file(dir, "d.coli_kv", 2);
+  for (const char* t : {"alice", "bob"}) {
+    REQUIRE(tool({"import", store, f, "--id", "old", "--tenant", t}).code == 0);
+    REQUIRE(tool({"import", store, g, "--id", "new", "--tenant", t}).code == 0);
+    make_idle(store, t, "old", 40);
+  }
+  // Neither an option nor a limit of the tenant's own: a usage error.
+  Run r = tool({"gc", store, "--tenant", "alice"});
+  CHECK(r.code == 2);
+  CHECK(has(r.err, "--max-idle"));
+
+  r = tool({"gc", store, "--tenant", "alice", "--max-idle", "30d", "--json"});
+  INFO(colikv_test::describe({"gc"}, r));
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "\"expired\": [\"old\"]"));
+  CHECK_FALSE(has(r.out, "max_bytes"));  // no byte budget applied
+
+  // The tenant's own retention, applied by gc with no option: bob's "old" goes
+  // only once bob has one.
+  CHECK(tool({"gc", store, "--tenant", "bob", "--max-bytes", "100000000"}).code == 0);
+  {
+    colikv::Options o;
+    o.tenant = "bob";
+    colikv::Store bob(store, o);
+    CHECK(bob.exists("old"));
+  }
+  CHECK(tool({"tenant", store, "bob", "--max-idle", "30d"}).code == 0);
+  r = tool({"gc", store, "--tenant", "bob"});
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "deleted 1 conversation idle longer than 30d"));
+  for (const char* t : {"alice", "bob"}) {
+    colikv::Options o;
+    o.tenant = t;
+    colikv::Store s(store, o);
+    INFO(t);
+    CHECK_FALSE(s.exists("old"));
+    CHECK(s.count("new") == 40);
+  }
 }

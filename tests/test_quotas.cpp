@@ -268,3 +268,36 @@ TEST_CASE("quotas: a stored limit that is not an integer is reported corrupt, no
   CHECK_FALSE(t1.exists("y"));
   CHECK(loads_as(t1, "x", h, 9) == "");
 }
+
+TEST_CASE("quotas: a PostgreSQL store of schema 3 gains tenant limits, none set, its rows unchanged",
+          "[postgres][quotas][migrations]") {
+  const std::string loc = colikv_test::fresh_pg_store();
+  const ModelSignature m = colikv_test::tiny_model();
+  const EngineBuffers h = history(m, 9, 5);
+  {
+    Store t1(loc, tenant_options(m, "t1"));
+    append(t1, "x", h, 9);
+  }
+  // Schema 3's tenants table: without the limits of 0004.
+  colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_bytes");
+  colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_idle_ms");
+  colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 3");
+  auto rows = [&] {
+    return colikv_test::store_query(
+        loc, "SELECT t.tenant_id, t.name, t.created_ms, c.conversation_id, c.name, c.token_count, c.last_used_ms "
+             "FROM tenants t LEFT JOIN conversations c ON c.tenant_id = t.tenant_id ORDER BY t.tenant_id");
+  };
+  const colikv_test::SqlRows before = rows();
+  REQUIRE(before.size() == 2);  // "" and t1
+  Options ro = tenant_options(m, "t1");
+  ro.read_only = true;
+  CHECK(error_code_of([&] { Store(loc, ro); }) == ErrorCode::kVersion);  // a read-only open does not migrate
+  {
+    Store t1(loc, tenant_options(m, "t1"));
+    CHECK(t1.schema_version() == Store::library_schema_version(loc));
+    CHECK(t1.tenant_limits() == TenantLimits{});
+  }
+  CHECK(rows() == before);
+  Store t1(loc, tenant_options(m, "t1"));
+  CHECK(loads_as(t1, "x", h, 9) == "");
+}

@@ -132,7 +132,9 @@ struct Options {
   // transaction evicts the KV data of the least recently used conversations
   // (never the one just written) until it fits, keeping their rows, metadata
   // and token ids; chunks still used by a kept conversation stay. See
-  // Store::gc. 0 means unlimited. Default: 0.
+  // Store::gc. It counts every tenant's conversations and evicts across them;
+  // a tenant's own quota, kept in the store, is TenantLimits (store.h). 0
+  // means unlimited. Default: 0.
   int64_t max_store_bytes = 0;
 
   // Permission bits of a store file this Store creates (masked by the umask,

@@ -635,6 +635,30 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           py::kw_only(), py::arg("max_bytes"),
           "Evicts the KV data of the least recently used conversations until the chunk payloads take at most "
           "max_bytes: a colikv.EvictionReport.")
+      .def(
+          "tenant_limits",
+          [](PyStore& ps) {
+            const colikv::TenantLimits l = locked_call(ps, [](colikv::Store& s) { return s.tenant_limits(); });
+            return std::make_pair(l.max_bytes, l.max_idle_ms);
+          },
+          "The Store's tenant's limits as (max_bytes, max_idle_ms), None for none (colikv tenant).")
+      .def(
+          "set_tenant_limits",
+          [](PyStore& ps, std::optional<int64_t> max_bytes, std::optional<int64_t> max_idle_ms) {
+            locked_call(ps, [&](colikv::Store& s) { s.set_tenant_limits({max_bytes, max_idle_ms}); });
+          },
+          py::kw_only(), py::arg("max_bytes") = py::none(), py::arg("max_idle_ms") = py::none(),
+          "Replaces both limits of the Store's tenant (None: none): after each append into the tenant its "
+          "conversations idle longer than max_idle_ms are deleted whole, then its least recently used ones are "
+          "evicted until it fits max_bytes; other tenants are never touched. Raises InvalidArgument for a "
+          "negative value.")
+      .def(
+          "expire",
+          [](PyStore& ps, int64_t max_idle_ms) {
+            return texts(locked_call(ps, [&](colikv::Store& s) { return s.expire(max_idle_ms); }).conversations);
+          },
+          py::kw_only(), py::arg("max_idle_ms"),
+          "Deletes whole the tenant's conversations not used for longer than max_idle_ms; returns their ids.")
       .def("vacuum", [](PyStore& ps) { return locked_call(ps, [](colikv::Store& s) { return s.vacuum(); }); },
            "Rewrites the file without its free pages: a colikv.VacuumReport.")
       .def(

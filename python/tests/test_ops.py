@@ -78,6 +78,27 @@ def test_tenants_see_and_match_only_their_own(location):
         colikv.Store(location, tenant="bad\x01name")
 
 
+def test_tenant_quota_evicts_only_its_own(location):
+    tokens, lc, rc, _ = make_turn(MODEL, 80)
+    other, lc2, rc2, _ = make_turn(MODEL, 80, seed=5, first_token=3)  # nothing shared with tokens
+    with colikv.Store(location, tenant="t1") as t1, colikv.Store(location, tenant="t2") as t2:
+        assert t1.tenant_limits() == (None, None)
+        t1.append("a", MODEL, tokens, lc, rc)
+        quota = t1.stats().total.stored_bytes
+        t1.set_tenant_limits(max_bytes=quota, max_idle_ms=30 * 86400000)
+        t2.set_tenant_limits(max_bytes=quota)
+        assert t1.tenant_limits() == (quota, 30 * 86400000)
+        with pytest.raises(colikv.InvalidArgument):
+            t2.set_tenant_limits(max_bytes=-1)
+        assert t2.tenant_limits() == (quota, None)
+        t2.append("x", MODEL, tokens, lc, rc)
+        t2.append("y", MODEL, other, lc2, rc2)  # past t2's quota: t2's "x" is evicted, never t1's "a"
+        assert t2.info("x").evicted and not t2.info("y").evicted
+        assert not t1.info("a").evicted
+        assert_bits_equal(t1.load("a", MODEL).lc, lc)
+        assert t1.expire(max_idle_ms=86400000) == []
+
+
 def test_match_and_match_loadable(location):
     tokens, lc, rc, _ = make_turn(MODEL, 80)
     with colikv.Store(location) as s:

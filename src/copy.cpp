@@ -240,6 +240,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
                       model.chunk_tokens * model.sig.record_bytes());
     d.append(req);
   }
+  d.erase_if_due();  // the destination's StoreCall is not this one (src_call's)
 
   // What a load of the copy gives up to the first evicted position (of the
   // source, or earlier where a chunk of the copy spans evicted positions).

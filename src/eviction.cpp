@@ -122,7 +122,7 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
     for (const PayloadChunk& p : catalog.payload_chunks(c.id)) bytes[p.chunk_id] = p.bytes;
     for (const ChunkSummary& ch : catalog.chunk_list(c.id)) ids.push_back(ch.chunk_id);
     catalog.delete_conversation(c.id);
-    for (int64_t id : ids) {
+    for (int64_t id : std::set<int64_t>(ids.begin(), ids.end())) {
       if (catalog.chunk_users(id) > 0) continue;
       ++r.chunks;
       auto b = bytes.find(id);

@@ -380,9 +380,10 @@ class Appender {
       expired = detail::apply_limits(s_, conv_id);
     });
     txn->commit();
-    // A conversation that expired is erased as remove() erases (rarely: the
-    // evictions above are not, which would checkpoint on every append at a budget).
-    if (expired) s_.catalog->erase_deleted(here_);
+    // A conversation that expired is erased as remove() erases, when the
+    // outermost transaction has committed (~StoreCall). Rarely: the evictions
+    // above are not, which would checkpoint on every append at a budget.
+    if (expired) s_.erase_due = true;
   }
 
   void check_generation() const {

@@ -18,7 +18,7 @@ thread_local int t_call_depth = 0;
 
 }  // namespace
 
-StoreCall::StoreCall(Store::Impl& s, const std::string* id) {
+StoreCall::StoreCall(Store::Impl& s, const std::string* id) : s_(s) {
   if (t_call_depth == 0) {
     s.gate.enter([&] { return s.where(id ? *id : std::string()); });
     gate_ = &s.gate;
@@ -33,7 +33,7 @@ StoreCall::StoreCall(Store::Impl& s, const std::string* id) {
   ++t_call_depth;
 }
 
-StoreCall::StoreCall(Store::Impl& s, NoWait) {
+StoreCall::StoreCall(Store::Impl& s, NoWait) : s_(s) {
   if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
   lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
   if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
@@ -42,6 +42,10 @@ StoreCall::StoreCall(Store::Impl& s, NoWait) {
 
 StoreCall::~StoreCall() {
   --t_call_depth;
+  // What a tenant's retention deleted inside this call's transactions, erased
+  // from the files once the outermost of them has committed (an append may be
+  // a savepoint of write's or a queued turn's transaction). Never throws.
+  if (t_call_depth == 0) s_.erase_if_due();
   lock_ = {};
   if (gate_) gate_->leave();  // last: the Store may be destroyed as soon as the gate is left
 }

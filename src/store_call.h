@@ -34,6 +34,7 @@ class StoreCall {
   StoreCall(Store::Impl& s, NoWait);
 
  private:
+  Store::Impl& s_;
   std::unique_lock<std::recursive_mutex> lock_;
   CallGate* gate_ = nullptr;  // entered by an outermost call: left last, after the lock
 };

@@ -192,6 +192,15 @@ int64_t Store::Impl::chunk_tokens_of(const ModelSignature& sig) {
   return m ? m->chunk_tokens : chunk_tokens_for(sig, options.chunk_target_bytes);
 }
 
+void Store::Impl::erase_if_due() noexcept {
+  if (!erase_due) return;
+  erase_due = false;
+  try {
+    if (catalog) catalog->erase_deleted(where());
+  } catch (...) {  // erase_deleted never throws; where() could only fail to allocate
+  }
+}
+
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
   with_context(where(), [&] { catalog->free_unused_chunks(chunk_ids); });
 }

@@ -137,6 +137,11 @@ class Store::Impl {
   // store; ~Impl stops it first, so that it commits what is still queued
   // before anything it uses is torn down.
   std::unique_ptr<detail::AsyncWriter> async;
+  // A tenant's retention deleted conversations in this call (apply_limits):
+  // the outermost StoreCall erases their bytes once its transactions are done
+  // (erase_if_due, which never throws).
+  bool erase_due = false;
+  void erase_if_due() noexcept;
 
   // Helpers used by Store's methods.
   std::optional<detail::ConversationRow> find_conversation(const std::string& id);

@@ -301,6 +301,36 @@ TEST_CASE_METHOD(EraseFixture,
   reader.quit();
 }
 
+TEST_CASE_METHOD(EraseFixture,
+                 "erase: retention applied inside write's and a queued turn's transaction erases once that commits",
+                 "[erase][quotas]") {
+  const bool queued = GENERATE(false, true);
+  INFO((queued ? "append_async" : "write"));
+  colikv::Store& s = store();
+  c.write(s);
+  const StoredBytes gone = own_stored_bytes(path, "gone");
+  idle_for_two_days(path, "gone");
+  s.set_tenant_limits({std::nullopt, 86400000});
+  ShellReader reader(path, dir.file("shell.err"));
+  REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
+  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+
+  if (queued) {
+    EngineBuffers next(c.m, 16);
+    next.tokens = colikv_test::make_tokens(16, c.m.vocab, 3);
+    next.fill(0, 16, 3);
+    s.append_async("next", c.m, next.tokens.data(), 16, next.source());
+    s.wait("next");
+  } else {
+    s.write("keep", c.m, c.keep.tokens.data(), 48, 64, c.keep.source());  // a truncate and an append, one transaction
+  }
+  CHECK_FALSE(s.exists("gone"));
+  CHECK(found_in_files(path, gone.payload_windows) == 0);
+  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");
+  reader.quit();
+}
+
 TEST_CASE_METHOD(EraseFixture, "erase: expire (colikv gc --max-idle) erases what it deletes as rm does", "[erase][quotas]") {
   colikv::Store& s = store();
   c.write(s);

@@ -95,9 +95,10 @@ inline void coli_kv_one(const uint8_t* data, size_t size) {
   }
 }
 
-// One tenant of a mutated store: opened read-only, every conversation listed,
-// verified, read back and exported; then opened for writing, and each
-// truncated to a third of its length and forked at half.
+// One tenant of a mutated store: opened read-only, its limits read, every
+// conversation listed, verified, read back and exported; then opened for
+// writing, each truncated to a third of its length and forked at half, and
+// the tenant's limits applied (expire, gc).
 inline void store_tenant_one(const std::string& path, const std::string& tenant) {
   Scratch& s = scratch();
   colikv::Options o;
@@ -107,10 +108,12 @@ inline void store_tenant_one(const std::string& path, const std::string& tenant)
   o.tenant = tenant;
   o.create_tenant_if_missing = false;
   std::vector<colikv::ConversationInfo> listed;
+  colikv::TenantLimits limits;  // the mutant's, applied as colikv gc applies them
   try {
     o.read_only = true;
     colikv::Store r(path, o);
     (void)r.stats();
+    limits = r.tenant_limits();
     listed = r.list(colikv::ListOptions());
     for (const auto& c : listed) {
       try {
@@ -136,6 +139,8 @@ inline void store_tenant_one(const std::string& path, const std::string& tenant)
       } catch (const colikv::Error&) {
       }
     }
+    if (limits.max_idle_ms) (void)w.expire(*limits.max_idle_ms);
+    if (limits.max_bytes) (void)w.gc(*limits.max_bytes);
   } catch (const colikv::Error&) {
   }
 }

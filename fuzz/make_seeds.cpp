@@ -42,7 +42,7 @@ std::string coli_kv(int32_t layers, int32_t kv, int32_t rope, int32_t ihd, int32
 
 // A small valid store (512-byte pages, chunks of 4 positions): a
 // conversation over several chunks, a short one and a fork of the first, and
-// in tenant "t" the first again and a fork of it.
+// in tenant "t" (with a quota and a retention) the first again and a fork of it.
 void store_seed(const std::string& path, colikv::Precision precision) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
   colikv::ModelSignature m;
@@ -80,6 +80,7 @@ void store_seed(const std::string& path, colikv::Precision precision) {
   colikv::Store t(path, to);
   t.append("a", m, tokens.data(), n, kv);
   t.fork("a", "f", 5);
+  t.set_tenant_limits({int64_t{1} << 20, int64_t{30} * 86400000});  // limits for mutants to change; nothing evicted
 }
 
 }  // namespace

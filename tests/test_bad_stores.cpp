@@ -1084,6 +1084,7 @@ TEST_CASE("untrusted: a short mutation run of the store fuzz target", "[untruste
     to.tenant = "t";  // the tenant rows and another tenant's chain for the mutants
     Store t(path, to);
     t.append("c0", wl::model(), b.tokens.data(), 11, b.source());
+    t.set_tenant_limits({int64_t{1} << 20, int64_t{30} * 86400000});  // limit columns for the mutants to change
   }
   const std::string seed = colikv_test::read_file(path);
   std::mt19937 rng(7);

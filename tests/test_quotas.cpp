@@ -213,7 +213,7 @@ TEST_CASE("retention: expire deletes what was idle longer, at once, in the Store
   CHECK(t1.expire(kDayMs).conversations.empty());
 }
 
-TEST_CASE("quotas: the C API sets, reads and applies a tenant's limits; a bad value changes nothing",
+TEST_CASE("quotas: the C API sets, reads and applies a tenant's limits, and a bad value changes nothing",
           "[backends][quotas]") {
   TempDir dir;
   const std::string loc = colikv_test::store_at(dir, "c.db");

@@ -401,8 +401,13 @@ class Catalog {
   // A conversation's chunk list in seq order (empty for none or no such id).
   virtual std::vector<ChunkSummary> chunk_list(int64_t conversation_id) = 0;
   // The entries of a chunk list that start before end_pos (chunks.first_pos),
-  // in seq order, for a load; valid in the current transaction.
-  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos) = 0;
+  // in seq order, for a load; valid in the current transaction. A backend
+  // that reads rows with their payloads reads none larger than
+  // max_payload_bytes (no chunk of the model is): such a row's payload reads
+  // as missing, after its recorded size (which the scan rejects first).
+  // While the cursor lives, no other method may be called.
+  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos,
+                                                   int64_t max_payload_bytes) = 0;
   // A chunk's token ids as stored (JSON text); none when the chunk is missing.
   virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
   // A chunk's stored fields and payload; none when the chunk is missing.

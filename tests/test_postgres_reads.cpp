@@ -118,3 +118,56 @@ TEST_CASE("postgres: a load that stops at a bad chunk midway leaves the connecti
   CHECK(f.read("good", h, 40) == "");
   CHECK(s.count("bad") == 64);
 }
+
+namespace {
+
+// A store of tiny_model() in 4-token chunks: "target", written first (so
+// the least recently used), and `others` conversations that share none of
+// its tokens, written after it.
+struct MatchStore : colikv_test::StoreFixture {
+  explicit MatchStore(int others) : target(history(200, 21)) {
+    write("target", target, 200);
+    for (int i = 0; i < others; ++i) write("o" + std::to_string(i), history(40, 100 + static_cast<uint32_t>(i)), 40);
+  }
+  EngineBuffers target;
+};
+
+struct Trips {
+  int64_t match = 0, loadable = 0;
+};
+
+// The round trips of match and match_loadable for the first `len` tokens of
+// target and one token no conversation holds after them; both must find
+// target holding `len` tokens.
+Trips match_trips(MatchStore& f, int64_t len) {
+  Store& s = f.store();
+  std::vector<int32_t> prompt(f.target.tokens.begin(), f.target.tokens.begin() + len);
+  prompt.push_back(999);  // inside the vocabulary, after the held prefix: no chunk continues with it
+  colikv::PrefixMatch m, l;
+  s.match(f.model, prompt.data(), static_cast<int64_t>(prompt.size()));  // statements prepared
+  Trips t;
+  t.match = round_trips_of(s, [&] { m = s.match(f.model, prompt.data(), static_cast<int64_t>(prompt.size())); });
+  t.loadable =
+      round_trips_of(s, [&] { l = s.match_loadable(f.model, prompt.data(), static_cast<int64_t>(prompt.size())); });
+  INFO("prompt of " << prompt.size() << " tokens; match: " << t.match << " round trips, match_loadable: " << t.loadable);
+  CHECK(m.id == "target");
+  CHECK(m.tokens == len);
+  CHECK(l.id == "target");
+  CHECK(l.loadable == len);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("postgres: match's round trips grow with neither the prompt nor the conversations", "[postgres]") {
+  MatchStore few(2), many(60);
+  // 2 and 45 whole chunks, and a tail of 2 and 3 tokens: the walk's length.
+  const Trips short_few = match_trips(few, 2 * 4 + 2), long_few = match_trips(few, 45 * 4 + 3);
+  const Trips short_many = match_trips(many, 2 * 4 + 2), long_many = match_trips(many, 45 * 4 + 3);
+  CHECK(long_few.match == short_few.match);
+  CHECK(short_many.match == short_few.match);
+  CHECK(long_many.match == short_few.match);
+  CHECK(long_few.loadable == short_few.loadable);
+  CHECK(short_many.loadable == short_few.loadable);
+  CHECK(long_many.loadable == short_few.loadable);
+}

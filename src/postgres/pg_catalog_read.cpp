@@ -16,8 +16,12 @@ namespace {
 
 // The ConversationInfoRow columns of the conversations `rows` (a query of
 // conversations' rows, their page already cut): each one's stored payload
-// bytes and whether any of its chunks was evicted, in one pass over its chunk
-// list, after the page is chosen (not for every conversation of the store).
+// bytes and whether any of its chunks was evicted (-1: payload NULL), in one
+// pass over its chunk list, after the page is chosen (not for every
+// conversation of the store). Each chunk is a subquery on its key, which the
+// planner cannot turn into a join: on a store just filled, before the
+// server's ANALYZE has seen its tables, it chose a hash join that scanned
+// the whole chunks table once per listed conversation.
 std::string info_select(const std::string& rows) {
   // The parent by its key, row by row: a join would let the planner hash
   // every conversation for a page of them.
@@ -25,9 +29,9 @@ std::string info_select(const std::string& rows) {
          "coalesce((SELECT p.name FROM conversations p WHERE p.conversation_id = c.parent_id), ''), c.forked_at, "
          "c.created_ms, c.updated_ms, c.last_used_ms, coalesce(u.bytes, 0)::bigint, coalesce(u.evicted, false), "
          "c.precision FROM (" + rows + ") c "
-         "LEFT JOIN LATERAL (SELECT sum(octet_length(ch.payload)) AS bytes, bool_or(ch.payload IS NULL) AS evicted "
-         "  FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-         "  WHERE cc.conversation_id = c.conversation_id) u ON true ";
+         "LEFT JOIN LATERAL (SELECT sum(greatest(s.n, 0)) AS bytes, bool_or(s.n < 0) AS evicted FROM ("
+         "  SELECT (SELECT coalesce(octet_length(ch.payload), -1) FROM chunks ch WHERE ch.chunk_id = cc.chunk_id) AS n "
+         "  FROM conversation_chunks cc WHERE cc.conversation_id = c.conversation_id) s) u ON true ";
 }
 
 ConversationInfoRow info_from_row(const PgRows& r, int i) {

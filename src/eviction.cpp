@@ -115,20 +115,17 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
   Catalog& catalog = *s.catalog;
   for (const IdleConversation& c : catalog.idle_conversations(used_before_ms)) {
     if (c.id == protect_id) continue;
-    // As remove() deletes: the row and chunk list, then its chunks unless
-    // another conversation (a fork, a shared prefix) still links them.
-    std::vector<int64_t> ids;
     std::map<int64_t, int64_t> bytes;
     for (const PayloadChunk& p : catalog.payload_chunks(c.id)) bytes[p.chunk_id] = p.bytes;
-    for (const ChunkSummary& ch : catalog.chunk_list(c.id)) ids.push_back(ch.chunk_id);
-    catalog.delete_conversation(c.id);
+    // As remove() deletes: its chunks go unless another conversation (a
+    // fork, a shared prefix) still links them.
+    const std::vector<int64_t> ids = s.delete_whole(c.id);
     for (int64_t id : std::set<int64_t>(ids.begin(), ids.end())) {
-      if (catalog.chunk_users(id) > 0) continue;
+      if (catalog.chunk_users(id) > 0) continue;  // kept
       ++r.chunks;
       auto b = bytes.find(id);
       if (b != bytes.end()) r.freed_bytes += b->second;
     }
-    catalog.free_unused_chunks(ids);
     r.conversations.push_back(c.name);
   }
   return r;

@@ -191,12 +191,7 @@ void Store::remove(const std::string& id) {
   s.require_writable("delete conversation '" + id + "'");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   ConversationRow c = s.get_conversation(id);
-  with_context(here, [&] {
-    std::vector<int64_t> ids;
-    for (const auto& ch : s.catalog->chunk_list(c.id)) ids.push_back(ch.chunk_id);
-    s.catalog->delete_conversation(c.id);
-    s.free_unused_chunks(ids);
-  });
+  with_context(here, [&] { s.delete_whole(c.id); });
   txn->commit();
   s.catalog->erase_deleted(here);  // its bytes, out of the store's files too
 }

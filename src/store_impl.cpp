@@ -201,6 +201,16 @@ void Store::Impl::erase_if_due() noexcept {
   }
 }
 
+std::vector<int64_t> Store::Impl::delete_whole(int64_t conversation_id) {
+  std::vector<int64_t> ids;
+  with_context(where(), [&] {
+    for (const auto& ch : catalog->chunk_list(conversation_id)) ids.push_back(ch.chunk_id);
+    catalog->delete_conversation(conversation_id);
+    catalog->free_unused_chunks(ids);
+  });
+  return ids;
+}
+
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
   with_context(where(), [&] { catalog->free_unused_chunks(chunk_ids); });
 }

@@ -70,6 +70,7 @@ class PgCatalog : public Catalog {
   std::vector<ChunkPlace> unused_chunks() override;
   std::vector<ModelUsageRow> model_usage() override;
   std::vector<TenantRow> tenant_usage() override;
+  void set_tenant_role(const std::string& role, bool granted) override;  // pg_tenant_roles.cpp
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
@@ -94,6 +95,9 @@ class PgCatalog : public Catalog {
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
   // else kNotFound "no such tenant".
   void open_tenant(const Options& options);
+  // What "no such tenant" adds for a role under row-level security ("" for
+  // one that sees every tenant): that only its granted tenants are there.
+  std::string tenant_refusal_note();
 
   PgConnection conn_;
   std::unique_ptr<PrefixIndex> prefix_index_;

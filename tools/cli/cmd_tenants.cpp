@@ -45,11 +45,13 @@ CommandSpec tenants_command() {
   return {"tenants", "STORE [--json]", "list the store's tenants with their conversations and stored bytes",
     "Lists every tenant (sharing domain) of the store, by name, with its number of\n"
     "conversations and the stored bytes of the chunks they use (tenants share no\n"
-    "chunk). The default tenant is shown as \"\". The store is opened read-only.\n",
+    "chunk). The default tenant is shown as \"\". The store is opened read-only.\n"
+    "On PostgreSQL a tenant's role (colikv tenant --grant) sees only its own\n"
+    "tenants, and opens one of them: --tenant NAME.\n",
     "  --json              print as JSON\n",
     "  store, tenants[] each with name (\"\" for the default tenant), conversations,\n"
     "  stored_bytes\n",
-    1, 1, {{"--json", false}, {"--busy-timeout", true}}, cmd_tenants};
+    1, 1, {{"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_tenants};
 }
 
 }  // namespace colikv_cli

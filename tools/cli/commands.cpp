@@ -36,6 +36,7 @@ const std::vector<CommandSpec>& commands() {
       rm_command(),     rename_command(), fork_command(),    truncate_command(), verify_command(),
       stats_command(),  match_command(),  gc_command(),      vacuum_command(),   copy_command(),
       tenants_command(),
+      tenant_command(),
   };
   return all;
 }

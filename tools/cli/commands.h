@@ -62,6 +62,7 @@ CommandSpec gc_command();
 CommandSpec vacuum_command();
 CommandSpec copy_command();
 CommandSpec tenants_command();
+CommandSpec tenant_command();
 
 }  // namespace colikv_cli
 

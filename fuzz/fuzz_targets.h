@@ -95,22 +95,17 @@ inline void coli_kv_one(const uint8_t* data, size_t size) {
   }
 }
 
-// Input: the bytes of a store file (the seeds are small valid stores). It is
-// opened read-only, and every conversation listed, verified, read back and
-// exported; then opened for writing, and each truncated to half its length
-// and forked. The schema check and the size limits are what a mutant meets.
-inline void store_one(const uint8_t* data, size_t size) {
+// One tenant of a mutated store: opened read-only, every conversation listed,
+// verified, read back and exported; then opened for writing, and each
+// truncated to a third of its length and forked at half.
+inline void store_tenant_one(const std::string& path, const std::string& tenant) {
   Scratch& s = scratch();
-  const std::string path = s.dir + "/mutant.colikv";
-  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) std::abort();
-  if (size > 0 && ::write(fd, data, size) != static_cast<ssize_t>(size)) std::abort();
-  ::close(fd);
   colikv::Options o;
   o.threads = 1;
   o.synchronous = colikv::Synchronous::kNormal;
   o.busy_timeout_ms = 0;
+  o.tenant = tenant;
+  o.create_tenant_if_missing = false;
   std::vector<colikv::ConversationInfo> listed;
   try {
     o.read_only = true;
@@ -143,6 +138,33 @@ inline void store_one(const uint8_t* data, size_t size) {
     }
   } catch (const colikv::Error&) {
   }
+}
+
+// Input: the bytes of a store file (the seeds are small valid stores, with
+// conversations in the default tenant and in another). Every tenant the
+// mutant's tenants table names goes through store_tenant_one (the default
+// first); the schema check, the size limits and the tenant rows are what a
+// mutant meets.
+inline void store_one(const uint8_t* data, size_t size) {
+  Scratch& s = scratch();
+  const std::string path = s.dir + "/mutant.colikv";
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) std::abort();
+  if (size > 0 && ::write(fd, data, size) != static_cast<ssize_t>(size)) std::abort();
+  ::close(fd);
+  std::vector<std::string> tenants{""};
+  try {
+    colikv::Options o;
+    o.threads = 1;
+    o.read_only = true;
+    o.busy_timeout_ms = 0;
+    colikv::Store r(path, o);
+    for (const colikv::TenantInfo& t : r.tenants())
+      if (!t.name.empty() && tenants.size() < 8) tenants.push_back(t.name);
+  } catch (const colikv::Error&) {
+  }
+  for (const std::string& t : tenants) store_tenant_one(path, t);
 }
 
 // Input: 1 byte flags (bit 0 compressed), 1 byte n_tokens (1..16), 1 byte

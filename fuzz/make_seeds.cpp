@@ -41,7 +41,8 @@ std::string coli_kv(int32_t layers, int32_t kv, int32_t rope, int32_t ihd, int32
 }
 
 // A small valid store (512-byte pages, chunks of 4 positions): a
-// conversation over several chunks, a short one and a fork of the first.
+// conversation over several chunks, a short one and a fork of the first, and
+// in tenant "t" the first again and a fork of it.
 void store_seed(const std::string& path, colikv::Precision precision) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
   colikv::ModelSignature m;
@@ -73,6 +74,12 @@ void store_seed(const std::string& path, colikv::Precision precision) {
   s.append("b", m, tokens.data(), 3, kv);
   s.fork("a", "f", 6);
   s.set_title("b", "seed");
+  // The same content in another tenant: its own chunks, its own chain.
+  colikv::Options to = o;
+  to.tenant = "t";
+  colikv::Store t(path, to);
+  t.append("a", m, tokens.data(), n, kv);
+  t.fork("a", "f", 5);
 }
 
 }  // namespace

@@ -205,6 +205,12 @@ struct ChunkPlace {
   int64_t n_tokens = 0;
 };
 
+// A conversation row whose tenant the store does not hold (verify).
+struct StrandedConversation {
+  int64_t conversation_id = 0;
+  int64_t tenant_id = 0;
+};
+
 // A chunk used by a conversation (verify's scan of shared chunks).
 struct ChunkUse {
   ChunkPlace chunk;
@@ -441,6 +447,9 @@ class Catalog {
   virtual void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) = 0;
   // Chunks no chunk list names.
   virtual std::vector<ChunkPlace> unused_chunks() = 0;
+  // Conversations whose tenant_id names no tenant row, whichever tenant this
+  // catalog's is: no Store can open them, read them or delete them.
+  virtual std::vector<StrandedConversation> conversations_of_no_tenant() = 0;
   // By model id, of this catalog's tenant (Options::tenant): its
   // conversations, and the chunks they use.
   virtual std::vector<ModelUsageRow> model_usage() = 0;

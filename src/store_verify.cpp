@@ -84,7 +84,8 @@ std::vector<UncomparedShare> find_uncompared_shares(detail::Catalog& catalog, co
 
 // A verify, as steps: the file's integrity check, each conversation's chunk
 // list (place, tokens, chain hash, then each distinct chunk decoded once),
-// the shares never compared by content, and chunks no conversation uses.
+// the shares never compared by content, chunks no conversation uses, and
+// conversations of no tenant.
 class Verifier {
  public:
   Verifier(Store::Impl& s, const std::string& only, const ProgressFn& progress)
@@ -102,7 +103,10 @@ class Verifier {
       if (progress_) progress_(done_tokens, total_tokens);
     }
     report_.uncompared_shares = find_uncompared_shares(*s_.catalog, only_);
-    if (only_.empty()) find_unused_chunks();
+    if (only_.empty()) {
+      find_unused_chunks();
+      find_conversations_of_no_tenant();
+    }
     return std::move(report_);
   }
 
@@ -276,6 +280,15 @@ class Verifier {
     for (const detail::ChunkPlace& c : s_.catalog->unused_chunks())
       report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens),
                                   "chunk is not used by any conversation"});
+  }
+
+  // Rows named by number, not name: their names belong to no tenant asking.
+  void find_conversations_of_no_tenant() {
+    for (const detail::StrandedConversation& c : s_.catalog->conversations_of_no_tenant())
+      report_.problems.push_back({"", -1, -1, -1, -1,
+                                  "conversation row " + std::to_string(c.conversation_id) + " belongs to tenant_id " +
+                                      std::to_string(c.tenant_id) +
+                                      ", which no tenants row holds: no tenant can read or delete it"});
   }
 
   Store::Impl& s_;

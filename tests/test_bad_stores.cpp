@@ -1080,6 +1080,10 @@ TEST_CASE("untrusted: a short mutation run of the store fuzz target", "[untruste
     const auto& b = wl::history_of("c0").buffers;
     s.append("c0", wl::model(), b.tokens.data(), 19, b.source());
     s.fork("c0", "f", 11);
+    colikv::Options to = o;
+    to.tenant = "t";  // the tenant rows and another tenant's chain for the mutants
+    Store t(path, to);
+    t.append("c0", wl::model(), b.tokens.data(), 11, b.source());
   }
   const std::string seed = colikv_test::read_file(path);
   std::mt19937 rng(7);

@@ -3,9 +3,11 @@
 // and chunks are shared, deduplicated and matched only within it.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "colikv/colikv.h"
@@ -342,4 +344,68 @@ TEST_CASE("tenants: a chunk list naming another tenant's chunks is corrupt, not 
   const colikv::PrefixMatch r = bob.match(m, ha.tokens.data(), 8);
   CHECK((r.tokens == 0 || r.id == "c"));
   CHECK(alice.match(m, ha.tokens.data(), 8).id == "c");
+}
+
+TEST_CASE("tenants: a conversation whose tenant row is gone is reported by verify, never hidden",
+          "[backends][tenants][bad_stores]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  const std::string loc = colikv_test::store_at(dir, "t.db");
+  const EngineBuffers h = history(m, 8, 1);
+  {
+    Store bob(loc, tenant_options(m, "bob"));
+    append(bob, "c", h, 8);
+  }
+  // A hand edit with the foreign key unenforced (SQLite enforces it only on
+  // connections that ask; PostgreSQL not under session_replication_role =
+  // replica): the row now names a tenant no tenants row holds.
+  colikv_test::store_exec(loc, colikv::is_postgres_location(loc)
+                                   ? "DO $$ BEGIN SET LOCAL session_replication_role = replica; "
+                                     "UPDATE conversations SET tenant_id = 99 WHERE name = 'c'; END $$"
+                                   : "UPDATE conversations SET tenant_id = 99 WHERE name = 'c'");
+  REQUIRE(sql_int(loc, "SELECT count(*) FROM conversations WHERE tenant_id = 99") == 1);
+  Store owner(loc, tenant_options(m, ""));
+  const colikv::VerifyReport r = owner.verify();
+  CHECK_FALSE(r.ok());
+  bool named = false;
+  for (const auto& p : r.problems) {
+    INFO(p.what);
+    named = named || (p.what.find("belongs to tenant_id 99") != std::string::npos &&
+                      p.what.find("no tenant can read or delete it") != std::string::npos);
+  }
+  CHECK(named);
+  // Verifying one conversation checks that conversation only.
+  append(owner, "d", h, 8);
+  CHECK(owner.verify("d").ok());
+}
+
+TEST_CASE("tenants: hosts opening one new tenant at once make one tenant and all write into it",
+          "[backends][tenants][concurrency]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  const std::string loc = colikv_test::store_at(dir, "t.db");
+  { Store init(loc, tenant_options(m, "")); }  // the store exists; the tenant does not
+  constexpr int kHosts = 4;
+  const EngineBuffers h = history(m, 8, 1);
+  std::atomic<int> ready{0};
+  std::vector<std::string> failures(kHosts);
+  std::vector<std::thread> hosts;
+  for (int i = 0; i < kHosts; ++i) {
+    hosts.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (ready.load() < kHosts) std::this_thread::yield();  // all open at once
+      try {
+        Store s(loc, tenant_options(m, "new"));
+        append(s, "c" + std::to_string(i), h, 8);
+      } catch (const std::exception& e) {
+        failures[static_cast<size_t>(i)] = e.what();
+      }
+    });
+  }
+  for (auto& t : hosts) t.join();
+  for (const std::string& f : failures) CHECK(f == "");
+  CHECK(sql_int(loc, "SELECT count(*) FROM tenants WHERE name = 'new'") == 1);
+  Store s(loc, tenant_options(m, "new"));
+  CHECK(s.conversation_count() == kHosts);
+  for (int i = 0; i < kHosts; ++i) CHECK(loads_as(s, "c" + std::to_string(i), h, 8) == "");
 }

@@ -284,6 +284,7 @@ struct Row {
 std::vector<Row> g_rows;
 bool g_table_to_stderr = false;
 int g_page_size = 0;  // --page-size: a new store's page size; 0 = the library's default
+std::string g_tenant;  // --tenant: the tenant every store of the run is opened for
 
 FILE* table_out() { return g_table_to_stderr ? stderr : stdout; }
 
@@ -378,6 +379,7 @@ colikv::Options store_options(colikv::Synchronous sync, const std::string& preci
   if (const char* e = std::getenv("COLIKV_BENCH_CHUNK")) o.chunk_target_bytes = std::atoll(e);
   if (const char* e = std::getenv("COLIKV_BENCH_PAGE")) o.page_size = std::atoi(e);
   if (g_page_size > 0) o.page_size = g_page_size;
+  o.tenant = g_tenant;
   if (const char* e = std::getenv("COLIKV_BENCH_THREADS")) o.threads = std::atoi(e);
 #ifndef COLIKV_BENCH_NO_PRECISION
   if (precision == "bf16") o.new_conversation_precision = colikv::Precision::kBf16;
@@ -1522,10 +1524,11 @@ int usage() {
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
                "                    [--only turns,async,bounds,sample,import,many,fork,small,budget] [--pg URI]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL] [--page-size N]\n"
-               "                    [--cold-reps N]\n"
+               "                    [--cold-reps N] [--tenant NAME]\n"
                "--shape, --data and --sync narrow the turns workload to those cases; --page-size sets the\n"
                "page size of every new SQLite store (default: the library's); --cold-reps sets how many\n"
-               "warm and cold load pairs the async workload runs (default 9).\n");
+               "warm and cold load pairs the async workload runs (default 9); --tenant opens every store of\n"
+               "the run for that tenant (run without it alongside, to compare with the default tenant's).\n");
   return 2;
 }
 
@@ -1569,6 +1572,7 @@ int main(int argc, char** argv) {
     else if (a == "--keep") cfg.keep = true;
     else if (a == "--pg") cfg.pg = next();
     else if (a == "--page-size") g_page_size = std::atoi(next().c_str());
+    else if (a == "--tenant") g_tenant = next();
     else if (a == "--cold-reps") { cfg.cold_reps = std::max(1, std::atoi(next().c_str())); cold_set = true; }
     else if (a == "--only") cfg.only = split_list(next());
     else if (a == "--shape") cfg.shapes = split_list(next());

@@ -378,7 +378,8 @@ class COLIKV_API Store {
   // ""): checksum, content digest, decompression, sizes, token ranges,
   // chunk-list completeness against the count; and PRAGMA integrity_check for
   // the whole file. Only this Store's tenant's conversations are read; the
-  // file's own checks (integrity, chunks no conversation uses) are the whole
+  // file's own checks (integrity, chunks no conversation uses, conversations
+  // whose tenant the store does not hold) are the whole
   // store's whichever tenant asks. Lists the chunks shared without a content comparison
   // (UncomparedShare; of id's conversation only when id is given). Never
   // throws for problems in the data: it reports them. Throws kNotFound for a

@@ -260,6 +260,17 @@ std::vector<ChunkPlace> PgCatalog::unused_chunks() {
   return out;
 }
 
+// The server enforces the foreign key; a superuser with its triggers off
+// (session_replication_role = replica) does not.
+std::vector<StrandedConversation> PgCatalog::conversations_of_no_tenant() {
+  PgRows r = run("SELECT conversation_id, tenant_id FROM conversations c WHERE NOT EXISTS "
+                 "(SELECT 1 FROM tenants t WHERE t.tenant_id = c.tenant_id) ORDER BY conversation_id",
+                 PgParams(), "reading conversations of no tenant");
+  std::vector<StrandedConversation> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1)});
+  return out;
+}
+
 // A tenant's chunks are those its conversations use (a chunk no list names
 // is no tenant's: gc's). Tenants share none (their chain hashes differ).
 #define COLIKV_TENANT_CHUNK                                                                \

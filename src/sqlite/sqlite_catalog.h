@@ -68,6 +68,7 @@ class SqliteCatalog : public Catalog {
   std::vector<LineageRow> lineage() override;
   void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
   std::vector<ChunkPlace> unused_chunks() override;
+  std::vector<StrandedConversation> conversations_of_no_tenant() override;
   std::vector<ModelUsageRow> model_usage() override;
   std::vector<TenantRow> tenant_usage() override;
 

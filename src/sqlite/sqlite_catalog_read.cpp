@@ -258,6 +258,19 @@ std::vector<ChunkPlace> SqliteCatalog::unused_chunks() try {
   throw sqlite_error(e);
 }
 
+// A foreign key the schema declares but a hand edit with enforcement off
+// can break: SQLite enforces it only on the connections that turn it on.
+std::vector<StrandedConversation> SqliteCatalog::conversations_of_no_tenant() try {
+  SQLite::Statement q(db_,
+                      "SELECT conversation_id, tenant_id FROM conversations c WHERE NOT EXISTS "
+                      "(SELECT 1 FROM tenants t WHERE t.tenant_id = c.tenant_id) ORDER BY conversation_id");
+  std::vector<StrandedConversation> out;
+  while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getInt64()});
+  return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
 // A tenant's chunks are those its conversations use (a chunk no list names
 // is no tenant's: gc's). Tenants share none (their chain hashes differ).
 #define COLIKV_TENANT_CHUNK                                                                             \

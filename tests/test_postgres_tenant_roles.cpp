@@ -437,3 +437,42 @@ TEST_CASE("postgres: a store of the schema before tenant roles migrates unchange
   CHECK(loads_as(s, "d2", d, 50) == "");
   CHECK(s.gc(0).conversations.size() == 2);
 }
+
+TEST_CASE("postgres: a chunk whose tenant was changed by hand is corrupt to the tenant's role, and to no one else's data",
+          "[postgres][tenants]") {
+  const std::string schema = colikv_test::fresh_pg_schema();
+  const std::string uri = with_search_path(colikv_test::test_pg_uri(), {schema});
+  TestRole ra("ra");
+  const std::string ra_uri = with_search_path(ra.uri(), {schema});
+  const EngineBuffers a = history(40, 11), b = history(40, 22);
+  append(uri, "a", "a1", a, 40);
+  append(uri, "b", "b1", b, 40);
+  {
+    colikv::Store s(uri, tenant_options("a"));
+    s.grant_tenant(ra.name());
+  }
+  const std::string a_id = tenant_id_of(uri, "a");
+  // One of a1's chunks moved, by hand, out of tenant a (to no tenant).
+  colikv_test::store_exec(uri, "UPDATE chunks SET tenant_id = NULL WHERE chunk_id = (SELECT min(chunk_id) FROM chunks "
+                               "WHERE tenant_id = " + a_id + ")");
+  {
+    colikv::Store s(ra_uri, tenant_options("a"));
+    EngineBuffers out(a.model, 43);
+    out.poison();
+    const auto f = failure_of([&] { s.load("a1", a.model, out.tokens.data(), out.capacity, out.target()); });
+    INFO(f.second);
+    CHECK(f.first == ErrorCode::kCorrupt);
+    CHECK(f.second.find("tenant 'a'") != std::string::npos);
+    CHECK(colikv_test::untouched_from(out, 0) == "");  // nothing written into the caller's buffers
+    const colikv::VerifyReport v = s.verify();
+    REQUIRE_FALSE(v.problems.empty());
+    CHECK(v.problems[0].conversation == "a1");
+  }
+  // The owner's reads do not depend on the column; b is untouched.
+  {
+    colikv::Store s(uri, tenant_options("a"));
+    CHECK(loads_as(s, "a1", a, 40) == "");
+    colikv::Store t(uri, tenant_options("b"));
+    CHECK(loads_as(t, "b1", b, 40) == "");
+  }
+}

@@ -458,7 +458,7 @@ class Catalog {
   // Write transaction. Lets the server role `role` use this catalog's tenant
   // under row-level security (granted), or no longer (not granted): see
   // Store::grant_tenant. A backend without roles throws kUnsupported.
-  virtual void set_tenant_role(const std::string& role, bool granted);
+  virtual void set_tenant_role(const std::string& role, bool granted, int64_t now_ms);
 
   // Eviction
   // Which conversations an eviction weighs and evicts: all of the store's

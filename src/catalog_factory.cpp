@@ -31,7 +31,7 @@ namespace {
 }  // namespace
 #endif
 
-void Catalog::set_tenant_role(const std::string&, bool) {
+void Catalog::set_tenant_role(const std::string&, bool, int64_t) {
   // SQLite, the one backend without roles: whoever reads the file reads every
   // tenant, so its file mode is all the access control there is.
   throw Error(ErrorCode::kUnsupported,

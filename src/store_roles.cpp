@@ -20,7 +20,7 @@ void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) {
   s.require_writable(op);
   const std::string here = s.where() + ": " + op;
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  detail::with_context(here, [&] { s.catalog->set_tenant_role(role, granted); });
+  detail::with_context(here, [&] { s.catalog->set_tenant_role(role, granted, detail::now_ms()); });
   txn->commit();
 }
 

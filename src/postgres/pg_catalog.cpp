@@ -384,7 +384,8 @@ void PgCatalog::record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_
     p.add_hash(c.index_prev);
   p.add(c.index_tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest).add(tenant_id_);
   run("INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, digest, "
-      "tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (chunk_id) DO UPDATE SET model_id = excluded.model_id, "
+      "tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (chunk_id) DO UPDATE SET "
+      "model_id = excluded.model_id, "
       "precision = excluded.precision, prev_hash = excluded.prev_hash, tokens = excluded.tokens, "
       "payload_bytes = excluded.payload_bytes, chain_hash = excluded.chain_hash, digest = excluded.digest",
       p, "recording a chunk");
@@ -401,8 +402,8 @@ int64_t PgCatalog::insert_chunk(const ChunkRecord& c) {
     p.add_bytes(e.payload.data(), e.payload.size());
   p.add(tenant_id_);  // the row-level security of a tenant's role reads it (0004_tenant_roles.sql)
   const int64_t id = run("INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-                         "raw_size, checksum, payload, tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-                         "RETURNING chunk_id",
+                         "raw_size, checksum, payload, tenant_id) "
+                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING chunk_id",
                          p, "storing a chunk")
                          .int64(0, 0);
   record_chunk_meta(id, c, static_cast<int64_t>(e.payload.size()));

@@ -71,7 +71,7 @@ class PgCatalog : public Catalog {
   std::vector<StrandedConversation> conversations_of_no_tenant() override;
   std::vector<ModelUsageRow> model_usage() override;
   std::vector<TenantRow> tenant_usage() override;
-  void set_tenant_role(const std::string& role, bool granted) override;  // pg_tenant_roles.cpp
+  void set_tenant_role(const std::string& role, bool granted, int64_t now_ms) override;  // pg_tenant_roles.cpp
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;

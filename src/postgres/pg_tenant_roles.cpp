@@ -1,8 +1,6 @@
 // A server role per tenant, kept apart by row-level security
 // (migrations/postgres/0004_tenant_roles.sql; docs/postgres.md, "One role per
 // tenant"): what Store::grant_tenant and Store::revoke_tenant run.
-#include <chrono>
-
 #include "postgres/pg_catalog.h"
 
 namespace colikv {
@@ -39,7 +37,7 @@ std::string PgCatalog::tenant_refusal_note() {
          "' (row-level security: the store's owner creates a tenant and grants it, colikv tenant --grant)";
 }
 
-void PgCatalog::set_tenant_role(const std::string& role, bool granted) {
+void PgCatalog::set_tenant_role(const std::string& role, bool granted, int64_t now_ms) {
   const char* what = granted ? "granting the tenant" : "revoking the tenant";
   PgParams p;
   p.add(role).add(conn_.schema_name());
@@ -56,7 +54,8 @@ void PgCatalog::set_tenant_role(const std::string& role, bool granted) {
                                                std::to_string(r.int64(0, 0)) + ")");
   // GRANT by another role only warns; tenant_roles would refuse it anyway.
   if (r.int64(0, 1) == 0)
-    throw PgError(ErrorCode::kReadOnly, conn_.server() + ": only the store's owner grants tenants: its tables belong to role '" +
+    throw PgError(ErrorCode::kReadOnly, conn_.server() +
+                                            ": only the store's owner grants tenants: its tables belong to role '" +
                                             r.text(0, 2) + "', this is role '" + r.text(0, 3) + "'");
   if (r.is_null(0, 4)) throw PgError(ErrorCode::kNotFound, conn_.server() + ": no such role '" + role + "'");
   if (granted && r.int64(0, 5) != 0)
@@ -81,10 +80,9 @@ void PgCatalog::set_tenant_role(const std::string& role, bool granted) {
                  what);
     return;
   }
-  const int64_t now = static_cast<int64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-  g.add(now);
-  run("INSERT INTO tenant_roles (tenant_id, role_oid, granted_ms) VALUES ($1, $2::bigint::oid, $3) ON CONFLICT DO NOTHING",
+  g.add(now_ms);
+  run("INSERT INTO tenant_roles (tenant_id, role_oid, granted_ms) VALUES ($1, $2::bigint::oid, $3) "
+      "ON CONFLICT DO NOTHING",
       g, what);
   // Turned on once (each ALTER takes its table's exclusive lock).
   PgParams t;

@@ -327,6 +327,22 @@ class PrefixIndex {
   virtual void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                                      const std::string& from, const std::string& to, const std::string& exact,
                                      int64_t seq, const ConversationVisitor& f) = 0;
+
+  // The walks of a lookup, each one call whatever the prompt's length, so
+  // that a backend whose every query is a round trip (a server) answers each
+  // in one; the defaults (prefix_match.cpp) are made of the probes above.
+  // How many of `chains` (the chain hashes of a prompt's whole chunks, in
+  // order) chain_stored holds for before the first it does not.
+  virtual int64_t stored_chain_prefix(int64_t model_id, const std::vector<ChunkHash>& chains);
+  // The largest k <= r such that a chunk after `prev` (none: position 0)
+  // starts with region[0, k): its token list is that list (follower_equal)
+  // or continues it (follower_in_range). 0 when r <= 0.
+  virtual int64_t longest_follower(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                   const int32_t* region, int64_t r);
+  // How many of the most recently used conversations a lookup tries one by
+  // one before the indexed join over a prefix's users (which finds the same
+  // one): worth it where a probe is cheap, not where each is a round trip.
+  virtual int recent_probe() const { return 32; }
 };
 
 class Catalog {
@@ -407,8 +423,13 @@ class Catalog {
   // A conversation's chunk list in seq order (empty for none or no such id).
   virtual std::vector<ChunkSummary> chunk_list(int64_t conversation_id) = 0;
   // The entries of a chunk list that start before end_pos (chunks.first_pos),
-  // in seq order, for a load; valid in the current transaction.
-  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos) = 0;
+  // in seq order, for a load; valid in the current transaction. A backend
+  // that reads rows with their payloads reads none larger than
+  // max_payload_bytes (no chunk of the model is): such a row's payload reads
+  // as missing, after its recorded size (which the scan rejects first).
+  // While the cursor lives, no other method may be called.
+  virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos,
+                                                   int64_t max_payload_bytes) = 0;
   // A chunk's token ids as stored (JSON text); none when the chunk is missing.
   virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
   // A chunk's stored fields and payload; none when the chunk is missing.

@@ -2,8 +2,9 @@
 // the longest prefix of a prompt, in time that does not grow with the number
 // of conversations.
 //
-//  1. Full chunks: the prompt's chain hashes over whole chunks, each looked up
-//     in chunk_meta's (model_id, chain_hash) index, until one is not stored. A
+//  1. Full chunks: the prompt's chain hashes over whole chunks, looked up
+//     in chunk_meta's (model_id, chain_hash) index up to the first that is
+//     not stored (PrefixIndex::stored_chain_prefix: one query on a server). A
 //     stored chain hash means some conversation holds exactly those tokens up
 //     to there. Only token ids are compared: chunks stored under the same
 //     chain hash with different content (schema 5 keeps them apart) all
@@ -13,14 +14,17 @@
 //     largest k such that some chunk starts with the region's first k tokens.
 //     Token lists are canonical JSON ("[1,2,3]"), so "starts with those k
 //     tokens" is a string-prefix range of the index: a binary search over k of
-//     O(log N) probes each. A conversation's tail is held in pieces
+//     O(log N) probes each (PrefixIndex::longest_follower; a server runs the
+//     search itself, in one statement). A conversation's tail is held in pieces
 //     (chunk_layout.h), each indexed by the tail up to its end after the
 //     tail's anchor (docs/format.md), so the tail is one step whatever the
 //     segmentation: the longest region some piece's tail starts with.
 //  3. Ties: the most recently used conversation holding that prefix. First the
 //     few most recently used conversations are checked one by one (a shared
-//     prefix is usually held by one of them), then an indexed join over the
-//     conversations that use the matched chunk(s).
+//     prefix is usually held by one of them; PrefixIndex::recent_probe, none
+//     on a server, where each check is a round trip), then an indexed join
+//     over the conversations that use the matched chunk(s), which finds the
+//     same one.
 //  4. Loadable matches only (match_loadable): the holder must also still have
 //     the KV data of every chunk it needs. When none has, shorter prefixes are
 //     tried, from the matched chunk back towards the start; at each chunk a
@@ -46,10 +50,6 @@ using detail::ChunkHash;
 using detail::with_context;
 
 namespace {
-
-// The most recently used conversations examined one by one before falling
-// back to an indexed join over every conversation holding the prefix.
-constexpr int kRecentProbe = 32;
 
 struct Region {
   // JSON of the region's first k tokens: "[t0,...,tk-1," (more follow) and
@@ -122,13 +122,15 @@ class Matcher {
   // 1. Whole chunks, by hash; returns where the tail region starts.
   int64_t walk_full_chunks(const int32_t* tokens, int64_t len) {
     const int64_t C = m_.chunk_tokens;
-    int64_t full = 0;
-    while ((full + 1) * C <= len) {
-      const ChunkHash h = detail::chain_next(chain_, tokens + full * C, C);
-      if (!index_.chain_stored(m_.id, h)) break;
-      steps_.push_back({full, full * C, C, chain_});
-      chain_ = h;
-      ++full;
+    std::vector<ChunkHash> chains;
+    for (ChunkHash h = chain_; static_cast<int64_t>(chains.size() + 1) * C <= len;) {
+      h = detail::chain_next(h, tokens + static_cast<int64_t>(chains.size()) * C, C);
+      chains.push_back(h);
+    }
+    const int64_t full = index_.stored_chain_prefix(m_.id, chains);
+    for (int64_t i = 0; i < full; ++i) {
+      steps_.push_back({i, i * C, C, chain_});
+      chain_ = chains[static_cast<size_t>(i)];
     }
     return full * C;
   }
@@ -137,20 +139,9 @@ class Matcher {
   // following the anchor (a full chunk, or a piece's tail) holds.
   void walk_tail(const int32_t* tokens, int64_t len, int64_t tail) {
     const int64_t depth = static_cast<int64_t>(steps_.size());
-    const int64_t k = longest_follower(tokens + tail, depth, std::min(len, tail + m_.chunk_tokens) - tail);
+    const int64_t k = index_.longest_follower(m_.id, precision_, prev(depth), tokens + tail,
+                                              std::min(len, tail + m_.chunk_tokens) - tail);
     steps_.push_back({depth, tail, k, chain_});
-  }
-
-  // The largest k <= r such that a chunk following the walk at `depth` starts with region[0, k).
-  int64_t longest_follower(const int32_t* region, int64_t depth, int64_t r) {
-    if (r <= 0) return 0;
-    if (has(region, depth, r)) return r;
-    int64_t lo = 0, hi = r;  // has(lo) (k = 0 is trivially held), !has(hi)
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      (has(region, depth, mid) ? lo : hi) = mid;
-    }
-    return lo;
   }
 
   // 4. The most recently used conversation that holds and can load the
@@ -201,13 +192,6 @@ class Matcher {
   // The chain hash before the chunk list entry at `depth`; null at position 0.
   const ChunkHash* prev(int64_t depth) const { return depth == 0 ? nullptr : &chain_; }
 
-  // Does a chunk following the walk at `depth` start with region[0, k)?
-  bool has(const int32_t* region, int64_t depth, int64_t k) {
-    region_.set(region, k);
-    return index_.follower_in_range(m_.id, precision_, prev(depth), region_.more, region_.more_end) ||
-           index_.follower_equal(m_.id, precision_, prev(depth), region_.exact);
-  }
-
   // Does conversation conv hold the prefix: its entry at `depth - 1` ends the
   // walk's chain, and (k > 0) its entries from `depth` on start with region_?
   bool holds(int64_t conv, int64_t depth, int64_t k) {
@@ -254,7 +238,7 @@ class Matcher {
       found = name;
       return true;
     };
-    index_.visit_recent(kRecentProbe, try_one);
+    if (index_.recent_probe() > 0) index_.visit_recent(index_.recent_probe(), try_one);
     if (!found.empty()) return found;
     // Every conversation that uses a matching chunk, most recently used first.
     if (k == 0)
@@ -276,6 +260,35 @@ class Matcher {
 };
 
 }  // namespace
+
+namespace detail {
+
+int64_t PrefixIndex::stored_chain_prefix(int64_t model_id, const std::vector<ChunkHash>& chains) {
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(chains.size()) && chain_stored(model_id, chains[static_cast<size_t>(n)])) ++n;
+  return n;
+}
+
+int64_t PrefixIndex::longest_follower(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                      const int32_t* region, int64_t r) {
+  Region probe;
+  // Does a chunk after prev start with region[0, k)?
+  const auto has = [&](int64_t k) {
+    probe.set(region, k);
+    return follower_in_range(model_id, precision, prev, probe.more, probe.more_end) ||
+           follower_equal(model_id, precision, prev, probe.exact);
+  };
+  if (r <= 0) return 0;
+  if (has(r)) return r;
+  int64_t lo = 0, hi = r;  // has(lo) (k = 0 is trivially held), !has(hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (has(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace detail
 
 namespace {
 

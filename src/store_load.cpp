@@ -12,6 +12,7 @@
 #include "backend_error.h"
 #include "chunk_layout.h"
 #include "core/chunk_codec.h"
+#include "core/store_limits.h"
 #include "eviction.h"
 #include "kv_planes.h"
 #include "store_call.h"
@@ -59,7 +60,12 @@ class ChunkScan {
   }
 
   void run() {
-    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, start_.n);
+    // No chunk of the model holds more (a row claiming more is rejected by
+    // check_sizes), so a backend that sends payloads with the rows never
+    // sends a larger one.
+    const int64_t most = detail::max_payload_bytes(
+        std::min(detail::kMaxChunkRawBytes, chunk_tokens_ * detail::token_raw_bytes(start_.model.sig)));
+    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, start_.n, most);
     detail::ChunkListRow row;
     while (rows->next(row)) {
       std::unique_ptr<StoredChunk> c = check_row(row);
@@ -127,7 +133,7 @@ class ChunkScan {
     if (c.raw_size != expect_raw)
       throw Error(ErrorCode::kCorrupt, cw_ + ": raw_size is " + std::to_string(c.raw_size) + ", expected " +
                                            std::to_string(expect_raw) + " for its model and precision");
-    if (payload_bytes_ > (c.compressed ? expect_raw + expect_raw / 64 + 4096 : expect_raw))
+    if (payload_bytes_ > (c.compressed ? detail::max_payload_bytes(expect_raw) : expect_raw))
       throw Error(ErrorCode::kCorrupt, cw_ + ": payload is " + std::to_string(payload_bytes_) +
                                            " bytes, more than a " + std::to_string(expect_raw) +
                                            "-byte chunk can take");

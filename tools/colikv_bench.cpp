@@ -414,6 +414,31 @@ void drop_pg_store(const Config& cfg, const std::string& name) {
 #endif
 }
 
+// A plain binary SELECT of conversation "conv"'s payload rows in list order,
+// on a libpq connection of its own: the server's and the wire's own cost of
+// the bytes a load reads. Returns the bytes received.
+int64_t plain_select_payloads(const std::string& location) {
+#if !COLIKV_WITH_POSTGRES
+  (void)location;
+  return 0;
+#else
+  PGconn* c = PQconnectdb(location.c_str());
+  int64_t bytes = 0;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult* r = PQexecParams(c,
+                               "SELECT ch.payload FROM conversations v JOIN conversation_chunks cc "
+                               "ON cc.conversation_id = v.conversation_id JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+                               "WHERE v.name = 'conv' ORDER BY cc.seq",
+                               0, nullptr, nullptr, nullptr, nullptr, 1);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK)
+      for (int i = 0; i < PQntuples(r); ++i) bytes += PQgetlength(r, i, 0);
+    PQclear(r);
+  }
+  PQfinish(c);
+  return bytes;
+#endif
+}
+
 // ---------------------------------------------------------------- turns + load + size
 
 void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::string& precision,
@@ -537,13 +562,34 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
   if (!cfg.pg.empty() && precision == "f32") {
     // The same turns on PostgreSQL over loopback; its baseline column is the
     // raw file's too, so the ratios sit beside SQLite's rows above.
-    const Run pg = run_colikv(pg_store(cfg, "turns"));
+    const std::string pg_location = pg_store(cfg, "turns");
+    const Run pg = run_colikv(pg_location);
+    // The load against a plain binary SELECT of the same payload rows on a
+    // libpq connection of its own, alternated, so both see the same server.
+    std::vector<double> pg_load_reps, select_reps;
+    {
+      colikv::Store store(pg_location, store_options(sync, precision));
+      for (int k = 0; k < std::max(cfg.load_reps, 3); ++k) {
+        dst.zero(n_tokens);
+        auto t0 = Clock::now();
+        store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
+        pg_load_reps.push_back(since(t0));
+        t0 = Clock::now();
+        const int64_t bytes = plain_select_payloads(pg_location);
+        select_reps.push_back(since(t0));
+        if (bytes <= 0) std::fprintf(stderr, "plain SELECT read no payload\n");
+      }
+    }
     drop_pg_store(cfg, "turns");
     const std::string pg_note = "PostgreSQL, loopback; synchronous_commit " + std::string(full ? "on" : "off");
     row("turns", "pg append throughput", "MB/s", mb / pg.total, thr_b, "", -1, pg_note);
     row("turns", "pg append latency median", "ms/turn", median(pg.lat), median(lat_b), "", -1, "");
     row("load", "pg load throughput", "MB/s", mb / pg.load, lt_b, "", -1,
         std::string("bit-exact: ") + (pg.exact ? "yes" : "no"));
+    const double pl = mb / median(pg_load_reps), ps = mb / median(select_reps);
+    row("load", "pg load vs plain binary SELECT", "MB/s", pl, ps, ">=0.7x", pl / ps >= 0.7,
+        "baseline: libpq SELECT of the payload rows, binary; alternated, median of " +
+            std::to_string(pg_load_reps.size()));
   }
 }
 

@@ -86,78 +86,45 @@ class PgTransaction : public Catalog::Transaction {
 };
 
 
-// A conversation's chunk list with its chunks' fields (all rows, without
-// payloads). Payloads are read in order, a batch of the next chunks' at a
-// time up to kBatchBytes (at least one chunk), so that a list of many small
-// tail pieces costs a few round trips, not one each, while memory stays
-// about one chunk plus the batch whatever the conversation's size.
+// A conversation's chunk list with its chunks' fields and payloads, in one
+// statement whose rows arrive one at a time (PgRowStream): the scan checks and
+// decodes a chunk while the server sends the next, and memory stays about one
+// chunk in flight whatever the conversation's size. A payload larger than any
+// chunk of the model can take is not sent (its size is, which the scan rejects).
 class PgChunkCursor : public ChunkCursor {
  public:
-  PgChunkCursor(PgConnection& conn, PgRows rows) : conn_(conn), rows_(std::move(rows)) {}
+  PgChunkCursor(PgConnection& conn, const std::string& sql, const PgParams& params)
+      : stream_(conn, sql, params, "reading a chunk list") {}
 
   bool next(ChunkListRow& r) override {
-    if (row_ >= rows_.size()) return false;
-    const int i = row_++;
-    r.seq = rows_.int64(i, 0);
-    r.chunk_id = rows_.int64(i, 1);
-    r.first_pos = rows_.int64(i, 2);
-    r.n_tokens = rows_.int64(i, 3);
-    r.tokens_json = rows_.text(i, 4);
-    r.compression = rows_.text(i, 5);
-    r.raw_size = rows_.int64(i, 6);
-    r.checksum = rows_.int64(i, 7);
-    r.payload_bytes = stored_bytes(i);
-    r.key = rows_.hash(i, 9);
-    r.precision = rows_.text(i, 10);
-    r.digest = rows_.optional_hash(i, 11);
+    row_ = stream_.next();
+    if (!row_) return false;
+    const PgRows& rows = *row_;
+    r.seq = rows.int64(0, 0);
+    r.chunk_id = rows.int64(0, 1);
+    r.first_pos = rows.int64(0, 2);
+    r.n_tokens = rows.int64(0, 3);
+    r.tokens_json = rows.text(0, 4);
+    r.compression = rows.text(0, 5);
+    r.raw_size = rows.int64(0, 6);
+    r.checksum = rows.int64(0, 7);
+    r.payload_bytes = rows.is_null(0, 8) ? std::nullopt : std::optional<int64_t>(rows.int64(0, 8));
+    r.key = rows.hash(0, 9);
+    r.precision = rows.text(0, 10);
+    r.digest = rows.optional_hash(0, 11);
     return true;
   }
 
   // The payload of the row next() returned last; `bytes` is its size in that row.
   void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
-    const std::string reading = what + ": reading its payload";
-    if (!batch_ || batch_row_ >= batch_->size() || batch_->int64(batch_row_, 0) != chunk_id) fetch_batch(reading);
-    const int i = batch_row_++;
-    if (i >= batch_->size() || batch_->int64(i, 0) != chunk_id || batch_->is_null(i, 1) ||
-        batch_->length(i, 1) != bytes)
-      throw Error(ErrorCode::kCorrupt, reading + ": the payload is missing or not the size recorded");
-    out.assign(batch_->bytes(i, 1), batch_->bytes(i, 1) + bytes);
+    if (!row_ || row_->int64(0, 1) != chunk_id || row_->is_null(0, 12) || row_->length(0, 12) != bytes)
+      throw Error(ErrorCode::kCorrupt, what + ": reading its payload: the payload is missing or not the size recorded");
+    out.assign(row_->bytes(0, 12), row_->bytes(0, 12) + bytes);
   }
 
  private:
-  // Small enough to hold beside a chunk; large enough that tail pieces come a few dozen at a time.
-  static constexpr int64_t kBatchBytes = int64_t{1} << 20;
-
-  std::optional<int64_t> stored_bytes(int i) const {
-    return rows_.is_null(i, 8) ? std::nullopt : std::optional<int64_t>(rows_.int64(i, 8));
-  }
-
-  // The payloads of the current row and of the following ones with a payload
-  // while they fit kBatchBytes, in list order.
-  void fetch_batch(const std::string& what) {
-    std::string ids = "{";
-    int64_t total = 0;
-    for (int i = row_ - 1; i < rows_.size(); ++i) {
-      const std::optional<int64_t> b = stored_bytes(i);
-      if (!b) break;  // evicted: the scan stops there
-      if (i >= row_ && total + *b > kBatchBytes) break;
-      total += *b;
-      ids += (ids.size() > 1 ? "," : "") + std::to_string(rows_.int64(i, 1));
-    }
-    ids += "}";
-    PgParams p;
-    p.add(ids);
-    batch_.emplace(conn_.query("SELECT c.chunk_id, c.payload FROM unnest($1::bigint[]) WITH ORDINALITY AS l(id, n) "
-                               "JOIN chunks c ON c.chunk_id = l.id ORDER BY l.n",
-                               p, what));
-    batch_row_ = 0;
-  }
-
-  PgConnection& conn_;
-  PgRows rows_;
-  int row_ = 0;
-  std::optional<PgRows> batch_;  // payloads of the current row and the next ones
-  int batch_row_ = 0;
+  PgRowStream stream_;
+  std::optional<PgRows> row_;  // the row next() returned last
 };
 
 }  // namespace
@@ -317,16 +284,18 @@ std::vector<ChunkSummary> PgCatalog::chunk_list(int64_t conversation_id) {
   return out;
 }
 
-std::unique_ptr<ChunkCursor> PgCatalog::read_chunks(int64_t conversation_id, int64_t end_pos) {
+std::unique_ptr<ChunkCursor> PgCatalog::read_chunks(int64_t conversation_id, int64_t end_pos, int64_t max_payload_bytes) {
   PgParams p;
-  p.add(conversation_id).add(end_pos);
-  PgRows r = run("SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
-                 "ch.checksum, octet_length(ch.payload)::bigint, ch.hash, ch.precision, k.digest "
-                 "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                 "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
-                 "WHERE cc.conversation_id = $1 AND ch.first_pos < $2 ORDER BY cc.seq",
-                 p, "reading a chunk list");
-  return std::make_unique<PgChunkCursor>(conn_, std::move(r));
+  p.add(conversation_id).add(end_pos).add(max_payload_bytes);
+  return std::make_unique<PgChunkCursor>(
+      conn_,
+      "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, ch.raw_size, "
+      "ch.checksum, octet_length(ch.payload)::bigint, ch.hash, ch.precision, k.digest, "
+      "CASE WHEN octet_length(ch.payload) <= $3::bigint THEN ch.payload END "
+      "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+      "WHERE cc.conversation_id = $1 AND ch.first_pos < $2 ORDER BY cc.seq",
+      p);
 }
 
 std::optional<std::string> PgCatalog::chunk_tokens_json(int64_t chunk_id) {

@@ -50,7 +50,7 @@ class PgCatalog : public Catalog {
   void insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) override;
 
   std::vector<ChunkSummary> chunk_list(int64_t conversation_id) override;
-  std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos) override;
+  std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos, int64_t max_payload_bytes) override;
   std::optional<std::string> chunk_tokens_json(int64_t chunk_id) override;
   std::optional<ChunkContent> read_chunk(int64_t chunk_id) override;
   std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) override;

@@ -14,17 +14,25 @@ namespace detail {
 
 namespace {
 
-// Names sort bytewise (COLLATE "C"), as SQLite's BINARY collation does,
-// whatever the database's locale.
-const char* kInfoSelect =
-    "SELECT c.name, c.model_id, c.token_count, c.title, c.metadata, coalesce(p.name, ''), c.forked_at, "
-    "c.created_ms, c.updated_ms, c.last_used_ms, "
-    "(SELECT coalesce(sum(octet_length(ch.payload)), 0)::bigint FROM conversation_chunks cc JOIN chunks ch "
-    "   ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = c.conversation_id), "
-    "EXISTS (SELECT 1 FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-    "   WHERE cc.conversation_id = c.conversation_id AND ch.payload IS NULL), "
-    "c.precision "
-    "FROM conversations c LEFT JOIN conversations p ON p.conversation_id = c.parent_id ";
+// The ConversationInfoRow columns of the conversations `rows` (a query of
+// conversations' rows, their page already cut): each one's stored payload
+// bytes and whether any of its chunks was evicted (-1: payload NULL), in one
+// pass over its chunk list, after the page is chosen (not for every
+// conversation of the store). Each chunk is a subquery on its key, which the
+// planner cannot turn into a join: on a store just filled, before the
+// server's ANALYZE has seen its tables, it chose a hash join that scanned
+// the whole chunks table once per listed conversation.
+std::string info_select(const std::string& rows) {
+  // The parent by its key, row by row: a join would let the planner hash
+  // every conversation for a page of them.
+  return "SELECT c.name, c.model_id, c.token_count, c.title, c.metadata, "
+         "coalesce((SELECT p.name FROM conversations p WHERE p.conversation_id = c.parent_id), ''), c.forked_at, "
+         "c.created_ms, c.updated_ms, c.last_used_ms, coalesce(u.bytes, 0)::bigint, coalesce(u.evicted, false), "
+         "c.precision FROM (" + rows + ") c "
+         "LEFT JOIN LATERAL (SELECT sum(greatest(s.n, 0)) AS bytes, bool_or(s.n < 0) AS evicted FROM ("
+         "  SELECT (SELECT coalesce(octet_length(ch.payload), -1) FROM chunks ch WHERE ch.chunk_id = cc.chunk_id) AS n "
+         "  FROM conversation_chunks cc WHERE cc.conversation_id = c.conversation_id) s) u ON true ";
+}
 
 ConversationInfoRow info_from_row(const PgRows& r, int i) {
   ConversationInfoRow c;
@@ -88,7 +96,8 @@ bool PgCatalog::set_text(const std::string& name, ConversationText column, const
 std::optional<ConversationInfoRow> PgCatalog::conversation_info(const std::string& name) {
   PgParams p;
   p.add(name).add(tenant_id_);
-  PgRows r = conn_.query(std::string(kInfoSelect) + "WHERE c.name = $1 AND c.tenant_id = $2", p, "reading a conversation");
+  PgRows r = conn_.query(info_select("SELECT * FROM conversations WHERE name = $1 AND tenant_id = $2"), p,
+                         "reading a conversation");
   if (r.size() == 0) return std::nullopt;
   return info_from_row(r, 0);
 }
@@ -100,9 +109,8 @@ std::vector<ConversationInfoRow> PgCatalog::list_conversations(int64_t limit, in
   else
     p.add(limit);
   p.add(offset).add(tenant_id_);
-  PgRows r = conn_.query(std::string(kInfoSelect) +
-                             "WHERE c.conversation_id IN (SELECT conversation_id FROM conversations WHERE tenant_id = $3 "
-                             "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT $1 OFFSET $2) "
+  PgRows r = conn_.query(info_select("SELECT * FROM conversations WHERE tenant_id = $3 "
+                                     "ORDER BY last_used_ms DESC, conversation_id DESC LIMIT $1 OFFSET $2") +
                              "ORDER BY c.last_used_ms DESC, c.conversation_id DESC",
                          p, "listing conversations");
   std::vector<ConversationInfoRow> out;

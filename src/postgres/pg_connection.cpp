@@ -272,6 +272,8 @@ void PgConnection::fail(const PGresult* r, const std::string& what) {
 }
 
 bool PgConnection::ready_to_send(const std::string& sql, const std::string& what) {
+  if (streaming_)
+    throw PgError(ErrorCode::kInternal, what + ": " + server_ + ": a statement was sent while another's rows were still coming");
   if (lost_in_transaction_) {
     // The server rolled the transaction back with the connection: only its
     // ROLLBACK (nothing left to send) or a new BEGIN may follow, never its
@@ -290,16 +292,23 @@ bool PgConnection::ready_to_send(const std::string& sql, const std::string& what
   return true;
 }
 
-PgRows PgConnection::query(const std::string& sql, const PgParams& params, const std::string& what) {
-  if (!ready_to_send(sql, what)) return PgRows(nullptr);
+const std::string& PgConnection::prepared(const std::string& sql, const PgParams& params, const std::string& what) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     const std::string name = "colikv_" + std::to_string(prepared_.size() + 1);
+    ++round_trips_;
     PgResultPtr r(PQprepare(conn_.get(), name.c_str(), sql.c_str(), params.size(), nullptr));
     if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) fail(r.get(), what);
     it = prepared_.emplace(sql, name).first;
   }
-  PgResultPtr r(PQexecPrepared(conn_.get(), it->second.c_str(), params.size(), params.values(), params.lengths(),
+  return it->second;
+}
+
+PgRows PgConnection::query(const std::string& sql, const PgParams& params, const std::string& what) {
+  if (!ready_to_send(sql, what)) return PgRows(nullptr);
+  const std::string& name = prepared(sql, params, what);
+  ++round_trips_;
+  PgResultPtr r(PQexecPrepared(conn_.get(), name.c_str(), params.size(), params.values(), params.lengths(),
                                params.formats(), 1));
   const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) fail(r.get(), what);
@@ -308,9 +317,56 @@ PgRows PgConnection::query(const std::string& sql, const PgParams& params, const
 
 void PgConnection::exec(const std::string& sql, const std::string& what) {
   if (!ready_to_send(sql, what)) return;
+  ++round_trips_;
   PgResultPtr r(PQexec(conn_.get(), sql.c_str()));
   const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) fail(r.get(), what);
+}
+
+PgRowStream::PgRowStream(PgConnection& conn, const std::string& sql, const PgParams& params, const std::string& what)
+    : conn_(conn), what_(what) {
+  if (!conn_.ready_to_send(sql, what)) {
+    done_ = true;  // only a ROLLBACK is skipped so: no rows
+    return;
+  }
+  const std::string& name = conn_.prepared(sql, params, what);
+  PGconn* c = conn_.conn_.get();
+  ++conn_.round_trips_;
+  if (PQsendQueryPrepared(c, name.c_str(), params.size(), params.values(), params.lengths(), params.formats(), 1) == 0)
+    conn_.fail(nullptr, what);
+  conn_.streaming_ = true;
+  // Fails only when called too late (never here): the rows would then come
+  // in one result, still correct.
+  PQsetSingleRowMode(c);
+}
+
+std::function<void()> PgRowStream::after_row_for_tests;
+
+PgRowStream::~PgRowStream() { finish(); }
+
+void PgRowStream::finish() noexcept {
+  if (done_) return;
+  done_ = true;
+  // libpq reads the rest of the statement's results, one row at a time, and
+  // returns null after the last (or once a lost connection is seen).
+  while (PGresult* r = PQgetResult(conn_.conn_.get())) PQclear(r);
+  conn_.streaming_ = false;
+}
+
+std::optional<PgRows> PgRowStream::next() {
+  if (done_) return std::nullopt;
+  PgResultPtr r(PQgetResult(conn_.conn_.get()));
+  const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st == PGRES_SINGLE_TUPLE) {
+    if (after_row_for_tests) after_row_for_tests();
+    return PgRows(std::move(r));
+  }
+  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+    finish();  // the end of the rows: reads the null result after it
+    return std::nullopt;
+  }
+  finish();
+  conn_.fail(r.get(), what_);
 }
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -135,7 +136,13 @@ class PgConnection {
   // transactions so that writers of one store run one at a time, as SQLite's.
   int64_t store_lock_key() const { return lock_key_; }
 
+  // How many times this connection has waited for the server: each query()
+  // and exec(), a statement's first PREPARE, a PgRowStream once, not the
+  // connecting. What the tests count to bound a call's round trips.
+  int64_t round_trips() const { return round_trips_; }
+
  private:
+  friend class PgRowStream;
   void connect(const std::string& what);
   void configure_session(const std::string& what);
   void resolve_schema(const std::string& what);
@@ -146,6 +153,8 @@ class PgConnection {
   // closed; false for a ROLLBACK that a lost connection made needless.
   bool ready_to_send(const std::string& sql, const std::string& what);
   [[noreturn]] void fail(const PGresult* r, const std::string& what);
+  // The name of `sql` prepared on this connection, preparing it the first time.
+  const std::string& prepared(const std::string& sql, const PgParams& params, const std::string& what);
   static void on_notice(void* self, const PGresult* r);
 
   std::string uri_;
@@ -159,6 +168,40 @@ class PgConnection {
   bool sent_in_transaction_ = false;  // the last statement was sent inside a transaction
   bool lost_in_transaction_ = false;  // and the connection was lost with it
   std::vector<std::string>* warnings_ = nullptr;  // where the server's warnings go while collected
+  int64_t round_trips_ = 0;
+  bool streaming_ = false;  // a PgRowStream's rows are still coming: no other statement may be sent
+};
+
+// One statement whose rows are read one at a time while later ones are still
+// on their way (libpq's single-row mode, in binary): a caller decodes a row
+// while the server sends the next, in one round trip, holding about one row.
+// While it lives, no other statement may run on the connection.
+class PgRowStream {
+ public:
+  // Sends the statement (prepared once per connection, as query()); throws
+  // PgError naming `what` and the server when it cannot be sent.
+  PgRowStream(PgConnection& conn, const std::string& sql, const PgParams& params, const std::string& what);
+  // Reads and drops the rows not read yet, so that the connection can run
+  // the next statement (or is left cleanly failed when it was lost).
+  ~PgRowStream();
+  PgRowStream(const PgRowStream&) = delete;
+  PgRowStream& operator=(const PgRowStream&) = delete;
+
+  // The next row, as a one-row PgRows; none after the last. A server error or
+  // a lost connection throws PgError as query() does (kIO for a lost one),
+  // after the statement's remaining results are read.
+  std::optional<PgRows> next();
+
+  // For the tests only: called after each row arrives, before next()
+  // returns it (a test stops the server there, mid-statement). Empty otherwise.
+  static std::function<void()> after_row_for_tests;
+
+ private:
+  void finish() noexcept;
+
+  PgConnection& conn_;
+  std::string what_;
+  bool done_ = false;
 };
 
 }  // namespace detail

@@ -75,6 +75,53 @@ bool PgPrefixIndex::follower_equal(int64_t model_id, const std::string& precisio
              .size() > 0;
 }
 
+int64_t PgPrefixIndex::stored_chain_prefix(int64_t model_id, const std::vector<ChunkHash>& chains) {
+  if (chains.empty()) return 0;
+  // The hashes as one bytea of 32-byte pieces: the first one not stored.
+  std::string all;
+  for (const ChunkHash& h : chains) all.append(reinterpret_cast<const char*>(h.data()), h.size());
+  PgParams p;
+  p.add(model_id).add_bytes(all.data(), all.size()).add(static_cast<int64_t>(chains.size()));
+  return conn_.query("SELECT coalesce(min(i), $3::int)::bigint FROM generate_series(0, $3::int - 1) AS i "
+                     "WHERE NOT EXISTS (SELECT 1 FROM chunk_meta WHERE model_id = $1 "
+                     "AND chain_hash = substring($2::bytea FROM i * 32 + 1 FOR 32))",
+                     p, "matching")
+      .int64(0, 0);
+}
+
+// Does a chunk after $3 start with the region's first k tokens, given as
+// "[t0,...,tk-1" (k >= 1)? Its list then goes on ("...,": the range up to
+// "...-", ',' + 1) or ends there ("...]"), as the Region of prefix_match.cpp.
+#define COLIKV_FOLLOWS(open)                                                                        \
+  "(EXISTS (SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 AND " \
+  COLIKV_TOKENS_IN_RANGE("(" open " || ',')", "(" open " || '-')") ") OR "                          \
+  "EXISTS (SELECT 1 FROM chunk_meta WHERE model_id = $1 AND precision = $2 AND prev_hash = $3 AND " \
+  COLIKV_TOKENS_EQUAL("(" open " || ']')") "))"
+#define COLIKV_REGION_OPEN(k) "('[' || array_to_string(($4::int[])[1:" k "], ','))"
+
+int64_t PgPrefixIndex::longest_follower(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                                        const int32_t* region, int64_t r) {
+  if (r <= 0) return 0;
+  std::string tokens = "{";
+  for (int64_t i = 0; i < r; ++i) tokens += (i ? "," : "") + std::to_string(region[i]);
+  tokens += "}";
+  PgParams p;
+  p.add(model_id).add(precision);
+  add_prev(p, prev, anchor_).add(tokens).add(r);
+  // The binary search of PrefixIndex::longest_follower, on the server: the
+  // whole region first, then halving [lo, hi) with has(lo), !has(hi).
+  return conn_.query("WITH RECURSIVE s(lo, hi) AS ("
+                     "  SELECT 0, $5::int "
+                     "  UNION ALL "
+                     "  SELECT CASE WHEN y.h THEN y.m ELSE y.lo END, CASE WHEN y.h THEN y.hi ELSE y.m END FROM ("
+                     "    SELECT x.lo, x.hi, x.m, " COLIKV_FOLLOWS(COLIKV_REGION_OPEN("x.m")) " AS h FROM ("
+                     "      SELECT lo, hi, lo + (hi - lo) / 2 AS m FROM s WHERE hi - lo > 1) x) y) "
+                     "SELECT (CASE WHEN " COLIKV_FOLLOWS(COLIKV_REGION_OPEN("$5::int")) " THEN $5::int "
+                     "ELSE (SELECT lo FROM s WHERE hi - lo <= 1) END)::bigint",
+                     p, "matching")
+      .int64(0, 0);
+}
+
 std::optional<PrefixIndex::ChainEntry> PgPrefixIndex::chain_at(int64_t conversation_id, int64_t seq) {
   PgParams p;
   p.add(conversation_id).add(seq);

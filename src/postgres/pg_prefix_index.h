@@ -35,6 +35,12 @@ class PgPrefixIndex : public PrefixIndex {
   void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
                              const std::string& from, const std::string& to, const std::string& exact, int64_t seq,
                              const ConversationVisitor& f) override;
+  // One statement each, whatever the prompt's length: the server walks.
+  int64_t stored_chain_prefix(int64_t model_id, const std::vector<ChunkHash>& chains) override;
+  int64_t longest_follower(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                           const int32_t* region, int64_t r) override;
+  // Each probe is a round trip: straight to the indexed join.
+  int recent_probe() const override { return 0; }
 
  private:
   PgConnection& conn_;

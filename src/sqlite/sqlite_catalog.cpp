@@ -338,7 +338,8 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) try
   throw sqlite_error(e);
 }
 
-std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos) try {
+std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos, int64_t) try {
+  // The payloads are read one at a time after their sizes are checked: no bound is needed here.
   return std::make_unique<SqliteChunkCursor>(db_, conversation_id, end_pos);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

@@ -484,6 +484,10 @@ class Catalog {
   virtual std::vector<ModelUsageRow> model_usage() = 0;
   // Every tenant of the store, whichever this catalog's is, by name.
   virtual std::vector<TenantRow> tenant_usage() = 0;
+  // Write transaction. Lets the server role `role` use this catalog's tenant
+  // under row-level security (granted), or no longer (not granted): see
+  // Store::grant_tenant. A backend without roles throws kUnsupported.
+  virtual void set_tenant_role(const std::string& role, bool granted, int64_t now_ms);
 
   // Tenant limits (TenantLimits), of this catalog's tenant
   // The limits as stored, unchecked; a stored value that is not an integer

@@ -19,6 +19,7 @@ const char* error_code_name(ErrorCode code) noexcept {
     case ErrorCode::kVersion: return "schema version";
     case ErrorCode::kInternal: return "internal error";
     case ErrorCode::kEvicted: return "evicted";
+    case ErrorCode::kUnsupported: return "unsupported";
   }
   return "unknown error";
 }

@@ -16,6 +16,7 @@
 #include "cli_run.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "pg_test_roles.h"
 #include "postgres/pg_connection.h"
 #include "test_support.h"
 
@@ -25,6 +26,9 @@ using colikv_test::EngineBuffers;
 using colikv_test::loads_as;
 using colikv_test::quoted_identifier;
 using colikv_test::with_search_path;
+using colikv_test::Admin;
+using colikv_test::admin;
+using colikv_test::TestRole;
 
 namespace {
 
@@ -53,46 +57,6 @@ Outcome outcome_of(F&& f) {
   }
   return r;
 }
-
-using Admin = colikv::detail::PgConnection;
-Admin admin() { return Admin(colikv_test::test_pg_uri(), Admin::Settings()); }
-
-// A login role of the test server, dropped with what it owns when the test ends.
-class TestRole {
- public:
-  explicit TestRole(const std::string& suffix)
-      : name_("colikv_t" + std::to_string(::getpid()) + "_" + suffix), password_("pw-" + suffix + "-x7") {
-    Admin a = admin();
-    a.exec("DROP ROLE IF EXISTS " + name_ + "; CREATE ROLE " + name_ + " LOGIN PASSWORD '" + password_ + "'",
-           "creating a test role");
-  }
-  ~TestRole() {
-    try {
-      Admin a = admin();
-      a.exec("DROP OWNED BY " + name_ + " CASCADE; DROP ROLE IF EXISTS " + name_, "dropping a test role");
-    } catch (const std::exception& e) {
-      WARN("test role " << name_ << " not dropped: " << e.what());
-    }
-  }
-  const std::string& name() const { return name_; }
-  // The test server's URI as this role.
-  std::string uri() const {
-    const std::string base = colikv_test::test_pg_uri();
-    const size_t from = base.find("://") + 3, at = base.find('@');
-    return base.substr(0, from) + name_ + ":" + password_ + base.substr(at);
-  }
-  // May read and write the store in `schema`, owning none of it.
-  void grant_store(const std::string& schema) const {
-    const std::string q = quoted_identifier(schema);
-    Admin a = admin();
-    a.exec("GRANT USAGE ON SCHEMA " + q + " TO " + name_ + "; GRANT ALL ON ALL TABLES IN SCHEMA " + q + " TO " +
-               name_ + "; GRANT ALL ON ALL SEQUENCES IN SCHEMA " + q + " TO " + name_,
-           "granting a test role a store");
-  }
-
- private:
-  std::string name_, password_;
-};
 
 // Waits until `n` client backends wait for a lock (a row's or an advisory one).
 void wait_for_lock_waiters(int n) {

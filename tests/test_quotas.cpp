@@ -269,7 +269,7 @@ TEST_CASE("quotas: a stored limit that is not an integer is reported corrupt, no
   CHECK(loads_as(t1, "x", h, 9) == "");
 }
 
-TEST_CASE("quotas: a PostgreSQL store of schema 3 gains tenant limits, none set, its rows unchanged",
+TEST_CASE("quotas: a PostgreSQL store of schema 4 gains tenant limits, none set, its rows unchanged",
           "[postgres][quotas][migrations]") {
   const std::string loc = colikv_test::fresh_pg_store();
   const ModelSignature m = colikv_test::tiny_model();
@@ -278,10 +278,10 @@ TEST_CASE("quotas: a PostgreSQL store of schema 3 gains tenant limits, none set,
     Store t1(loc, tenant_options(m, "t1"));
     append(t1, "x", h, 9);
   }
-  // Schema 3's tenants table: without the limits of 0004.
+  // Schema 4's tenants table: without the limits of 0005.
   colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_bytes");
   colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_idle_ms");
-  colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 3");
+  colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 4");
   auto rows = [&] {
     return colikv_test::store_query(
         loc, "SELECT t.tenant_id, t.name, t.created_ms, c.conversation_id, c.name, c.token_count, c.last_used_ms "

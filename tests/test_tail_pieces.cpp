@@ -536,8 +536,13 @@ TEST_CASE("tail pieces: a PostgreSQL store of schema 1 upgrades, loads and appen
     turns(s, "old", h, {21});
   }
   colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 1");
-  // Nor schema 3's tenants (the view that reads tenant_id goes with it; 0003 makes it again).
-  for (const char* undo : {"ALTER TABLE conversations DROP COLUMN tenant_id CASCADE", "DROP TABLE tenants",
+  // Nor schema 4's tenant roles (their policies go with tenant_roles and the
+  // columns), nor schema 3's tenants (the view that reads tenant_id goes with
+  // it; 0003 makes it again).
+  for (const char* undo : {"DROP TABLE tenant_roles CASCADE", "ALTER TABLE chunks DROP COLUMN tenant_id CASCADE",
+                           "ALTER TABLE chunk_meta DROP COLUMN tenant_id CASCADE",
+                           "ALTER TABLE chunks ADD CONSTRAINT chunks_model_id_hash_key UNIQUE (model_id, hash)",
+                           "ALTER TABLE conversations DROP COLUMN tenant_id CASCADE", "DROP TABLE tenants",
                            "ALTER TABLE conversations ADD CONSTRAINT conversations_name_key UNIQUE (name)"})
     colikv_test::store_exec(loc, undo);
   Store s(loc, colikv_test::chunked_options(m, kC));

@@ -80,6 +80,7 @@ typedef struct colikv_model {
 #define COLIKV_ERR_VERSION (-12)
 #define COLIKV_ERR_INTERNAL (-13)
 #define COLIKV_ERR_EVICTED (-14) /* KV data evicted under the byte budget; token ids kept */
+#define COLIKV_ERR_UNSUPPORTED (-15) /* the store's backend does not offer the call */
 
 /* Opens or creates a store. On success returns COLIKV_OK and sets *out. On
  * failure returns a negative code and sets *out to a handle that only carries

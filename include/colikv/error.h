@@ -33,6 +33,7 @@ enum class ErrorCode : int {
   kInternal = -13,       // a bug or an unexpected database error
   kEvicted = -14,        // the conversation's KV data was evicted to honour the store's byte
                          // budget; its token ids are kept (see Error::position)
+  kUnsupported = -15,    // the store's backend does not offer the call (e.g. tenant roles on SQLite)
 };
 
 // The stable name of a code, e.g. "not found", "model mismatch".

@@ -441,6 +441,27 @@ class COLIKV_API Store {
   // does. Other tenants' conversations are never touched. Throws
   // kInvalidArgument (max_idle_ms < 0), kReadOnly, kBusy.
   ExpiryReport expire(int64_t max_idle_ms);
+  // PostgreSQL: lets the server role `role` (an existing role; a group role
+  // grants its members) read and write this Store's tenant (Options::tenant)
+  // and no other, whatever client it connects with, psql included: the
+  // store's tables get row-level security, turned on at the first grant
+  // (docs/postgres.md, "One role per tenant"). Run by the store's owner (the
+  // role owning its tables, or a superuser), who goes on seeing every tenant.
+  // A role may hold several tenants; granting one it holds changes nothing.
+  // In one write transaction; on failure nothing changes. Requires a
+  // writable Store (open it with create_tenant_if_missing to grant a tenant
+  // not made yet). Throws kUnsupported on a SQLite store (it has no roles)
+  // or a server older than PostgreSQL 15; kNotFound for a role the server
+  // does not have; kInvalidArgument for an empty role, or one that sees every
+  // tenant anyway (a superuser, BYPASSRLS, a member of the owner); kReadOnly
+  // when the caller is not the owner or the Store is read-only; kBusy, kIO.
+  void grant_tenant(const std::string& role);
+  // Undoes grant_tenant for this Store's tenant; once `role` holds no tenant
+  // of the store, the privileges grant_tenant gave it are revoked too (also
+  // any given to it by hand on those tables). Throws kNotFound when the role
+  // does not exist or holds no grant of this tenant, and what grant_tenant
+  // throws otherwise.
+  void revoke_tenant(const std::string& role);
 
   // Longest-prefix lookup: the conversation of `model` holding the longest
   // prefix of tokens[0, len), and how many tokens it holds. Ties go to the most

@@ -45,6 +45,7 @@ from ._colikv import (  # noqa: F401  (the package's API)
     Version,
     Internal,
     Evicted,
+    Unsupported,
 )
 
 __all__ = [
@@ -53,4 +54,5 @@ __all__ = [
     "ImportResult", "CopyResult", "read_coli_kv", "weights_id_from_dir", "is_postgres_location",
     "shown_store_location", "Error", "NotFound", "ModelMismatch", "Diverged", "Conflict", "Corrupt", "Busy",
     "DiskFull", "InvalidArgument", "IO", "ReadOnly", "TooLarge", "Version", "Internal", "Evicted",
+    "Unsupported",
 ]

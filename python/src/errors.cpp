@@ -80,6 +80,7 @@ void register_errors(py::module_& m) {
       {ErrorCode::kInternal, "Internal", nullptr, "A bug or an unexpected database error."},
       {ErrorCode::kEvicted, "Evicted", nullptr,
        "The conversation's KV data was evicted under the byte budget; .position is the first position gone."},
+      {ErrorCode::kUnsupported, "Unsupported", nullptr, "The store's backend does not offer the call."},
   };
   for (const ErrorClass& c : table) {
     py::tuple bases = c.also ? py::make_tuple(py::handle(base_class), py::handle(c.also))

@@ -9,7 +9,7 @@ from conftest import MODEL, MODEL_IX, make_turn, assert_bits_equal
 
 CODES = {"NotFound": -1, "ModelMismatch": -2, "Diverged": -3, "Conflict": -4, "Corrupt": -5, "Busy": -6,
          "DiskFull": -7, "InvalidArgument": -8, "IO": -9, "ReadOnly": -10, "TooLarge": -11, "Version": -12,
-         "Internal": -13, "Evicted": -14}
+         "Internal": -13, "Evicted": -14, "Unsupported": -15}
 
 
 def test_class_tree():

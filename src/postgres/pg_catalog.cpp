@@ -140,8 +140,9 @@ void PgCatalog::open_tenant(const Options& options) {
   p.add(options.tenant);
   PgRows r = run("SELECT tenant_id FROM tenants WHERE name = $1", p, "reading the tenant");
   if (r.size() == 0) {
-    if (options.read_only || !options.create_tenant_if_missing)
-      throw PgError(ErrorCode::kNotFound, conn_.server() + ": no such tenant '" + options.tenant + "'");
+    const std::string note = tenant_refusal_note();
+    if (options.read_only || !options.create_tenant_if_missing || !note.empty())
+      throw PgError(ErrorCode::kNotFound, conn_.server() + ": no such tenant '" + options.tenant + "'" + note);
     const int64_t now = static_cast<int64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count());
@@ -336,8 +337,9 @@ std::vector<ChunkHash> PgCatalog::digests_at(int64_t model_id, const ChunkHash& 
 
 std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
   PgParams p;
-  p.add(model_id).add_hash(key);
-  PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2", p, "finding a chunk");
+  p.add(model_id).add_hash(key).add(tenant_id_);
+  PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3", p,
+                 "finding a chunk");
   if (r.size() == 0) return std::nullopt;
   return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
 }
@@ -349,9 +351,10 @@ void PgCatalog::record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_
     p.add_bytes(anchor_.data(), anchor_.size());  // a region at position 0 follows the tenant's anchor (X'' for "")
   else
     p.add_hash(c.index_prev);
-  p.add(c.index_tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest);
-  run("INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, digest) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (chunk_id) DO UPDATE SET model_id = excluded.model_id, "
+  p.add(c.index_tokens_json).add(payload_bytes).add_hash(c.chain).add_hash(c.digest).add(tenant_id_);
+  run("INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, digest, "
+      "tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (chunk_id) DO UPDATE SET "
+      "model_id = excluded.model_id, "
       "precision = excluded.precision, prev_hash = excluded.prev_hash, tokens = excluded.tokens, "
       "payload_bytes = excluded.payload_bytes, chain_hash = excluded.chain_hash, digest = excluded.digest",
       p, "recording a chunk");
@@ -366,9 +369,10 @@ int64_t PgCatalog::insert_chunk(const ChunkRecord& c) {
     p.add_null();  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
   else
     p.add_bytes(e.payload.data(), e.payload.size());
+  p.add(tenant_id_);  // the row-level security of a tenant's role reads it (0004_tenant_roles.sql)
   const int64_t id = run("INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-                         "raw_size, checksum, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
-                         "RETURNING chunk_id",
+                         "raw_size, checksum, payload, tenant_id) "
+                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING chunk_id",
                          p, "storing a chunk")
                          .int64(0, 0);
   record_chunk_meta(id, c, static_cast<int64_t>(e.payload.size()));

@@ -74,6 +74,7 @@ class PgCatalog : public Catalog {
   TenantLimits tenant_limits() override;
   void set_tenant_limits(const TenantLimits& limits) override;
   std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;
+  void set_tenant_role(const std::string& role, bool granted, int64_t now_ms) override;  // pg_tenant_roles.cpp
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
@@ -98,6 +99,9 @@ class PgCatalog : public Catalog {
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
   // else kNotFound "no such tenant".
   void open_tenant(const Options& options);
+  // What "no such tenant" adds for a role under row-level security ("" for
+  // one that sees every tenant): that only its granted tenants are there.
+  std::string tenant_refusal_note();
 
   PgConnection conn_;
   std::unique_ptr<PrefixIndex> prefix_index_;

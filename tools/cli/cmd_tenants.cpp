@@ -39,10 +39,12 @@ CommandSpec tenants_command() {
     "Lists every tenant (sharing domain) of the store, by name, with its number of\n"
     "conversations, the stored bytes of the chunks they use (tenants share no\n"
     "chunk), and its quota and retention ('colikv tenant'; - when none). The\n"
-    "default tenant is shown as \"\". The store is opened read-only.\n",
+    "default tenant is shown as \"\". The store is opened read-only.\n"
+    "On PostgreSQL a tenant's role (colikv tenant --grant) sees only its own\n"
+    "tenants, and opens one of them: --tenant NAME.\n",
     "  --json              print as JSON\n",
     std::string("  store, tenants[] each with ") + kTenantKeys + "\n",
-    1, 1, {{"--json", false}, {"--busy-timeout", true}}, cmd_tenants};
+    1, 1, {{"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_tenants};
 }
 
 }  // namespace colikv_cli

@@ -35,7 +35,8 @@ const std::vector<CommandSpec>& commands() {
       import_command(), export_command(), inspect_command(), ls_command(),       info_command(),
       rm_command(),     rename_command(), fork_command(),    truncate_command(), verify_command(),
       stats_command(),  match_command(),  gc_command(),      vacuum_command(),   copy_command(),
-      tenants_command(), tenant_command(),
+      tenants_command(),
+      tenant_command(),
   };
   return all;
 }

@@ -1,0 +1,60 @@
+// Server roles for the tests that need more than the suite's one role
+// (tests/test_postgres_roles.cpp, tests/test_postgres_tenant_roles.cpp):
+// connections as the suite's administrator and login roles dropped at the end.
+#ifndef COLIKV_TESTS_PG_TEST_ROLES_H
+#define COLIKV_TESTS_PG_TEST_ROLES_H
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "backend.h"
+#include "postgres/pg_connection.h"
+
+namespace colikv_test {
+
+using Admin = colikv::detail::PgConnection;
+inline Admin admin() { return Admin(colikv_test::test_pg_uri(), Admin::Settings()); }
+
+// A login role of the test server, dropped with what it owns when the test ends.
+class TestRole {
+ public:
+  explicit TestRole(const std::string& suffix)
+      : name_("colikv_t" + std::to_string(::getpid()) + "_" + suffix), password_("pw-" + suffix + "-x7") {
+    Admin a = admin();
+    a.exec("DROP ROLE IF EXISTS " + name_ + "; CREATE ROLE " + name_ + " LOGIN PASSWORD '" + password_ + "'",
+           "creating a test role");
+  }
+  ~TestRole() {
+    try {
+      Admin a = admin();
+      a.exec("DROP OWNED BY " + name_ + " CASCADE; DROP ROLE IF EXISTS " + name_, "dropping a test role");
+    } catch (const std::exception& e) {
+      WARN("test role " << name_ << " not dropped: " << e.what());
+    }
+  }
+  const std::string& name() const { return name_; }
+  // The test server's URI as this role.
+  std::string uri() const {
+    const std::string base = colikv_test::test_pg_uri();
+    const size_t from = base.find("://") + 3, at = base.find('@');
+    return base.substr(0, from) + name_ + ":" + password_ + base.substr(at);
+  }
+  // May read and write the store in `schema`, owning none of it.
+  void grant_store(const std::string& schema) const {
+    const std::string q = quoted_identifier(schema);
+    Admin a = admin();
+    a.exec("GRANT USAGE ON SCHEMA " + q + " TO " + name_ + "; GRANT ALL ON ALL TABLES IN SCHEMA " + q + " TO " +
+               name_ + "; GRANT ALL ON ALL SEQUENCES IN SCHEMA " + q + " TO " + name_,
+           "granting a test role a store");
+  }
+
+ private:
+  std::string name_, password_;
+};
+
+}  // namespace colikv_test
+
+#endif  // COLIKV_TESTS_PG_TEST_ROLES_H

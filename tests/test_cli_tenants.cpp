@@ -192,7 +192,7 @@ TEST_CASE("cli tenant: --max-bytes and --max-idle persist, show in tenants, and 
   // One option changes that limit only.
   CHECK(tool({"tenant", store, "alice", "--max-idle", "12h"}).code == 0);
   CHECK(limits_of(store, "alice") == colikv::TenantLimits{100000, 12 * 3600000LL});
-  // A tenant that has no conversation yet is made with its limits.
+  // A tenant the store lacks is made with its limits only with --create, as --grant makes it.
   CHECK(tool({"tenant", store, "bob", "--max-bytes", "0"}).code == 1);  // not there, not made
   CHECK(tool({"tenant", store, "bob", "--max-bytes", "0", "--create"}).code == 0);
   CHECK(limits_of(store, "bob") == colikv::TenantLimits{0, std::nullopt});

@@ -569,7 +569,7 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
     std::vector<double> pg_load_reps, select_reps;
     {
       colikv::Store store(pg_location, store_options(sync, precision));
-      for (int k = 0; k < std::max(cfg.load_reps, 3); ++k) {
+      for (int rep = 0; rep < std::max(cfg.load_reps, 3); ++rep) {
         dst.zero(n_tokens);
         auto t0 = Clock::now();
         store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());

@@ -191,17 +191,29 @@ TenantLimits Store::tenant_limits() {
   return detail::checked_limits(detail::read_rows(s.where(), [&] { return s.catalog->tenant_limits(); }), s.where());
 }
 
-void Store::set_tenant_limits(const TenantLimits& limits) {
+void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   const std::string here = s.where() + ": setting the tenant's limits";
   s.require_writable("set the tenant's limits");
-  if (limits.max_bytes && *limits.max_bytes < 0)
+  const bool bytes = (fields & kTenantMaxBytes) != 0, idle = (fields & kTenantMaxIdle) != 0;
+  if ((!bytes && !idle) || (fields & ~static_cast<unsigned>(kAllTenantLimits)) != 0)
+    throw Error(ErrorCode::kInvalidArgument, here + ": fields " + std::to_string(fields) + " names no limit, or one unknown");
+  if (bytes && limits.max_bytes && *limits.max_bytes < 0)
     throw Error(ErrorCode::kInvalidArgument, here + ": negative max_bytes " + std::to_string(*limits.max_bytes));
-  if (limits.max_idle_ms && *limits.max_idle_ms < 0)
+  if (idle && limits.max_idle_ms && *limits.max_idle_ms < 0)
     throw Error(ErrorCode::kInvalidArgument, here + ": negative max_idle_ms " + std::to_string(*limits.max_idle_ms));
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  with_context(here, [&] { s.catalog->set_tenant_limits(limits); });
+  // The kept field is read under the write lock: another host's change to it
+  // since this one's last read is kept, not overwritten with a stale value.
+  TenantLimits merged = limits;
+  if (!bytes || !idle) {
+    const TenantLimits stored =
+        detail::checked_limits(detail::read_rows(here, [&] { return s.catalog->tenant_limits(); }), here);
+    if (!bytes) merged.max_bytes = stored.max_bytes;
+    if (!idle) merged.max_idle_ms = stored.max_idle_ms;
+  }
+  with_context(here, [&] { s.catalog->set_tenant_limits(merged); });
   txn->commit();
 }
 

@@ -150,6 +150,31 @@ TEST_CASE("quotas: limits persist per tenant, and a negative one is refused chan
   CHECK(t1.tenant_limits() == TenantLimits{});
 }
 
+TEST_CASE("quotas: two hosts setting different limits of one tenant both keep theirs", "[backends][quotas]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  const std::string loc = colikv_test::store_at(dir, "q.db");
+  Store a(loc, tenant_options(m, "t"));
+  Store b(loc, tenant_options(m, "t"));
+  // Host a read the limits (none) before host b set the quota; a sets the
+  // retention only. A read-then-replace of both (the CLI's old way) put the
+  // quota a had read, none, back over b's.
+  CHECK(a.tenant_limits() == TenantLimits{});
+  b.set_tenant_limits({5000, std::nullopt}, colikv::kTenantMaxBytes);
+  a.set_tenant_limits({std::nullopt, kDayMs}, colikv::kTenantMaxIdle);
+  CHECK(b.tenant_limits() == TenantLimits{5000, kDayMs});
+  // A field left out is kept even when the call's value for it differs.
+  b.set_tenant_limits({123, 7}, colikv::kTenantMaxBytes);
+  CHECK(a.tenant_limits() == TenantLimits{123, kDayMs});
+  // A negative value is refused only in a field the call replaces.
+  b.set_tenant_limits({-1, 2 * kDayMs}, colikv::kTenantMaxIdle);
+  CHECK(a.tenant_limits() == TenantLimits{123, 2 * kDayMs});
+  CHECK(error_code_of([&] { b.set_tenant_limits({-1, 2}, colikv::kTenantMaxBytes); }) == ErrorCode::kInvalidArgument);
+  CHECK(error_code_of([&] { b.set_tenant_limits({1, 2}, 0); }) == ErrorCode::kInvalidArgument);
+  CHECK(error_code_of([&] { b.set_tenant_limits({1, 2}, 4); }) == ErrorCode::kInvalidArgument);
+  CHECK(a.tenant_limits() == TenantLimits{123, 2 * kDayMs});
+}
+
 TEST_CASE("retention: an append deletes the tenant's idle conversations whole, never another tenant's nor the one written",
           "[backends][quotas]") {
   TempDir dir;

@@ -153,6 +153,15 @@ struct TenantLimits {
   bool operator==(const TenantLimits& o) const { return max_bytes == o.max_bytes && max_idle_ms == o.max_idle_ms; }
 };
 
+// Which fields of TenantLimits a Store::set_tenant_limits call replaces; the
+// others keep their stored values (read in the same write transaction, so
+// two hosts setting different limits at once both keep theirs).
+enum TenantLimitFields : unsigned {
+  kTenantMaxBytes = 1u,
+  kTenantMaxIdle = 2u,
+  kAllTenantLimits = kTenantMaxBytes | kTenantMaxIdle,
+};
+
 // A tenant of the store (Options::tenant) and what its conversations hold.
 struct TenantInfo {
   std::string name;            // "" for the default tenant
@@ -429,12 +438,14 @@ class COLIKV_API Store {
   // This Store's tenant's limits (TenantLimits), as stored. Throws kCorrupt
   // (a stored limit no colikv writes: negative, not an integer), kIO.
   TenantLimits tenant_limits();
-  // Replaces this Store's tenant's limits, both fields, in one write
-  // transaction; applied from the next append or gc on (by every process),
-  // nothing is evicted or deleted by this call. Throws kInvalidArgument,
-  // changing nothing, for a negative max_bytes or max_idle_ms; kReadOnly,
-  // kBusy, kIO.
-  void set_tenant_limits(const TenantLimits& limits);
+  // Replaces this Store's tenant's limits named by `fields` (both by
+  // default) with those of `limits`, keeping the others as stored, in one
+  // write transaction; applied from the next append or gc on (by every
+  // process), nothing is evicted or deleted by this call. Throws
+  // kInvalidArgument, changing nothing, for a negative max_bytes or
+  // max_idle_ms among `fields`, or no field named; kReadOnly, kBusy, kIO,
+  // kCorrupt (a kept field's stored value no colikv writes).
+  void set_tenant_limits(const TenantLimits& limits, unsigned fields = kAllTenantLimits);
   // Deletes, whole, every conversation of this Store's tenant not used for
   // longer than max_idle_ms (now - last_used_ms > max_idle_ms), in one write
   // transaction, then erases their bytes from the store's files as remove()

@@ -65,10 +65,11 @@ int cmd_tenant(const Args& a) {
   colikv::Store store(store_path, o);
   if (roles) return grant_or_revoke(a, store, store_path, tenant);
   if (sets) {
-    colikv::TenantLimits l = store.tenant_limits();
-    if (a.has("--max-bytes")) l.max_bytes = max_bytes;
-    if (a.has("--max-idle")) l.max_idle_ms = max_idle_ms;
-    store.set_tenant_limits(l);
+    // Only the limits given are replaced, in the library's one transaction:
+    // an operator setting the other limit at the same time keeps theirs.
+    const unsigned fields = (a.has("--max-bytes") ? colikv::kTenantMaxBytes : 0u) |
+                            (a.has("--max-idle") ? colikv::kTenantMaxIdle : 0u);
+    store.set_tenant_limits({max_bytes, max_idle_ms}, fields);
   }
   const colikv::TenantInfo t = find_tenant(store, tenant);
   if (a.has("--json")) {

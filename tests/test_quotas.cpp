@@ -28,21 +28,12 @@ using colikv_test::error_code_of;
 using colikv_test::history;
 using colikv_test::loads_as;
 using colikv_test::TempDir;
+using colikv_test::append;
+using colikv_test::tenant_options;
 
 namespace {
 
-constexpr int64_t kChunk = 4;
 constexpr int64_t kDayMs = 86400 * 1000;
-
-Options tenant_options(const ModelSignature& m, const std::string& tenant) {
-  Options o = colikv_test::chunked_options(m, kChunk);
-  o.tenant = tenant;
-  return o;
-}
-
-void append(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {
-  s.append(id, b.model, b.tokens.data(), n, b.source());
-}
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())

@@ -63,10 +63,6 @@ void set_bits(EngineBuffers& b, int64_t p, int64_t j, uint32_t bits) {
 }
 
 
-void append(Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {
-  s.append(id, b.model, b.tokens.data(), n, b.source());
-}
-
 int64_t sql_int(const std::string& path, const std::string& sql) { return colikv_test::store_int(path, sql); }
 
 // Makes the conversations' last-used times increase in the order given.

@@ -172,6 +172,16 @@ colikv::Options chunked_options(const colikv::ModelSignature& m, int64_t chunk_t
   return o;
 }
 
+colikv::Options tenant_options(const colikv::ModelSignature& m, const std::string& tenant) {
+  colikv::Options o = chunked_options(m, 4);
+  o.tenant = tenant;
+  return o;
+}
+
+void append(colikv::Store& s, const std::string& id, const EngineBuffers& b, int64_t n) {
+  s.append(id, b.model, b.tokens.data(), n, b.source());
+}
+
 std::vector<int32_t> token_run(int32_t from, int n) {
   std::vector<int32_t> v;
   for (int i = 0; i < n; ++i) v.push_back(from + i);

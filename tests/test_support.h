@@ -66,6 +66,12 @@ class EngineBuffers {
 // short tests can reach them.
 colikv::Options chunked_options(const colikv::ModelSignature& m, int64_t chunk_tokens);
 
+// chunked_options of 4 positions a chunk, for tenant `tenant` (Options::tenant).
+colikv::Options tenant_options(const colikv::ModelSignature& m, const std::string& tenant);
+
+// Appends the first n positions of b to conversation id.
+void append(colikv::Store& s, const std::string& id, const EngineBuffers& b, int64_t n);
+
 // The token ids from, from+1, ..., from+n-1.
 std::vector<int32_t> token_run(int32_t from, int n);
 

@@ -35,7 +35,6 @@
 #include "core/chunk_codec.h"
 #include "colikv/model.h"
 #include "colikv/options.h"
-#include "colikv/store.h"
 
 namespace colikv {
 namespace detail {

@@ -4,6 +4,7 @@
 #define COLIKV_OPTIONS_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace colikv {
@@ -187,6 +188,34 @@ struct Options {
   // no file, kNotFound for a missing directory, and kIO or kReadOnly when no
   // file can be made there. Default: false.
   bool create_staged = false;
+};
+
+// A tenant's own limits, kept in the store with the tenant (so every process
+// writing for it applies the same ones): Store::set_tenant_limits.
+struct TenantLimits {
+  // The tenant's byte budget: after an append into the tenant (append, write,
+  // import, copy), its least recently used conversations other than the one
+  // written are evicted, as gc evicts, until the payloads of the chunks its
+  // conversations link take at most this many bytes. Another tenant's
+  // conversations are never evicted by it. none: no quota (the store-wide
+  // Options::max_store_bytes still applies).
+  std::optional<int64_t> max_bytes;
+  // Retention, in milliseconds: the same appends first delete, whole, every
+  // conversation of the tenant not used (ConversationInfo::last_used_ms) for
+  // longer than this: its row, chunk list, token ids and the chunks no other
+  // conversation links, erased from the files as remove() erases. none: kept
+  // however long idle.
+  std::optional<int64_t> max_idle_ms;
+  bool operator==(const TenantLimits& o) const { return max_bytes == o.max_bytes && max_idle_ms == o.max_idle_ms; }
+};
+
+// Which fields of TenantLimits a Store::set_tenant_limits call replaces; the
+// others keep their stored values (read in the same write transaction, so
+// two hosts setting different limits at once both keep theirs).
+enum TenantLimitFields : unsigned {
+  kTenantMaxBytes = 1u,
+  kTenantMaxIdle = 2u,
+  kAllTenantLimits = kTenantMaxBytes | kTenantMaxIdle,
 };
 
 }  // namespace colikv

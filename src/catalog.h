@@ -265,7 +265,7 @@ struct TenantRow {
   std::string name;
   int64_t conversations = 0;
   int64_t stored_bytes = 0;  // payload bytes of the chunks its conversations use
-  TenantLimits limits;       // as stored, unchecked (Store::Impl::checked_limits)
+  TenantLimits limits;       // as stored, unchecked (detail::checked_limits)
 };
 
 // A conversation that expired (tenant retention).

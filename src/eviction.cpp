@@ -141,8 +141,12 @@ TenantLimits checked_limits(const TenantLimits& stored, const std::string& here)
   return stored;
 }
 
+TenantLimits stored_limits(Store::Impl& s, const std::string& here) {
+  return checked_limits(read_rows(here, [&] { return s.catalog->tenant_limits(); }), here);
+}
+
 bool apply_limits(Store::Impl& s, int64_t written) {
-  const TenantLimits limits = checked_limits(read_rows(s.where(), [&] { return s.catalog->tenant_limits(); }), s.where());
+  const TenantLimits limits = stored_limits(s, s.where());
   bool deleted = false;
   // Retention first: what it deletes need not be evicted for the quota.
   if (limits.max_idle_ms)
@@ -188,7 +192,7 @@ TenantLimits Store::tenant_limits() {
   detail::StoreCall call(*impl_);
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
-  return detail::checked_limits(detail::read_rows(s.where(), [&] { return s.catalog->tenant_limits(); }), s.where());
+  return detail::stored_limits(s, s.where());
 }
 
 void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
@@ -208,8 +212,7 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   // since this one's last read is kept, not overwritten with a stale value.
   TenantLimits merged = limits;
   if (!bytes || !idle) {
-    const TenantLimits stored =
-        detail::checked_limits(detail::read_rows(here, [&] { return s.catalog->tenant_limits(); }), here);
+    const TenantLimits stored = detail::stored_limits(s, here);
     if (!bytes) merged.max_bytes = stored.max_bytes;
     if (!idle) merged.max_idle_ms = stored.max_idle_ms;
   }

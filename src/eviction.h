@@ -42,6 +42,10 @@ bool apply_limits(Store::Impl& s, int64_t written);
 // A tenant's stored limits, checked: a negative one is kCorrupt naming `here`.
 TenantLimits checked_limits(const TenantLimits& stored, const std::string& here);
 
+// This Store's tenant's limits as read in the caller's transaction (or alone),
+// checked as checked_limits does.
+TenantLimits stored_limits(Store::Impl& s, const std::string& here);
+
 // Fills StoreStats::evicted_conversations and evicted_chunks (in a snapshot).
 void fill_eviction_stats(Store::Impl& s, StoreStats& out);
 

@@ -18,9 +18,16 @@
 //   write transaction (begin(kWrite)) open, and its change is undone with it.
 //   Rows are returned as stored: the store checks them (a hostile store may
 //   hold anything its schema allows).
+// - Writers: SQLite's write transaction excludes every other writer. A
+//   backend whose writers run side by side (PostgreSQL: one writer per
+//   conversation, docs/postgres.md "Concurrent writers") makes the same calls
+//   safe with row locks: in a write transaction find_conversation locks the
+//   conversation it returns, find_chunk the chunk, and the methods that free,
+//   evict or expire lock what they change before they re-check it; what such
+//   a backend adds to a method's contract is said at the method.
 // - Threads: a Catalog, and its PrefixIndex, is used by one thread at a time
 //   (the Store's lock, StoreCall); another process or Store may write between
-//   two transactions, never inside one.
+//   two transactions, never inside one (of the rows the transaction has locked).
 #ifndef COLIKV_SRC_CATALOG_H
 #define COLIKV_SRC_CATALOG_H
 
@@ -356,8 +363,9 @@ class Catalog {
  public:
   virtual ~Catalog() = default;
 
-  // A read snapshot, or the write transaction (one writer at a time); rolled
-  // back when destroyed uncommitted.
+  // A read snapshot, or a write transaction (SQLite: one writer at a time;
+  // PostgreSQL: one per conversation, see "Writers" above); rolled back when
+  // destroyed uncommitted.
   class Transaction {
    public:
     virtual ~Transaction() = default;
@@ -366,17 +374,19 @@ class Catalog {
     virtual void commit() = 0;
   };
   enum class Access { kRead, kWrite };
-  // `what` names the operation in error messages. A kWrite waits up to
-  // Options::busy_timeout_ms for another writer (then kBusy). Nested calls
+  // `what` names the operation in error messages. A kWrite, and each lock it
+  // takes, waits up to Options::busy_timeout_ms for another writer (then kBusy). Nested calls
   // are savepoints of the open transaction: an inner rollback undoes only
   // the inner work.
   virtual std::unique_ptr<Transaction> begin(Access access, const std::string& what) = 0;
 
   // Conversations
-  // The conversation named `name`; none when there is none.
+  // The conversation named `name`; none when there is none. In a write
+  // transaction, no other writer changes it until this one ends.
   virtual std::optional<ConversationRow> find_conversation(const std::string& name) = 0;
   // Write transaction. Inserts a conversation with no chunks; returns its
-  // conversation_id. The name must be free (else the backend's constraint error).
+  // conversation_id. The name must be free (else kConflict: another writer
+  // took it meanwhile).
   virtual int64_t insert_conversation(const NewConversation& c) = 0;
   // Write transaction. Inserts a fork of f.parent_id with no chunk list yet
   // (the caller links the shared chunks); returns its conversation_id.
@@ -443,10 +453,13 @@ class Catalog {
   virtual std::optional<ChunkContent> read_chunk(int64_t chunk_id) = 0;
   // Content digests of the chunks of a model stored with values at chain hash `chain`.
   virtual std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) = 0;
-  // The chunk of the model stored under `key`; none when there is none.
+  // The chunk of the model stored under `key`; none when there is none. In
+  // a write transaction, no other writer frees or evicts it until this one
+  // ends (an evicted one: none links it meanwhile, so its values can come back).
   virtual std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) = 0;
   // Write transaction. Stores a chunk and its chunk_meta row; returns its
-  // chunk_id. The key must be new for the model.
+  // chunk_id, or 0 when another writer stored the key meanwhile (never where
+  // writers serialize): find_chunk then finds it.
   virtual int64_t insert_chunk(const ChunkRecord& c) = 0;
   // Write transaction. Gives an evicted chunk its values back.
   virtual void restore_payload(int64_t chunk_id, const ChunkRecord& c) = 0;
@@ -457,7 +470,8 @@ class Catalog {
   virtual void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
   // Write transaction. Drops the entries from seq first_seq on.
   virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
-  // Write transaction. Deletes those of the chunks no chunk list names.
+  // Write transaction. Deletes those of the chunks no chunk list names,
+  // committed or being linked by another writer.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
 
   // Verify and stats: reads, in the caller's snapshot.
@@ -494,8 +508,13 @@ class Catalog {
   virtual TenantLimits tenant_limits() = 0;
   // Write transaction. Sets both limits (none: NULL).
   virtual void set_tenant_limits(const TenantLimits& limits) = 0;
+  // Write transaction. Keeps other writers from setting the tenant's limits
+  // until this one ends, for a read-modify-write of them; appends, which only
+  // read them, are not held up. Nothing where writers serialize.
+  virtual void lock_tenant_limits() {}
   // The tenant's conversations last used before used_before_ms (strictly),
-  // least recently used first.
+  // least recently used first. In a write transaction, those another writer
+  // is using are left out, and the rest locked for deleting.
   virtual std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) = 0;
 
   // Eviction
@@ -511,6 +530,12 @@ class Catalog {
   virtual void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) = 0;
   // A conversation's chunks that still hold values, and their payload sizes.
   virtual std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) = 0;
+  // Write transaction. Locks those of the chunks no other writer holds
+  // (linking, freeing or evicting it) and returns them: until this
+  // transaction ends, none of them is linked anew, so chunk_users counts
+  // read after it stay true. The others are left alone (an eviction keeps
+  // them). Where writers serialize, all of them.
+  virtual std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) { return chunk_ids; }
   // How many chunk-list entries name the chunk.
   virtual int64_t chunk_users(int64_t chunk_id) = 0;
   // Write transaction. Drops a chunk's payload; its row and token ids stay.

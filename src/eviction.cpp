@@ -10,6 +10,7 @@
 #include "eviction.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -79,10 +80,19 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
       catalog.visit_least_recent(scope, [&](int64_t conv_id, const std::string& name) {
         if (conv_id == protect_id) return false;
         Victim v{conv_id, name, {}};
-        for (const PayloadChunk& c : catalog.payload_chunks(conv_id)) {
+        const std::vector<PayloadChunk> chunks = catalog.payload_chunks(conv_id);
+        // Its chunks not weighed yet are claimed before their users are
+        // counted: where writers run side by side (PostgreSQL), one another
+        // writer is linking is not claimed, and kept (catalog.h).
+        std::vector<int64_t> unseen;
+        for (const PayloadChunk& c : chunks)
+          if (!holders.count(c.chunk_id)) unseen.push_back(c.chunk_id);
+        const std::vector<int64_t> claimed_ids = catalog.claim_chunks(unseen);
+        const std::set<int64_t> claimed(claimed_ids.begin(), claimed_ids.end());
+        for (int64_t id : unseen) holders.emplace(id, claimed.count(id) ? catalog.chunk_users(id) : INT64_MAX);
+        for (const PayloadChunk& c : chunks) {
           v.chunks.push_back(c.chunk_id);
           auto h = holders.find(c.chunk_id);
-          if (h == holders.end()) h = holders.emplace(c.chunk_id, catalog.chunk_users(c.chunk_id)).first;
           if (--h->second > 0) continue;  // a conversation that is kept still uses it
           catalog.evict_payload(c.chunk_id);
           freed.insert(c.chunk_id);
@@ -208,10 +218,11 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   if (idle && limits.max_idle_ms && *limits.max_idle_ms < 0)
     throw Error(ErrorCode::kInvalidArgument, here + ": negative max_idle_ms " + std::to_string(*limits.max_idle_ms));
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  // The kept field is read under the write lock: another host's change to it
-  // since this one's last read is kept, not overwritten with a stale value.
+  // The kept field is read under the tenant's lock: another host's change to
+  // it since this one's last read is kept, not overwritten with a stale value.
   TenantLimits merged = limits;
   if (!bytes || !idle) {
+    with_context(here, [&] { s.catalog->lock_tenant_limits(); });
     const TenantLimits stored = detail::stored_limits(s, here);
     if (!bytes) merged.max_bytes = stored.max_bytes;
     if (!idle) merged.max_idle_ms = stored.max_idle_ms;

@@ -94,6 +94,11 @@ void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature
 
 namespace detail {
 
+std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook() {
+  static std::function<void(const std::string& id, int64_t seq)> hook;
+  return hook;
+}
+
 int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
                   const std::string& here) {
   detail::Catalog& catalog = *s.catalog;
@@ -112,21 +117,28 @@ int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, co
   const bool starts_region = w.region.before.empty();
   r.index_first = starts_region ? w.first_pos : w.region.first;
   r.index_prev = starts_region ? w.prev : w.region.anchor;
-  if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
-    if (token_only(e)) return stored->chunk_id;
-    if (!stored->evicted) {
-      check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);
+  // Where writers run side by side (PostgreSQL), another may store the same
+  // content between the lookup and the insert: its chunk is found and linked
+  // on the next round. Each round needs another writer's commit; a few suffice.
+  for (int round = 0; round < 8; ++round) {
+    if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
+      if (token_only(e)) return stored->chunk_id;
+      if (!stored->evicted) {
+        check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);
+        return stored->chunk_id;
+      }
+      if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
+      // The same content evicted: its values come back for every conversation using it.
+      set_token_lists(r, w);
+      catalog.restore_payload(stored->chunk_id, r);
       return stored->chunk_id;
     }
-    if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
-    // The same content evicted: its values come back for every conversation using it.
+    if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
     set_token_lists(r, w);
-    catalog.restore_payload(stored->chunk_id, r);
-    return stored->chunk_id;
+    if (const int64_t id = catalog.insert_chunk(r)) return id;
   }
-  if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
-  set_token_lists(r, w);
-  return catalog.insert_chunk(r);
+  throw Error(ErrorCode::kBusy, here + ": other writers kept storing and freeing the chunk at " +
+                                    range_text(w.first_pos, w.first_pos + r.n_tokens) + "; retry");
 }
 
 }  // namespace detail
@@ -432,6 +444,7 @@ class Appender {
         w.hash = h;
       }
       s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model, w));
+      if (detail::append_chunk_hook()) detail::append_chunk_hook()(req_.id, w.seq);
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
     }

@@ -4,6 +4,7 @@
 #define COLIKV_SRC_STORE_APPEND_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@ struct WriteChunk {
 // caller encodes it and calls again).
 int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
                   const std::string& here);
+
+// For tests only, not API: when set, an append calls it after storing and
+// linking each chunk, inside its write transaction, with the conversation's
+// id and the entry's seq: a test holds a turn open there (mid-turn,
+// provably) or stops the server. Set it before the appends start, clear it
+// after they end.
+std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook();
 
 }  // namespace detail
 }  // namespace colikv

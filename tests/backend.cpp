@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -149,6 +151,19 @@ int64_t store_int(const std::string& location, const std::string& sql, const std
   const SqlRows rows = store_query(location, sql, params);
   if (rows.empty() || rows[0].empty() || rows[0][0].empty()) return 0;
   return std::stoll(rows[0][0]);
+}
+
+void wait_for_pg_lock_waiters(int n) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const int64_t waiting = store_int(
+        test_pg_uri(),
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'colikv'");
+    if (waiting >= n) return;
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw std::runtime_error("no " + std::to_string(n) + " colikv connections waited for a lock within a minute");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params) {

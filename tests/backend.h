@@ -44,6 +44,10 @@ int64_t store_int(const std::string& location, const std::string& sql, const std
 // A statement that writes (SQLite: read-write, a 5 s busy timeout).
 void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params = {});
 
+// Returns once n of the test server's colikv connections wait for a lock
+// (pg_stat_activity); fails the test after a minute.
+void wait_for_pg_lock_waiters(int n);
+
 // Drops every schema this process created on the test server (catch_main.cpp
 // does when each test case ends) and checks that none of them is left; returns
 // the number of failures, having said what they were.

@@ -58,19 +58,6 @@ Outcome outcome_of(F&& f) {
   return r;
 }
 
-// Waits until `n` client backends wait for a lock (a row's or an advisory one).
-void wait_for_lock_waiters(int n) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    const int64_t waiting = colikv_test::store_int(
-        colikv_test::test_pg_uri(),
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'colikv'");
-    if (waiting >= n) return;
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 }  // namespace
 
 TEST_CASE("postgres: two roles with other search_paths racing on one store lose no update", "[postgres]") {
@@ -100,7 +87,7 @@ TEST_CASE("postgres: two roles with other search_paths racing on one store lose 
   Outcome r1, r2;
   std::thread t1([&] { r1 = outcome_of([&] { host1.append("race", one.model, one.tokens.data(), 200, one.source()); }); });
   std::thread t2([&] { r2 = outcome_of([&] { host2.append("race", two.model, two.tokens.data(), 200, two.source()); }); });
-  wait_for_lock_waiters(2);
+  colikv_test::wait_for_pg_lock_waiters(2);
   blocker.exec("COMMIT", "releasing the row");
   t1.join();
   t2.join();
@@ -194,7 +181,7 @@ TEST_CASE("postgres: a transaction whose connection is lost still fails, and cha
   blocker.exec("BEGIN; SELECT 1 FROM conversations WHERE name = 'c' FOR UPDATE", "holding the row");
   Outcome r;
   std::thread writer([&] { r = outcome_of([&] { s.append("c", h.model, h.tokens.data(), 200, h.source()); }); });
-  wait_for_lock_waiters(1);
+  colikv_test::wait_for_pg_lock_waiters(1);
   // The writer's backend goes while its transaction waits for the row.
   colikv_test::store_exec(colikv_test::test_pg_uri(),
                           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

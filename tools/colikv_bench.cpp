@@ -8,6 +8,7 @@
 //                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
 //                [--only turns,async,bounds,sample,import,many,fork,small,budget] [--keep] [--pg URI]
 //                [--cold-reps N]
+//   colikv_bench --only pg-isolation,pg-throughput --pg URI   (only when named: writers side by side)
 //
 // --pg URI (a PostgreSQL server, e.g. tools/postgres.sh's) runs the turns, load
 // and many workloads again on it, as "pg ..." rows beside SQLite's: each in
@@ -37,6 +38,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
@@ -365,6 +368,7 @@ struct Config {
   bool keep = false;
   bool bf16 = true;
   std::string pg;  // a PostgreSQL URI: the turns, load and many rows again on it
+  bool turn_set = false;  // --turn given (pg-isolation's and pg-throughput's turn size)
   std::string self;
   static bool in(const std::vector<std::string>& v, const std::string& x) {
     return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
@@ -1529,6 +1533,183 @@ void bench_sample(const Config& cfg, colikv::Synchronous sync) {
   if (cfg.bf16) bench_turns(c2, s, Kind::kGenuine, "bf16", sync, src, dst, n, n);
 }
 
+// ---------------------------------------------------------------- PostgreSQL writers side by side (issue 20)
+// Kept apart from the SQLite isolation rows (branch objects) so that both merge as they are.
+
+// pg-isolation: host A commits one 512-token turn of 78x576 to its conversation
+// with a Store of its own, in another thread, while host B commits 4-token
+// turns of a 2-layer model to another conversation, one after another: B's
+// turn times while A's turn is open, against A's turn time.
+void bench_pg_isolation(const Config& cfg, const Shape& big) {
+  if (cfg.pg.empty()) throw std::runtime_error("--only pg-isolation needs --pg URI");
+  colikv::ModelSignature two = big.m;
+  two.n_layers = 2;
+  two.kv_lora = 32;
+  two.qk_rope = 8;
+  const int64_t a_turn = cfg.turn_set ? cfg.turn : 512, b_turn = 4, b_cap = 1 << 16;
+  Engine a(big.m, a_turn + 4), b(two, b_cap);
+  a.compute(0, a_turn + 4, 11, Kind::kFull);
+  b.compute(0, b_cap, 12, Kind::kFull);
+  const std::string uri = pg_store(cfg, "isolation");
+  colikv::Store host_a(uri, store_options(colikv::Synchronous::kFull));
+  colikv::Store host_b(uri, store_options(colikv::Synchronous::kFull));
+  // Both models and conversations exist: what is measured is the turns alone.
+  host_a.append("a", big.m, a.tokens.data(), 4, a.source());
+  host_b.append("b", two, b.tokens.data(), b_turn, b.source());
+  std::atomic<int> a_state{0};  // 1: A's turn under way, 2: committed
+  double a_ms = 0;
+  std::thread ta([&] {
+    a_state = 1;
+    const auto t0 = Clock::now();
+    host_a.append("a", big.m, a.tokens.data(), 4 + a_turn, a.source());
+    a_ms = since(t0) * 1e3;
+    a_state = 2;
+  });
+  while (a_state == 0) std::this_thread::yield();
+  std::vector<double> during;
+  int64_t len = b_turn;
+  while (a_state == 1 && len + b_turn <= b_cap) {
+    len += b_turn;
+    const auto t0 = Clock::now();
+    host_b.append("b", two, b.tokens.data(), len, b.source());
+    if (a_state == 1) during.push_back(since(t0) * 1e3);  // ended inside A's turn
+  }
+  ta.join();
+  drop_pg_store(cfg, "isolation");
+  const double worst = during.empty() ? a_ms : *std::max_element(during.begin(), during.end());
+  const std::string note = std::to_string(a_turn) + "-token turn of A (" + big.name + ") against B's " +
+                           std::to_string(b_turn) + "-token turns (2x40), own Stores, FULL";
+  add({"pgisol", big.name, "full", "f32", "FULL", "A's turn", "ms", a_ms, 0, false, "", -1, note});
+  add({"pgisol", "2x40", "full", "f32", "FULL", "B worst during A / A", "ms", worst, a_ms, true, "<= 0.1",
+       worst <= 0.1 * a_ms ? 1 : 0, "ratio: B's worst turn over A's turn"});
+  add({"pgisol", "2x40", "full", "f32", "FULL", "B median during A", "ms", during.empty() ? 0 : median(during), a_ms,
+       true, "", -1, ""});
+  add({"pgisol", "2x40", "full", "f32", "FULL", "B turns during A", "turns", static_cast<double>(during.size()), 0,
+       false, ">= 1", during.empty() ? 0 : 1, "committed while A's turn was open"});
+}
+
+#if COLIKV_WITH_POSTGRES
+// K plain libpq clients, each inserting `turns[k]` (one transaction each, the
+// payloads as binary bytea parameters) into a plain table: the server's own
+// cost of storing the bytes colikv stored. Returns the wall time in seconds.
+double plain_bytea_inserts(const std::string& uri, const std::vector<std::vector<std::vector<std::string>>>& turns) {
+  {
+    colikv::detail::PgConnection conn(uri, colikv::detail::PgConnection::Settings());
+    conn.exec("DROP TABLE IF EXISTS plain_payloads; CREATE TABLE plain_payloads (id bigserial PRIMARY KEY, "
+              "payload bytea NOT NULL); ALTER TABLE plain_payloads ALTER COLUMN payload SET STORAGE EXTERNAL",
+              "bench: plain table");
+  }
+  std::vector<PGconn*> conns;
+  for (size_t k = 0; k < turns.size(); ++k) conns.push_back(PQconnectdb(uri.c_str()));
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (size_t k = 0; k < turns.size(); ++k)
+    ts.emplace_back([&, k] {
+      PGconn* c = conns[k];
+      if (PQstatus(c) != CONNECTION_OK) return void(failed = true);
+      for (const auto& turn : turns[k]) {
+        PQclear(PQexec(c, "BEGIN"));
+        for (const std::string& payload : turn) {
+          const char* v[1] = {payload.data()};
+          const int len[1] = {static_cast<int>(payload.size())}, fmt[1] = {1};
+          PGresult* r = PQexecParams(c, "INSERT INTO plain_payloads (payload) VALUES ($1)", 1, nullptr, v, len, fmt, 1);
+          if (PQresultStatus(r) != PGRES_COMMAND_OK) failed = true;
+          PQclear(r);
+        }
+        PQclear(PQexec(c, "COMMIT"));
+      }
+    });
+  for (auto& t : ts) t.join();
+  const double secs = since(t0);
+  for (PGconn* c : conns) PQfinish(c);
+  if (failed) throw std::runtime_error("bench: the plain bytea inserts failed");
+  return secs;
+}
+#endif
+
+// pg-throughput: K writers (threads, each with its own Store and connection)
+// append `turns` 256-token turns of 78x576 to a conversation of their own;
+// against K plain libpq clients inserting the same payload bytes as bytea.
+void bench_pg_throughput(const Config& cfg, const Shape& big) {
+#if !COLIKV_WITH_POSTGRES
+  (void)cfg, (void)big;
+  throw std::runtime_error("--only pg-throughput needs the PostgreSQL backend");
+#else
+  if (cfg.pg.empty()) throw std::runtime_error("--only pg-throughput needs --pg URI");
+  const int64_t turn = cfg.turn_set ? cfg.turn : 256, turns = cfg.quick ? 2 : 4, n = turn * turns;
+  // One set of values; each writer its own token ids, so that no two share a chunk.
+  Engine src(big.m, n);
+  src.compute(0, n, 21, Kind::kFull);
+  const double record_mb = static_cast<double>(big.m.record_bytes()) / 1e6;
+  for (int k : {1, 2, 4}) {
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(k));
+    for (int w = 0; w < k; ++w) {
+      Engine t(big.m, n);
+      t.compute(0, n, 100 + static_cast<uint64_t>(w), Kind::kFull);
+      tokens[static_cast<size_t>(w)] = t.tokens;
+    }
+    const std::string name = "throughput" + std::to_string(k);
+    const std::string uri = pg_store(cfg, name);
+    { colikv::Store warm(uri, store_options(colikv::Synchronous::kFull));  // the model row
+      warm.append("warm", big.m, tokens[0].data(), 1, src.source()); }
+    std::vector<std::unique_ptr<colikv::Store>> stores;
+    for (int w = 0; w < k; ++w)
+      stores.push_back(std::make_unique<colikv::Store>(uri, store_options(colikv::Synchronous::kFull)));
+    std::atomic<bool> failed{false};
+    const auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    for (int w = 0; w < k; ++w)
+      ts.emplace_back([&, w] {
+        try {
+          for (int64_t len = turn; len <= n; len += turn)
+            stores[static_cast<size_t>(w)]->append("w" + std::to_string(w), big.m, tokens[static_cast<size_t>(w)].data(),
+                                                   len, src.source());
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "pg-throughput writer %d: %s\n", w, e.what());
+          failed = true;
+        }
+      });
+    for (auto& t : ts) t.join();
+    const double secs = since(t0);
+    if (failed) throw std::runtime_error("bench: a pg-throughput writer failed");
+    stores.clear();
+    // The payloads each writer stored, turn by turn, for the plain clients.
+    std::vector<std::vector<std::vector<std::string>>> plain(static_cast<size_t>(k));
+    int64_t stored = 0;
+    {
+      colikv::detail::PgConnection conn(uri, colikv::detail::PgConnection::Settings());
+      for (int w = 0; w < k; ++w) {
+        plain[static_cast<size_t>(w)].resize(static_cast<size_t>(turns));
+        colikv::detail::PgParams p;
+        p.add("w" + std::to_string(w));
+        colikv::detail::PgRows r = conn.query(
+            "SELECT ch.first_pos, ch.payload FROM conversations c JOIN conversation_chunks cc "
+            "ON cc.conversation_id = c.conversation_id JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+            "WHERE c.name = $1 ORDER BY cc.seq",
+            p, "bench: reading payloads");
+        for (int i = 0; i < r.size(); ++i) {
+          const size_t t = static_cast<size_t>(std::min<int64_t>(r.int64(i, 0) / turn, turns - 1));
+          plain[static_cast<size_t>(w)][t].emplace_back(reinterpret_cast<const char*>(r.bytes(i, 1)),
+                                                        static_cast<size_t>(r.length(i, 1)));
+          stored += r.length(i, 1);
+        }
+      }
+    }
+    const double plain_secs = plain_bytea_inserts(uri, plain);
+    drop_pg_store(cfg, name);
+    const double records = static_cast<double>(k * n) * record_mb;
+    const std::string kw = std::to_string(k) + (k == 1 ? " writer" : " writers");
+    add({"pgthru", big.name, "full", "f32", "FULL", "K=" + std::to_string(k) + " records", "MB/s", records / secs,
+         records / plain_secs, true, "", -1,
+         kw + ", " + std::to_string(turns) + " turns of " + std::to_string(turn) + " each; baseline: plain bytea clients"});
+    add({"pgthru", big.name, "full", "f32", "FULL", "K=" + std::to_string(k) + " stored", "MB/s", stored / 1e6 / secs,
+         stored / 1e6 / plain_secs, true, "", -1,
+         "the same payload bytes, one transaction per turn each"});
+  }
+#endif
+}
+
 std::map<std::string, std::string> machine_info() {
   std::map<std::string, std::string> mi;
   mi["nproc"] = std::to_string(std::thread::hardware_concurrency());
@@ -1569,6 +1750,7 @@ int usage() {
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
                "                    [--only turns,async,bounds,sample,import,many,fork,small,budget] [--pg URI]\n"
+               "                    [--only pg-isolation,pg-throughput --pg URI]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL] [--page-size N]\n"
                "                    [--cold-reps N] [--tenant NAME]\n"
                "--shape, --data and --sync narrow the turns workload to those cases; --page-size sets the\n"
@@ -1626,6 +1808,7 @@ int main(int argc, char** argv) {
     else if (a == "--sync") cfg.syncs = split_list(next());
     else return usage();
   }
+  cfg.turn_set = turn_set;
   if (cfg.quick) {
     if (!tokens_set) cfg.tokens = 1024;
     if (!turn_set) cfg.turn = 256;
@@ -1709,6 +1892,9 @@ int main(int argc, char** argv) {
       bench_many(cfg, big, 1);
     }
     if (cfg.enabled("budget")) bench_budget(cfg, cfg.quick ? 20 : 24);
+    // Only when asked for: they need --pg and write gigabytes to the server.
+    if (!cfg.only.empty() && cfg.enabled("pg-isolation")) bench_pg_isolation(cfg, big);
+    if (!cfg.only.empty() && cfg.enabled("pg-throughput")) bench_pg_throughput(cfg, big);
     if (cfg.enabled("fork")) {
       bench_fork(cfg, big, cfg.fork_tokens, cfg.fork_tokens / 8);
       bench_fork(cfg, small, cfg.fork_tokens * 16, cfg.fork_tokens * 2);

@@ -30,12 +30,13 @@ void as_store_error(F&& f) {
   }
 }
 
-// BEGIN (a snapshot, or the store's write lock) ... COMMIT, rolled back when
-// destroyed uncommitted; inside an open transaction, a savepoint.
+// BEGIN (a snapshot, or a write transaction) ... COMMIT, rolled back when
+// destroyed uncommitted; inside an open transaction, a savepoint. `writing`
+// is the catalog's flag, true while an outer write transaction is open.
 class PgTransaction : public Catalog::Transaction {
  public:
-  PgTransaction(PgConnection& conn, Catalog::Access access, const std::string& what)
-      : conn_(conn), what_(what), nested_(conn.in_transaction()) {
+  PgTransaction(PgConnection& conn, Catalog::Access access, const std::string& what, bool& writing)
+      : conn_(conn), what_(what), nested_(conn.in_transaction()), writing_(writing) {
     as_store_error([&] { start(access); });
   }
   ~PgTransaction() override {
@@ -43,6 +44,7 @@ class PgTransaction : public Catalog::Transaction {
   }
 
   void commit() override {
+    if (!nested_) writing_ = false;  // a failed COMMIT has rolled back too
     as_store_error([&] { conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_); });
     done_ = true;
   }
@@ -59,10 +61,13 @@ class PgTransaction : public Catalog::Transaction {
       return;
     }
     conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED", what_);
+    writing_ = true;
     try {
+      // Shared: writers exclude only a migration (pg_migrations.cpp), which
+      // takes it exclusively; among themselves, row locks (pg_catalog.h).
       PgParams key;
       key.add(conn_.store_lock_key());
-      conn_.query("SELECT pg_advisory_xact_lock($1::bigint)", key, what_);
+      conn_.query("SELECT pg_advisory_xact_lock_shared($1::bigint)", key, what_);
     } catch (...) {
       rollback();
       throw;
@@ -73,6 +78,7 @@ class PgTransaction : public Catalog::Transaction {
   // one worth reporting (and a lost connection has rolled back already).
   void rollback() noexcept {
     done_ = true;
+    if (!nested_) writing_ = false;
     try {
       conn_.exec(nested_ ? "ROLLBACK TO SAVEPOINT colikv_nested; RELEASE SAVEPOINT colikv_nested" : "ROLLBACK", what_);
     } catch (const PgError&) {
@@ -82,6 +88,7 @@ class PgTransaction : public Catalog::Transaction {
   PgConnection& conn_;
   std::string what_;
   bool nested_;
+  bool& writing_;
   bool done_ = false;
 };
 
@@ -163,14 +170,18 @@ PgRows PgCatalog::run(const char* sql, const PgParams& params, const char* what)
 }
 
 std::unique_ptr<Catalog::Transaction> PgCatalog::begin(Access access, const std::string& what) {
-  return std::make_unique<PgTransaction>(conn_, access, what);
+  return std::make_unique<PgTransaction>(conn_, access, what, writing_);
 }
 
 std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& name) {
   PgParams p;
   p.add(name).add(tenant_id_);
-  PgRows r = run("SELECT conversation_id, model_id, token_count, generation, precision FROM conversations "
-                 "WHERE name = $1 AND tenant_id = $2",
+  // A writer locks the row it decides on: a second writer of the
+  // conversation waits here for the first to end, then reads its generation.
+  PgRows r = run(writing_ ? "SELECT conversation_id, model_id, token_count, generation, precision FROM conversations "
+                            "WHERE name = $1 AND tenant_id = $2 FOR NO KEY UPDATE"
+                          : "SELECT conversation_id, model_id, token_count, generation, precision FROM conversations "
+                            "WHERE name = $1 AND tenant_id = $2",
                  p, "reading a conversation");
   if (r.size() == 0) return std::nullopt;
   ConversationRow c;
@@ -186,10 +197,18 @@ std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& n
 int64_t PgCatalog::insert_conversation(const NewConversation& c) {
   PgParams p;
   p.add(c.name).add(c.model_id).add(c.precision).add(c.now_ms).add(c.title).add(c.metadata).add(tenant_id_);
-  return run("INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, last_used_ms, title, "
-             "metadata, tenant_id) VALUES ($1, $2, $3, $4, $4, $4, $5, $6, $7) RETURNING conversation_id",
-             p, "creating a conversation")
-      .int64(0, 0);
+  // ON CONFLICT waits for a racing creator of the name and, once it has
+  // committed, inserts nothing: the loser's error says why.
+  PgRows r = run("INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, last_used_ms, title, "
+                 "metadata, tenant_id) VALUES ($1, $2, $3, $4, $4, $4, $5, $6, $7) "
+                 "ON CONFLICT (tenant_id, name) DO NOTHING RETURNING conversation_id",
+                 p, "creating a conversation");
+  if (r.size() == 0) throw_name_taken();
+  return r.int64(0, 0);
+}
+
+void PgCatalog::throw_name_taken() {
+  throw PgError(ErrorCode::kConflict, "another writer created a conversation with this id meanwhile");
 }
 
 int64_t PgCatalog::insert_fork(const NewFork& f) {
@@ -199,10 +218,15 @@ int64_t PgCatalog::insert_fork(const NewFork& f) {
                  "forked_at, created_ms, updated_ms, last_used_ms, tenant_id) "
                  "SELECT $1::text, model_id, $2::bigint, precision, title, metadata, conversation_id, $2::bigint, "
                  "$3::bigint, $3::bigint, $3::bigint, tenant_id FROM conversations WHERE conversation_id = $4 "
-                 "AND tenant_id = $5 RETURNING conversation_id",
+                 "AND tenant_id = $5 ON CONFLICT (tenant_id, name) DO NOTHING RETURNING conversation_id",
                  p, "creating a fork");
-  if (r.size() == 0)
-    throw PgError(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists");
+  if (r.size() == 0) {
+    PgParams q;
+    q.add(f.parent_id).add(tenant_id_);
+    if (run("SELECT 1 FROM conversations WHERE conversation_id = $1 AND tenant_id = $2", q, "creating a fork").size() == 0)
+      throw PgError(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists");
+    throw_name_taken();
+  }
   return r.int64(0, 0);
 }
 
@@ -264,8 +288,11 @@ void PgCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, in
   PgParams p;
   p.add(sig.to_string()).add(sig.n_layers).add(sig.kv_lora).add(sig.qk_rope).add(sig.index_hd).add(sig.n_indexed);
   p.add(sig.vocab).add(sig.weights_id).add(static_cast<int64_t>(sig.record_bytes())).add(chunk_tokens).add(now_ms);
+  // Another writer may record the same model at the same time: either's row
+  // serves (the core compares its chunk size).
   run("INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
-      "record_bytes, chunk_tokens, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+      "record_bytes, chunk_tokens, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+      "ON CONFLICT (signature) DO NOTHING",
       p, "recording a model");
 }
 
@@ -338,8 +365,28 @@ std::vector<ChunkHash> PgCatalog::digests_at(int64_t model_id, const ChunkHash& 
 std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
   PgParams p;
   p.add(model_id).add_hash(key).add(tenant_id_);
-  PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3", p,
-                 "finding a chunk");
+  if (!writing_) {
+    PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3",
+                   p, "finding a chunk");
+    if (r.size() == 0) return std::nullopt;
+    return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
+  }
+  // The writer about to link it holds it FOR SHARE until its commit: a freer
+  // or an evicter locks FOR UPDATE first, so it waits (or, evicting, skips
+  // it) and then sees the link. Shared, so that writers linking the same
+  // chunk (a common prefix) do not wait for each other. After a wait, the row
+  // read is the one the other writer left: deleted (none) or evicted.
+  PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3 "
+                 "FOR SHARE",
+                 p, "finding a chunk");
+  if (r.size() == 0) return std::nullopt;
+  if (r.int64(0, 1) == 0) return KeyedChunk{r.int64(0, 0), false};
+  // Evicted: its finder restores its values, which needs the row to itself.
+  // Two writers restoring the same chunk at once both hold it shared here and
+  // may deadlock upgrading: the server aborts one (kBusy), which retries.
+  r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3 "
+          "FOR NO KEY UPDATE",
+          p, "finding a chunk");
   if (r.size() == 0) return std::nullopt;
   return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
 }
@@ -370,11 +417,17 @@ int64_t PgCatalog::insert_chunk(const ChunkRecord& c) {
   else
     p.add_bytes(e.payload.data(), e.payload.size());
   p.add(tenant_id_);  // the row-level security of a tenant's role reads it (0004_tenant_roles.sql)
-  const int64_t id = run("INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-                         "raw_size, checksum, payload, tenant_id) "
-                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING chunk_id",
-                         p, "storing a chunk")
-                         .int64(0, 0);
+  // The content key is unique (0004_tenant_roles.sql; tenant_id is never NULL
+  // in a row colikv writes, so the key always conflicts): a writer storing
+  // the same content at the same time waits here for the first and, once it
+  // has committed, stores nothing and links the first one's chunk.
+  PgRows r = run("INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
+                 "raw_size, checksum, payload, tenant_id) "
+                 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+                 "ON CONFLICT (model_id, hash, tenant_id) DO NOTHING RETURNING chunk_id",
+                 p, "storing a chunk");
+  if (r.size() == 0) return 0;
+  const int64_t id = r.int64(0, 0);
   record_chunk_meta(id, c, static_cast<int64_t>(e.payload.size()));
   return id;
 }
@@ -412,14 +465,27 @@ void PgCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
   run("DELETE FROM conversation_chunks WHERE conversation_id = $1 AND seq >= $2", p, "unlinking chunks");
 }
 
+std::string PgCatalog::id_array(const std::vector<int64_t>& ids) {
+  std::string a = "{";
+  for (size_t i = 0; i < ids.size(); ++i) a += (i ? "," : "") + std::to_string(ids[i]);
+  return a + "}";
+}
+
 void PgCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
-  for (int64_t id : chunk_ids) {
-    PgParams p;
-    p.add(id);
-    run("DELETE FROM chunks WHERE chunk_id = $1 AND NOT EXISTS "
-        "(SELECT 1 FROM conversation_chunks WHERE chunk_id = $1)",
-        p, "freeing a chunk");
-  }
+  if (chunk_ids.empty()) return;
+  PgParams p;
+  p.add(id_array(chunk_ids));
+  // Two statements: the first waits for every writer that holds one of them
+  // (a linker's FOR SHARE, a new link's KEY SHARE), in chunk_id order so that
+  // two freers queue instead of deadlocking; the second starts a new snapshot,
+  // which sees the links those writers committed. One DELETE ... NOT EXISTS
+  // would not: after its wait for a row lock it re-checks the row, but its
+  // subquery still reads the snapshot from before the wait.
+  run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) ORDER BY chunk_id FOR UPDATE", p,
+      "freeing chunks");
+  run("DELETE FROM chunks ch WHERE ch.chunk_id = ANY($1::bigint[]) AND NOT EXISTS "
+      "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)",
+      p, "freeing chunks");
 }
 
 }  // namespace detail

@@ -1,11 +1,26 @@
 // The Catalog (catalog.h) over a PostgreSQL connection (migrations/postgres/).
 //
-// Transactions have SQLite's semantics: a read is one REPEATABLE READ snapshot;
-// a write takes the store's transaction-scoped advisory lock first (one writer
-// per store at a time, waiting up to the busy timeout, then kBusy), so every
-// statement after it sees all that earlier writers committed, and the core's
-// generation check detects a racing writer exactly as with SQLite's
-// BEGIN IMMEDIATE. Nested transactions are savepoints.
+// Transactions: a read is one REPEATABLE READ snapshot; a write is READ
+// COMMITTED and takes the store's advisory lock shared (only a migration
+// takes it exclusively), so writers of different conversations never wait
+// for each other. What one store-wide writer lock gave, row locks give
+// (docs/postgres.md, "Concurrent writers"; catalog.h, "Writers"):
+// - find_conversation in a write transaction locks the row (FOR NO KEY
+//   UPDATE): a second writer of the conversation waits, then sees the new
+//   generation (the core's kConflict); a new name is a unique key, whose
+//   loser gets kConflict;
+// - find_chunk locks the chunk it returns (FOR SHARE, an evicted one FOR NO
+//   KEY UPDATE, since its finder restores its values); links of new rows hold
+//   the foreign key's KEY SHARE lock on their chunks;
+// - freeing locks its candidates FOR UPDATE, in chunk_id order, in one
+//   statement, and deletes in the next (a new READ COMMITTED snapshot, which
+//   sees every link committed by the writers it waited for) only those no
+//   chunk list names; eviction claims its candidates FOR UPDATE SKIP LOCKED
+//   (a chunk another writer holds is kept) before it counts their users.
+// The waits follow the data: a writer waits only for writers of the same
+// conversation or of the same chunks. A cycle among such waits is broken by
+// the server's deadlock detection (kBusy to one of them). Nested
+// transactions are savepoints.
 #ifndef COLIKV_SRC_POSTGRES_PG_CATALOG_H
 #define COLIKV_SRC_POSTGRES_PG_CATALOG_H
 
@@ -74,11 +89,13 @@ class PgCatalog : public Catalog {
   TenantLimits tenant_limits() override;
   void set_tenant_limits(const TenantLimits& limits) override;
   std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;
+  void lock_tenant_limits() override;
   void set_tenant_role(const std::string& role, bool granted, int64_t now_ms) override;  // pg_tenant_roles.cpp
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
   std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
+  std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) override;
   int64_t chunk_users(int64_t chunk_id) override;
   void evict_payload(int64_t chunk_id) override;
   int64_t evicted_chunk_count() override;
@@ -94,6 +111,10 @@ class PgCatalog : public Catalog {
 
  private:
   PgRows run(const char* sql, const PgParams& params, const char* what);
+  // kConflict: a racing writer took the name of a conversation about to be created.
+  [[noreturn]] static void throw_name_taken();
+  // A bigint[] parameter's text: {1,2,3}.
+  static std::string id_array(const std::vector<int64_t>& ids);
   void record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes);
 
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
@@ -104,6 +125,8 @@ class PgCatalog : public Catalog {
   std::string tenant_refusal_note();
 
   PgConnection conn_;
+  // Inside a write transaction (begin(kWrite)): the reads that decide a write lock their rows.
+  bool writing_ = false;
   std::unique_ptr<PrefixIndex> prefix_index_;
   // The tenant this catalog sees (Options::tenant): its tenants.tenant_id,
   // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).

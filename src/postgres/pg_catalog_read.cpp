@@ -90,7 +90,13 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
 bool PgCatalog::set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) {
   PgParams p;
   p.add(value).add(now_ms).add(name).add(tenant_id_);
-  return run(set_text_sql(column), p, "updating a conversation").affected() != 0;
+  try {
+    return run(set_text_sql(column), p, "updating a conversation").affected() != 0;
+  } catch (const PgError& e) {
+    // The core found the new name free; a racing writer created it since.
+    if (column == ConversationText::kName && e.code() == ErrorCode::kConflict) throw_name_taken();
+    throw;
+  }
 }
 
 std::optional<ConversationInfoRow> PgCatalog::conversation_info(const std::string& name) {
@@ -362,6 +368,20 @@ std::vector<PayloadChunk> PgCatalog::payload_chunks(int64_t conversation_id) {
   return out;
 }
 
+std::vector<int64_t> PgCatalog::claim_chunks(const std::vector<int64_t>& chunk_ids) {
+  if (chunk_ids.empty()) return {};
+  // SKIP LOCKED: a chunk another writer holds is being linked (or freed or
+  // evicted) by it; an eviction keeps it rather than wait for that writer's
+  // turn. The users counted after this, in a new snapshot, stay true: a new
+  // link would need the row lock (FOR SHARE, or its foreign key's KEY SHARE).
+  PgRows r = run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) ORDER BY chunk_id "
+                 "FOR UPDATE SKIP LOCKED",
+                 PgParams().add(id_array(chunk_ids)), "claiming chunks to evict");
+  std::vector<int64_t> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back(r.int64(i, 0));
+  return out;
+}
+
 int64_t PgCatalog::chunk_users(int64_t chunk_id) {
   PgParams p;
   p.add(chunk_id);
@@ -429,9 +449,21 @@ void PgCatalog::set_tenant_limits(const TenantLimits& limits) {
   if (r.affected() != 1) throw PgError(ErrorCode::kNotFound, "no such tenant (deleted meanwhile)");
 }
 
+void PgCatalog::lock_tenant_limits() {
+  // NO KEY UPDATE: the conversations' foreign key (KEY SHARE) and the
+  // appends' plain reads of the limits go on.
+  run("SELECT 1 FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE", PgParams().add(tenant_id_),
+      "locking the tenant's limits");
+}
+
 std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_ms) {
-  PgRows r = run("SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND last_used_ms < $2 "
-                 "ORDER BY last_used_ms ASC, conversation_id ASC",
+  // A writer locks those it will delete; one another writer holds is in use,
+  // not idle. A row another writer updated since this statement's snapshot
+  // is re-checked against its new last_used_ms before it is locked.
+  PgRows r = run(writing_ ? "SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND last_used_ms < $2 "
+                            "ORDER BY last_used_ms ASC, conversation_id ASC FOR UPDATE SKIP LOCKED"
+                          : "SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND last_used_ms < $2 "
+                            "ORDER BY last_used_ms ASC, conversation_id ASC",
                  PgParams().add(tenant_id_).add(used_before_ms), "choosing conversations that expired");
   std::vector<IdleConversation> out;
   for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1)});

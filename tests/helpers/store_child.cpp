@@ -11,6 +11,11 @@
 //       last pass, in which every CONV must hold FINAL tokens, prints the
 //       number of loads and exits. READ_ONLY is 1 to open the store read-only.
 //
+//   colikv_store_child hold STORE CONV SEED TOKENS SEQ
+//       Appends TOKENS tokens of SEED's history to CONV in one turn; inside
+//       its write transaction, after linking entry SEQ, prints "mid-turn" and
+//       waits for a line on stdin; prints "committed N" once committed.
+//
 //   colikv_store_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN
 //       One engine host of several on one store: each turn it appends a turn
 //       to its own conversation NAME and prints "ack N" once it is committed,
@@ -40,6 +45,7 @@
 
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "store_append.h"
 #include "test_support.h"
 
 using colikv::ModelSignature;
@@ -61,7 +67,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: colikv_store_child append STORE CONV SEED TURNS TOKENS_PER_TURN\n"
                "       colikv_store_child read STORE DONE_FILE TOKENS_PER_TURN READ_ONLY CONV SEED FINAL ...\n"
-               "       colikv_store_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN\n");
+               "       colikv_store_child host STORE NAME SEED OTHER OTHER_SEED TURNS TOKENS_PER_TURN\n"
+               "       colikv_store_child hold STORE CONV SEED TOKENS SEQ\n");
   return 2;
 }
 
@@ -97,6 +104,28 @@ int run_append(int argc, char** argv) {
     std::fprintf(stderr, "append %s: final load differs: %s\n", conv.c_str(), diff.c_str());
     return 1;
   }
+  return 0;
+}
+
+int run_hold(int argc, char** argv) {
+  if (argc != 7) return usage();
+  const std::string store_path = argv[2], conv = argv[3];
+  int64_t seed, n, seq;
+  if (!parse_i64(argv[4], seed) || !parse_i64(argv[5], n) || !parse_i64(argv[6], seq) || n < 1) return usage();
+  const ModelSignature m = child_model();
+  EngineBuffers h = history(m, n, static_cast<uint32_t>(seed));
+  colikv::Store store(store_path, child_options(m));
+  colikv::detail::append_chunk_hook() = [&](const std::string& id, int64_t at) {
+    if (id != conv || at != seq) return;
+    std::printf("mid-turn\n");
+    std::fflush(stdout);
+    char line[64];
+    if (!std::fgets(line, sizeof line, stdin)) throw std::runtime_error("hold: stdin closed before the go");
+  };
+  store.append(conv, m, h.tokens.data(), n, h.source());
+  colikv::detail::append_chunk_hook() = nullptr;
+  std::printf("committed %" PRId64 "\n", store.count(conv));
+  std::fflush(stdout);
   return 0;
 }
 
@@ -253,6 +282,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "append") == 0) return run_append(argc, argv);
     if (std::strcmp(argv[1], "read") == 0) return run_read(argc, argv);
     if (std::strcmp(argv[1], "host") == 0) return run_host(argc, argv);
+    if (std::strcmp(argv[1], "hold") == 0) return run_hold(argc, argv);
   } catch (const colikv::Error& e) {
     std::fprintf(stderr, "colikv_store_child %s: %s error: %s\n", argv[1], colikv::error_code_name(e.code()), e.what());
     return 3;

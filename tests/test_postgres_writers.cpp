@@ -1,0 +1,282 @@
+// Writers side by side on a server store (docs/postgres.md, "Concurrent
+// writers"): writers of different conversations never wait for each other;
+// writers of one conversation, of one content, or of a chunk another writer
+// frees or evicts, stay correct under row locks. Each race is made, not
+// hoped for: an append is held mid-turn, inside its write transaction, by
+// the test hook between chunks (detail::append_chunk_hook), and the other
+// writer's wait for a lock is observed on the server (pg_stat_activity).
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backend.h"
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "proc_util.h"
+#include "store_append.h"
+#include "test_support.h"
+
+using colikv::ErrorCode;
+using colikv_test::EngineBuffers;
+using colikv_test::loads_as;
+
+namespace {
+
+// tiny_model(), 4-token chunks (colikv_store_child's).
+colikv::Options options(int busy_timeout_ms = 30000) {
+  colikv::Options o;
+  o.chunk_target_bytes = 4 * colikv_test::tiny_model().record_bytes();
+  o.busy_timeout_ms = busy_timeout_ms;
+  return o;
+}
+
+// Holds the first append to `id` after it linked entry `seq`, until released:
+// that append's transaction is open, its chunks so far stored, its turn not
+// committed. Installed for the test case's lifetime.
+class MidTurn {
+ public:
+  MidTurn(std::string id, int64_t seq) : id_(std::move(id)), seq_(seq) {
+    colikv::detail::append_chunk_hook() = [this](const std::string& conv, int64_t at) {
+      if (conv != id_ || at != seq_) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (reached_) return;  // only the first turn
+      reached_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    };
+  }
+  ~MidTurn() {
+    release();
+    colikv::detail::append_chunk_hook() = nullptr;
+  }
+  void wait_reached() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return reached_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::string id_;
+  int64_t seq_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool reached_ = false, released_ = false;
+};
+
+struct Outcome {
+  ErrorCode code = ErrorCode::kOk;
+  std::string message;
+};
+template <class F>
+Outcome outcome_of(F&& f) {
+  Outcome r;
+  try {
+    f();
+  } catch (const colikv::Error& e) {
+    r = {e.code(), e.what()};
+  }
+  return r;
+}
+
+int64_t chunk_rows(const std::string& uri) { return colikv_test::store_int(uri, "SELECT count(*) FROM chunks"); }
+
+// tools/postgres.sh pg_ctl on the test server.
+void pg_ctl(const std::string& args) {
+  const char* dir = std::getenv("COLIKV_TEST_PG_DIR");
+  REQUIRE(dir != nullptr);
+  const std::string cmd = std::string(COLIKV_SOURCE_DIR) + "/tools/postgres.sh pg_ctl " + dir + " " + args + " > /dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("postgres: a writer of another conversation commits turns while a turn is open", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers a = colikv_test::history(colikv_test::tiny_model(), 64, 1);
+  const EngineBuffers b = colikv_test::history(colikv_test::tiny_model(), 40, 2);
+  colikv::Store host_a(uri, options());
+  // B waits at most a second for any lock: a store-wide writer lock would
+  // keep it behind A's open turn past that (kBusy), which no row lock does.
+  colikv::Store host_b(uri, options(1000));
+  host_a.append("a", a.model, a.tokens.data(), 8, a.source());
+  host_b.append("b", b.model, b.tokens.data(), 4, b.source());
+
+  MidTurn held("a", 3);
+  Outcome ra;
+  std::thread writer([&] { ra = outcome_of([&] { host_a.append("a", a.model, a.tokens.data(), 64, a.source()); }); });
+  held.wait_reached();
+  // A's turn is open: it stored entries 2 and 3 and holds its conversation's row.
+  Outcome rb;
+  for (int64_t n = 8; n <= 40 && rb.code == ErrorCode::kOk; n += 4)
+    rb = outcome_of([&] { host_b.append("b", b.model, b.tokens.data(), n, b.source()); });
+  const Outcome rb_new = outcome_of([&] { host_b.append("b2", b.model, b.tokens.data(), 12, b.source()); });
+  INFO(rb.message << " / " << rb_new.message);
+  CHECK(rb.code == ErrorCode::kOk);
+  CHECK(rb_new.code == ErrorCode::kOk);
+  CHECK(host_b.count("b") == 40);
+  CHECK(host_b.count("a") == 8);  // A's turn is not committed yet
+  held.release();
+  writer.join();
+  INFO(ra.message);
+  REQUIRE(ra.code == ErrorCode::kOk);
+  CHECK(loads_as(host_b, "a", a, 64) == "");
+  CHECK(loads_as(host_a, "b", b, 40) == "");
+  CHECK(loads_as(host_a, "b2", b, 12) == "");
+  CHECK(host_a.verify().ok());
+}
+
+TEST_CASE("postgres: a writer process commits while another process holds a turn open", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers b = colikv_test::history(colikv_test::tiny_model(), 24, 2);
+  colikv::Store host_b(uri, options(1000));
+  host_b.append("b", b.model, b.tokens.data(), 4, b.source());
+  // The child appends 64 tokens of history 5 to "a", says "mid-turn" after
+  // entry 3 inside its transaction and goes on when told (its stdin).
+  colikv_test::ChildProcess child({COLIKV_STORE_CHILD_PATH, "hold", uri, "a", "5", "64", "3"}, true);
+  std::string line;
+  REQUIRE(child.read_line(line));
+  REQUIRE(line == "mid-turn");
+  Outcome rb;
+  for (int64_t n = 8; n <= 24 && rb.code == ErrorCode::kOk; n += 4)
+    rb = outcome_of([&] { host_b.append("b", b.model, b.tokens.data(), n, b.source()); });
+  INFO(rb.message);
+  CHECK(rb.code == ErrorCode::kOk);
+  CHECK(!host_b.exists("a"));
+  child.write_stdin("go\n");
+  REQUIRE(child.read_line(line));
+  CHECK(line == "committed 64");
+  CHECK(child.wait() == 0);
+  CHECK(loads_as(host_b, "a", colikv_test::history(colikv_test::tiny_model(), 64, 5), 64) == "");
+  CHECK(loads_as(host_b, "b", b, 24) == "");
+  CHECK(host_b.verify().ok());
+}
+
+TEST_CASE("postgres: racing writers of one conversation: one wins, the other kConflict", "[postgres]") {
+  const bool existing = GENERATE(true, false);
+  INFO((existing ? "an existing conversation" : "a new conversation"));
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers one = colikv_test::history(colikv_test::tiny_model(), 32, 1);
+  const EngineBuffers two = colikv_test::history(colikv_test::tiny_model(), 32, 2);
+  colikv::Store host1(uri, options()), host2(uri, options());
+  host1.append("seed", one.model, one.tokens.data(), 4, one.source());  // the model row, and r's chunk 0
+  if (existing) host1.append("r", one.model, one.tokens.data(), 8, one.source());
+  const int64_t chunks_before = chunk_rows(uri);
+
+  MidTurn held("r", existing ? 3 : 1);
+  Outcome r1, r2;
+  std::thread t1([&] { r1 = outcome_of([&] { host1.append("r", one.model, one.tokens.data(), 32, one.source()); }); });
+  held.wait_reached();
+  // The second writer's turn waits for the first's row (or, new, its name).
+  const EngineBuffers& second = existing ? one : two;
+  std::thread t2([&] { r2 = outcome_of([&] { host2.append("r", second.model, second.tokens.data(), 20, second.source()); }); });
+  colikv_test::wait_for_pg_lock_waiters(1);
+  held.release();
+  t1.join();
+  t2.join();
+  INFO(r1.message << " / " << r2.message);
+  CHECK(r1.code == ErrorCode::kOk);
+  CHECK(r2.code == ErrorCode::kConflict);
+  CHECK(r2.message.find("'r'") != std::string::npos);
+  CHECK(r2.message.find("duplicate key") == std::string::npos);
+  CHECK(loads_as(host2, "r", one, 32) == "");
+  CHECK(chunk_rows(uri) == chunks_before + (existing ? 6 : 7));  // the loser left nothing
+  CHECK(host2.verify().ok());
+}
+
+TEST_CASE("postgres: two writers storing the same content at once store it once", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 32, 3);
+  colikv::Store host1(uri, options()), host2(uri, options());
+  host1.append("seed", h.model, h.tokens.data(), 4, h.source());  // shares chunk 0 too
+  MidTurn held("x", 2);
+  Outcome r1, r2;
+  std::thread t1([&] { r1 = outcome_of([&] { host1.append("x", h.model, h.tokens.data(), 32, h.source()); }); });
+  held.wait_reached();
+  // The second stores entry 1 (A's, uncommitted) and waits on its key.
+  std::thread t2([&] { r2 = outcome_of([&] { host2.append("y", h.model, h.tokens.data(), 32, h.source()); }); });
+  colikv_test::wait_for_pg_lock_waiters(1);
+  held.release();
+  t1.join();
+  t2.join();
+  INFO(r1.message << " / " << r2.message);
+  REQUIRE(r1.code == ErrorCode::kOk);
+  REQUIRE(r2.code == ErrorCode::kOk);
+  CHECK(chunk_rows(uri) == 8);  // one row per chunk, linked by x, y (and seed's first)
+  CHECK(colikv_test::store_int(uri, "SELECT count(*) FROM conversation_chunks") == 17);
+  CHECK(loads_as(host1, "y", h, 32) == "");
+  CHECK(loads_as(host2, "x", h, 32) == "");
+  CHECK(host1.verify().ok());
+}
+
+TEST_CASE("postgres: a chunk being linked is neither freed nor evicted under its linker", "[postgres]") {
+  const std::string how = GENERATE(std::string("rm"), std::string("truncate"), std::string("gc"));
+  INFO(how);
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 16, 4);
+  colikv::Store linker(uri, options()), other(uri, options(5000));
+  other.append("src", h.model, h.tokens.data(), 16, h.source());
+  // The linker's "dup" finds src's chunks by key and links them; it is held
+  // after linking entry 1, which it holds FOR SHARE.
+  MidTurn held("dup", 1);
+  Outcome rl;
+  std::thread t([&] { rl = outcome_of([&] { linker.append("dup", h.model, h.tokens.data(), 16, h.source()); }); });
+  held.wait_reached();
+  Outcome ro;
+  std::thread o([&] {
+    ro = outcome_of([&] {
+      if (how == "rm") other.remove("src");
+      if (how == "truncate") other.truncate("src", 0);
+      if (how == "gc") other.gc(0);  // evicts all it can, never waiting for the linker's chunks
+    });
+  });
+  if (how == "gc") {
+    o.join();  // done while the linker's turn is open
+  } else {
+    colikv_test::wait_for_pg_lock_waiters(1);  // the freer waits for the chunks the linker holds
+  }
+  held.release();
+  t.join();
+  if (how != "gc") o.join();
+  INFO(rl.message << " / " << ro.message);
+  REQUIRE(rl.code == ErrorCode::kOk);
+  REQUIRE(ro.code == ErrorCode::kOk);
+  // The linker's acknowledged turn has every value it linked: no dangling
+  // link, no evicted chunk it meant to share.
+  CHECK(loads_as(other, "dup", h, 16) == "");
+  CHECK(other.verify().ok());
+  CHECK(colikv_test::store_int(uri, "SELECT count(*) FROM conversation_chunks cc LEFT JOIN chunks ch "
+                                    "ON ch.chunk_id = cc.chunk_id WHERE ch.chunk_id IS NULL") == 0);
+}
+
+TEST_CASE("postgres: a server stopped between a turn's chunks fails it naming the store; nothing of it stays",
+          "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 64, 6);
+  colikv::Store s(uri, options());
+  s.append("t", h.model, h.tokens.data(), 8, h.source());
+  const int64_t chunks_before = chunk_rows(uri);
+  colikv::detail::append_chunk_hook() = [](const std::string&, int64_t seq) {
+    if (seq == 4) pg_ctl("stop -m immediate -w");
+  };
+  const Outcome r = outcome_of([&] { s.append("t", h.model, h.tokens.data(), 64, h.source()); });
+  colikv::detail::append_chunk_hook() = nullptr;
+  pg_ctl("start -w -t 60");
+  INFO(r.message);
+  CHECK(r.code == ErrorCode::kIO);
+  CHECK(r.message.find("127.0.0.1") != std::string::npos);  // the server
+  CHECK(r.message.find("'t'") != std::string::npos);         // the conversation
+  CHECK(s.count("t") == 8);
+  CHECK(chunk_rows(uri) == chunks_before);  // the server rolled the chunks back with the turn
+  CHECK(loads_as(s, "t", h, 8) == "");
+  CHECK(s.verify().ok());
+  s.append("t", h.model, h.tokens.data(), 64, h.source());
+  CHECK(loads_as(s, "t", h, 64) == "");
+}

@@ -256,7 +256,7 @@ TEST_CASE("postgres: a chunk being linked is neither freed nor evicted under its
                                     "ON ch.chunk_id = cc.chunk_id WHERE ch.chunk_id IS NULL") == 0);
 }
 
-TEST_CASE("postgres: a server stopped between a turn's chunks fails it naming the store; nothing of it stays",
+TEST_CASE("postgres: a server stopped between a turn's chunks fails it naming the store and leaves nothing of it",
           "[postgres]") {
   const std::string uri = colikv_test::fresh_pg_store();
   const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 64, 6);

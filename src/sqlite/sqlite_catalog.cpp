@@ -21,8 +21,9 @@ namespace {
 
 class SqliteTransaction : public Catalog::Transaction {
  public:
-  SqliteTransaction(SQLite::Database& db, const std::string& what, Catalog::Access access)
-      : txn_(db, what, access == Catalog::Access::kWrite ? SqlTransaction::kWrite : SqlTransaction::kRead) {}
+  SqliteTransaction(SQLite::Database& db, StatementCache& statements, const std::string& what, Catalog::Access access)
+      : txn_(db, what, access == Catalog::Access::kWrite ? SqlTransaction::kWrite : SqlTransaction::kRead,
+             &statements) {}
   void commit() override { txn_.commit(); }
 
  private:
@@ -44,28 +45,33 @@ struct ChunkMeta {
 
 // Writes the chunk_meta row of a chunk just inserted (replacing any row of a
 // reused chunk_id). Inside the write transaction that inserted the chunk.
-void record_chunk_meta(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta, const std::string& anchor) {
-  SQLite::Statement q(db,
-                      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
-                      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  q.bind(1, chunk_id);
-  q.bind(2, meta.model_id);
-  q.bind(3, meta.precision);
-  bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
-  q.bind(5, meta.tokens_json);
-  q.bind(6, meta.payload_bytes);
-  q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
-  q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
-  q.exec();
+void record_chunk_meta(StatementCache& statements, int64_t chunk_id, const ChunkMeta& meta, const std::string& anchor) {
+  auto q = statements.use(
+      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
+      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  q->bind(1, chunk_id);
+  q->bind(2, meta.model_id);
+  q->bind(3, meta.precision);
+  bind_prev(*q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
+  q->bind(5, meta.tokens_json);
+  q->bind(6, meta.payload_bytes);
+  q->bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
+  q->bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
+  q->exec();
 }
 
 // The payload of an existing chunk was (re)written: updates its payload bytes
 // (writing its whole chunk_meta row if it has none).
-void record_chunk_payload(SQLite::Database& db, int64_t chunk_id, const ChunkMeta& meta, const std::string& anchor) {
-  SQLite::Statement u(db, "UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
-  u.bind(1, meta.payload_bytes);
-  u.bind(2, chunk_id);
-  if (u.exec() == 0) record_chunk_meta(db, chunk_id, meta, anchor);
+void record_chunk_payload(StatementCache& statements, int64_t chunk_id, const ChunkMeta& meta,
+                          const std::string& anchor) {
+  int changed = 0;
+  {
+    auto u = statements.use("UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
+    u->bind(1, meta.payload_bytes);
+    u->bind(2, chunk_id);
+    changed = u->exec();
+  }
+  if (changed == 0) record_chunk_meta(statements, chunk_id, meta, anchor);
 }
 
 void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
@@ -145,44 +151,44 @@ class SqliteChunkCursor : public ChunkCursor {
 }  // namespace
 
 std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
-  return std::make_unique<SqliteTransaction>(db_, what, access);
+  return std::make_unique<SqliteTransaction>(db_, statements_, what, access);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) try {
-  SQLite::Statement q(db_,
-                      "SELECT conversation_id, model_id, token_count, generation, precision "
-                      "FROM conversations WHERE tenant_id = ? AND name = ?");
-  q.bind(1, tenant_id_);
-  q.bind(2, name);
-  if (!q.executeStep()) return std::nullopt;
+  auto q = statements_.use(
+      "SELECT conversation_id, model_id, token_count, generation, precision "
+      "FROM conversations WHERE tenant_id = ? AND name = ?");
+  q->bind(1, tenant_id_);
+  q->bind(2, name);
+  if (!q->executeStep()) return std::nullopt;
   ConversationRow r;
-  r.id = q.getColumn(0).getInt64();
+  r.id = q->getColumn(0).getInt64();
   r.name = name;
-  r.model_id = stored_int(q.getColumn(1), "conversations.model_id");
-  r.count = stored_int(q.getColumn(2), "conversations.token_count");
-  r.generation = stored_int(q.getColumn(3), "conversations.generation");
-  r.precision = q.getColumn(4).getString();
+  r.model_id = stored_int(q->getColumn(1), "conversations.model_id");
+  r.count = stored_int(q->getColumn(2), "conversations.token_count");
+  r.generation = stored_int(q->getColumn(3), "conversations.generation");
+  r.precision = q->getColumn(4).getString();
   return r;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
-  SQLite::Statement ins(db_,
-                        "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
-                        "last_used_ms, title, metadata, tenant_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  ins.bind(1, c.name);
-  ins.bind(2, c.model_id);
-  ins.bind(3, c.precision);
-  ins.bind(4, c.now_ms);
-  ins.bind(5, c.now_ms);
-  ins.bind(6, c.now_ms);
-  ins.bind(7, c.title);
-  ins.bind(8, c.metadata);
-  ins.bind(9, tenant_id_);
-  ins.exec();
+  auto ins = statements_.use(
+      "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
+      "last_used_ms, title, metadata, tenant_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins->bind(1, c.name);
+  ins->bind(2, c.model_id);
+  ins->bind(3, c.precision);
+  ins->bind(4, c.now_ms);
+  ins->bind(5, c.now_ms);
+  ins->bind(6, c.now_ms);
+  ins->bind(7, c.title);
+  ins->bind(8, c.metadata);
+  ins->bind(9, tenant_id_);
+  ins->exec();
   return db_.getLastInsertRowid();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -222,32 +228,32 @@ void SqliteCatalog::delete_conversation(int64_t conversation_id) try {
 
 void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) try {
   if (!used) {
-    SQLite::Statement upd(db_,
-                          "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
-                          "WHERE conversation_id = ?");
-    upd.bind(1, count);
-    upd.bind(2, now_ms);
-    upd.bind(3, conversation_id);
-    upd.exec();
+    auto upd = statements_.use(
+        "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
+        "WHERE conversation_id = ?");
+    upd->bind(1, count);
+    upd->bind(2, now_ms);
+    upd->bind(3, conversation_id);
+    upd->exec();
     return;
   }
-  SQLite::Statement upd(db_,
-                        "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
-                        "last_used_ms = ? WHERE conversation_id = ?");
-  upd.bind(1, count);
-  upd.bind(2, now_ms);
-  upd.bind(3, now_ms);
-  upd.bind(4, conversation_id);
-  upd.exec();
+  auto upd = statements_.use(
+      "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
+      "last_used_ms = ? WHERE conversation_id = ?");
+  upd->bind(1, count);
+  upd->bind(2, now_ms);
+  upd->bind(3, now_ms);
+  upd->bind(4, conversation_id);
+  upd->exec();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) try {
-  SQLite::Statement used(db_, "UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
-  used.bind(1, now_ms);
-  used.bind(2, conversation_id);
-  used.exec();
+  auto used = statements_.use("UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
+  used->bind(1, now_ms);
+  used->bind(2, conversation_id);
+  used->exec();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -323,16 +329,16 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) try
   // makes SQLite 3.40 read the whole blob through its overflow pages (every
   // append paid for reading all that was committed before it, see
   // docs/benchmarks.md); length() reads only the header.
-  SQLite::Statement q(db_,
-                      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
-                      "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
-                      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
-  q.bind(1, conversation_id);
-  while (q.executeStep())
-    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
-                   digest_column(q.getColumn(3)), stored_int(q.getColumn(4), "chunks.n_tokens"),
-                   q.getColumn(5).getInt() != 0, stored_int(q.getColumn(6), "conversation_chunks.seq"),
-                   stored_int(q.getColumn(7), "chunks.first_pos")});
+  auto q = statements_.use(
+      "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
+      "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+      "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
+  q->bind(1, conversation_id);
+  while (q->executeStep())
+    out.push_back({q->getColumn(0).getInt64(), blob_to_hash(q->getColumn(1)), blob_to_hash(q->getColumn(2)),
+                   digest_column(q->getColumn(3)), stored_int(q->getColumn(4), "chunks.n_tokens"),
+                   q->getColumn(5).getInt() != 0, stored_int(q->getColumn(6), "conversation_chunks.seq"),
+                   stored_int(q->getColumn(7), "chunks.first_pos")});
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -346,10 +352,10 @@ std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id,
 }
 
 std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) try {
-  SQLite::Statement q(db_, "SELECT tokens FROM chunks WHERE chunk_id = ?");
-  q.bind(1, chunk_id);
-  if (!q.executeStep()) return std::nullopt;
-  SQLite::Column col = q.getColumn(0);
+  auto q = statements_.use("SELECT tokens FROM chunks WHERE chunk_id = ?");
+  q->bind(1, chunk_id);
+  if (!q->executeStep()) return std::nullopt;
+  SQLite::Column col = q->getColumn(0);
   const char* text = static_cast<const char*>(col.getBlob());
   return std::string(text ? text : "", static_cast<size_t>(col.getBytes()));
 } catch (const SQLite::Exception& e) {
@@ -382,49 +388,49 @@ std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) try {
 }
 
 std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) try {
-  SQLite::Statement q(db_,
-                      "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
-                      "AND digest IS NOT NULL");
-  q.bind(1, model_id);
-  bind_hash(q, 2, chain);
+  auto q = statements_.use(
+      "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
+      "AND digest IS NOT NULL");
+  q->bind(1, model_id);
+  bind_hash(*q, 2, chain);
   std::vector<ChunkHash> out;
-  while (q.executeStep()) out.push_back(blob_to_hash(q.getColumn(0)));
+  while (q->executeStep()) out.push_back(blob_to_hash(q->getColumn(0)));
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const ChunkHash& key) try {
-  SQLite::Statement q(db_, "SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
-  q.bind(1, model_id);
-  bind_hash(q, 2, key);
-  if (!q.executeStep()) return std::nullopt;
-  return KeyedChunk{q.getColumn(0).getInt64(), q.getColumn(1).getInt() != 0};
+  auto q = statements_.use("SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
+  q->bind(1, model_id);
+  bind_hash(*q, 2, key);
+  if (!q->executeStep()) return std::nullopt;
+  return KeyedChunk{q->getColumn(0).getInt64(), q->getColumn(1).getInt() != 0};
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
   const EncodedChunk& e = *c.encoded;
-  SQLite::Statement ins(db_,
-                        "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-                        "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
-  ins.bind(1, c.model_id);
-  bind_hash(ins, 2, c.key);
-  ins.bind(3, c.first_pos);
-  ins.bind(4, c.n_tokens);
-  ins.bind(5, c.tokens_json);
-  ins.bind(6, c.precision);
-  ins.bind(7, compression_name(e.compressed));
-  ins.bind(8, static_cast<int64_t>(e.raw_size));
-  ins.bind(9, static_cast<int64_t>(e.checksum));
+  auto ins = statements_.use(
+      "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
+      "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  ins->bind(1, c.model_id);
+  bind_hash(*ins, 2, c.key);
+  ins->bind(3, c.first_pos);
+  ins->bind(4, c.n_tokens);
+  ins->bind(5, c.tokens_json);
+  ins->bind(6, c.precision);
+  ins->bind(7, compression_name(e.compressed));
+  ins->bind(8, static_cast<int64_t>(e.raw_size));
+  ins->bind(9, static_cast<int64_t>(e.checksum));
   if (e.payload.empty())
-    ins.bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
+    ins->bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
   else
-    ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
-  ins.exec();
+    ins->bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
+  ins->exec();
   const int64_t id = db_.getLastInsertRowid();
-  record_chunk_meta(db_, id, meta_of(c), anchor_);
+  record_chunk_meta(statements_, id, meta_of(c), anchor_);
   return id;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -432,56 +438,58 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
 
 void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) try {
   const EncodedChunk& e = *c.encoded;
-  SQLite::Statement u(db_, "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
-  u.bind(1, compression_name(e.compressed));
-  u.bind(2, static_cast<int64_t>(e.raw_size));
-  u.bind(3, static_cast<int64_t>(e.checksum));
-  u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
-  u.bind(5, chunk_id);
-  u.exec();
-  record_chunk_payload(db_, chunk_id, meta_of(c), anchor_);
+  auto u = statements_.use(
+      "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
+  u->bind(1, compression_name(e.compressed));
+  u->bind(2, static_cast<int64_t>(e.raw_size));
+  u->bind(3, static_cast<int64_t>(e.checksum));
+  u->bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
+  u->bind(5, chunk_id);
+  u->exec();
+  record_chunk_payload(statements_, chunk_id, meta_of(c), anchor_);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) try {
-  SQLite::Statement link(db_, "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-  link.bind(1, conversation_id);
-  link.bind(2, seq);
-  link.bind(3, chunk_id);
-  link.exec();
+  auto link = statements_.use(
+      "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  link->bind(1, conversation_id);
+  link->bind(2, seq);
+  link->bind(3, chunk_id);
+  link->exec();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 void SqliteCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) try {
-  SQLite::Statement link(db_, "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-  link.bind(1, conversation_id);
-  link.bind(2, seq);
-  link.bind(3, chunk_id);
-  link.exec();
+  auto link = statements_.use("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
+  link->bind(1, conversation_id);
+  link->bind(2, seq);
+  link->bind(3, chunk_id);
+  link->exec();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) try {
-  SQLite::Statement del(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
-  del.bind(1, conversation_id);
-  del.bind(2, first_seq);
-  del.exec();
+  auto del = statements_.use("DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
+  del->bind(1, conversation_id);
+  del->bind(2, first_seq);
+  del->exec();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) try {
   if (chunk_ids.empty()) return;
-  SQLite::Statement del(db_,
-                        "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
-                        "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1)");
+  auto del = statements_.use(
+      "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
+      "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1)");
   for (int64_t id : chunk_ids) {
-    del.bind(1, id);
-    del.exec();
-    del.reset();
+    del->bind(1, id);
+    del->exec();
+    del->reset();
   }
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

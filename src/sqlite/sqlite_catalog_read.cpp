@@ -343,12 +343,13 @@ std::vector<TenantRow> SqliteCatalog::tenant_usage() try {
 }
 
 TenantLimits SqliteCatalog::tenant_limits() try {
-  SQLite::Statement q(db_, "SELECT max_bytes, max_idle_ms FROM tenants WHERE tenant_id = ?");
-  q.bind(1, tenant_id_);
+  // Prepared once: every append reads it.
+  auto q = statements_.use("SELECT max_bytes, max_idle_ms FROM tenants WHERE tenant_id = ?");
+  q->bind(1, tenant_id_);
   TenantLimits l;
-  if (!q.executeStep()) return l;  // deleted by hand meanwhile: no limits to apply
-  l.max_bytes = stored_limit(q.getColumn(0), options_.tenant);
-  l.max_idle_ms = stored_limit(q.getColumn(1), options_.tenant);
+  if (!q->executeStep()) return l;  // deleted by hand meanwhile: no limits to apply
+  l.max_bytes = stored_limit(q->getColumn(0), options_.tenant);
+  l.max_idle_ms = stored_limit(q->getColumn(1), options_.tenant);
   return l;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

@@ -65,20 +65,32 @@ int64_t query_int(SQLite::Database& db, const std::string& sql, const std::strin
   });
 }
 
-SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind)
-    : db_(db), what_(what), nested_(sqlite3_get_autocommit(db.getHandle()) == 0) {
-  exec(db_, nested_ ? "SAVEPOINT colikv_nested" : kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED", what_);
+SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind, StatementCache* statements)
+    : db_(db), statements_(statements), what_(what), nested_(sqlite3_get_autocommit(db.getHandle()) == 0) {
+  run(nested_ ? "SAVEPOINT colikv_nested" : kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
   open_ = true;
+}
+
+void SqlTransaction::run(const char* sql) {
+  if (!statements_) return exec(db_, sql, what_);
+  sqlite_context(what_, [&] { statements_->use(sql)->exec(); });
 }
 
 SqlTransaction::~SqlTransaction() {
   if (!open_) return;
-  const char* undo = nested_ ? "ROLLBACK TO colikv_nested; RELEASE colikv_nested" : "ROLLBACK";
-  sqlite3_exec(db_.getHandle(), undo, nullptr, nullptr, nullptr);
+  if (nested_ || !statements_) {
+    const char* undo = nested_ ? "ROLLBACK TO colikv_nested; RELEASE colikv_nested" : "ROLLBACK";
+    sqlite3_exec(db_.getHandle(), undo, nullptr, nullptr, nullptr);
+    return;
+  }
+  try {
+    statements_->use("ROLLBACK")->exec();
+  } catch (...) {
+  }
 }
 
 void SqlTransaction::commit() {
-  exec(db_, nested_ ? "RELEASE colikv_nested" : "COMMIT", what_);
+  run(nested_ ? "RELEASE colikv_nested" : "COMMIT");
   open_ = false;
 }
 

@@ -14,6 +14,7 @@
 #include "backend_error.h"
 #include "core/chunk_codec.h"
 #include "colikv/error.h"
+#include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {
 namespace detail {
@@ -70,14 +71,19 @@ std::optional<ChunkHash> digest_column(const SQLite::Column& col);
 class SqlTransaction {
  public:
   enum Kind { kWrite, kRead };
-  SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind = kWrite);
+  // With statements, BEGIN, COMMIT and the like are prepared once there
+  // instead of on every transaction (a catalog's, which takes several per append).
+  SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind = kWrite,
+                 StatementCache* statements = nullptr);
   ~SqlTransaction();
   SqlTransaction(const SqlTransaction&) = delete;
   SqlTransaction& operator=(const SqlTransaction&) = delete;
   void commit();
 
  private:
+  void run(const char* sql);
   SQLite::Database& db_;
+  StatementCache* statements_;
   std::string what_;
   bool open_ = false;
   bool nested_ = false;  // a SAVEPOINT inside an open transaction

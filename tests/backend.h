@@ -44,6 +44,15 @@ int64_t store_int(const std::string& location, const std::string& sql, const std
 // A statement that writes (SQLite: read-write, a 5 s busy timeout).
 void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params = {});
 
+// Chunks no chunk list names: what a writer that died between storing a
+// turn's chunks and linking them may leave, and what reclaiming (reopening the
+// store, gc) must remove. A store that parks a writer's chunks until its link
+// transaction (a held_chunks table naming them by chunk_id; adapt
+// orphan_chunks if the table differs) may hold those of a writer still
+// running: with live_writer they are not counted; without, a held chunk
+// counts too.
+int64_t orphan_chunks(const std::string& location, bool live_writer);
+
 // Drops every schema this process created on the test server (catch_main.cpp
 // does when each test case ends) and checks that none of them is left; returns
 // the number of failures, having said what they were.

@@ -173,6 +173,21 @@ void store_exec(const std::string& location, const std::string& sql, const std::
     sqlite_query(location, sql, params, true);
 }
 
+int64_t orphan_chunks(const std::string& location, bool live_writer) {
+  const bool has_held =
+      store_int(location, colikv::is_postgres_location(location)
+                              ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() "
+                                "AND table_name = 'held_chunks'"
+                              : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'held_chunks'") > 0;
+  std::string sql =
+      "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+      "(SELECT 1 FROM conversation_chunks l WHERE l.chunk_id = c.chunk_id)";
+  if (has_held && live_writer) sql += " AND NOT EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = c.chunk_id)";
+  int64_t n = store_int(location, sql);
+  if (has_held && !live_writer) n += store_int(location, "SELECT count(*) FROM held_chunks");
+  return n;
+}
+
 int drop_test_schemas() {
   std::vector<std::string> schemas;
   {

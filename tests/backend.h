@@ -48,6 +48,15 @@ void store_exec(const std::string& location, const std::string& sql, const std::
 // (pg_stat_activity); fails the test after a minute.
 void wait_for_pg_lock_waiters(int n);
 
+// Chunks no chunk list names: what a writer that died between storing a
+// turn's chunks and linking them may leave, and what reclaiming (reopening the
+// store, gc) must remove. A store that parks a writer's chunks until its link
+// transaction (a held_chunks table naming them by chunk_id; adapt
+// orphan_chunks if the table differs) may hold those of a writer still
+// running: with live_writer they are not counted; without, a held chunk
+// counts too.
+int64_t orphan_chunks(const std::string& location, bool live_writer);
+
 // Drops every schema this process created on the test server (catch_main.cpp
 // does when each test case ends) and checks that none of them is left; returns
 // the number of failures, having said what they were.

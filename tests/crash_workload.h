@@ -4,11 +4,15 @@
 // Every conversation's content is a function of its seed and the position
 // only: tokens make_tokens(n, vocab, seed)[p] and KV values
 // EngineBuffers::fill(.., seed) at p. A conversation "<prefix>c<k>" and its
-// fork "<prefix>f<k>" share one seed, so a checker needs only the name and
-// the committed count to regenerate the exact expected content.
+// fork "<prefix>f<k>" share one seed, so a checker needs only the name, the
+// committed count and the workload's Shape to regenerate the exact expected
+// content. A Shape with a shared prefix gives every conversation the same
+// first positions (a system prompt), so that conversations of different
+// writers share those chunks.
 #ifndef COLIKV_TESTS_CRASH_WORKLOAD_H
 #define COLIKV_TESTS_CRASH_WORKLOAD_H
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,6 +20,8 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "colikv/error.h"
 #include "colikv/options.h"
@@ -39,6 +45,24 @@ inline colikv::Options options(bool full_sync) {
   return o;
 }
 
+// How a writer's conversations grow: up to `capacity` positions, by appends
+// of min_turn..max_turn tokens, the first shared_prefix positions alike in
+// every conversation (from kSharedSeed). The default is the crash and
+// concurrency tests' workload.
+struct Shape {
+  int64_t capacity = kCapacity;
+  int64_t min_turn = 1;
+  int64_t max_turn = 24;
+  int64_t shared_prefix = 0;
+};
+
+// The two-writer kill loop's: each append spans 4 to 17 chunks, so a kill
+// lands inside a turn's chunk writes as often as between turns, and the
+// first 5 chunks of every conversation are one set of shared chunks.
+inline Shape long_turns() { return Shape{48 * kChunkTokens, 4 * kChunkTokens, 16 * kChunkTokens, 5 * kChunkTokens}; }
+
+constexpr uint32_t kSharedSeed = 0x5157e4u;
+
 // "<prefix>c12" and "<prefix>f12" -> a seed from prefix and 12.
 inline uint32_t seed_of(const std::string& name) {
   size_t i = name.size();
@@ -48,26 +72,29 @@ inline uint32_t seed_of(const std::string& name) {
   return h ^ (static_cast<uint32_t>(std::stoul(name.substr(i))) * 2654435761u) ^ 0x5eedu;
 }
 
-// The whole deterministic history of a seed up to kCapacity positions.
+// The whole deterministic history of a seed up to shape.capacity positions.
 struct History {
-  explicit History(uint32_t seed) : buffers(model(), kCapacity) {
-    buffers.fill(0, kCapacity, seed);
-    buffers.tokens = make_tokens(kCapacity, model().vocab, seed);
+  History(uint32_t seed, const Shape& shape) : buffers(model(), shape.capacity) {
+    buffers.fill(0, shape.capacity, seed);
+    buffers.tokens = make_tokens(shape.capacity, model().vocab, seed);
+    if (shape.shared_prefix > 0) {
+      buffers.fill(0, shape.shared_prefix, kSharedSeed);
+      const std::vector<int32_t> shared = make_tokens(shape.shared_prefix, model().vocab, kSharedSeed);
+      std::copy(shared.begin(), shared.end(), buffers.tokens.begin());
+    }
   }
   EngineBuffers buffers;
 };
 
-inline const History& history_of(const std::string& name) {
+inline const History& history_of(const std::string& name, const Shape& shape = Shape()) {
   static std::mutex mu;
-  static std::map<uint32_t, std::unique_ptr<History>> cache;
+  static std::map<std::tuple<uint32_t, int64_t, int64_t>, std::unique_ptr<History>> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto& h = cache[seed_of(name)];
-  if (!h) h = std::make_unique<History>(seed_of(name));
+  auto& h = cache[{seed_of(name), shape.capacity, shape.shared_prefix}];
+  if (!h) h = std::make_unique<History>(seed_of(name), shape);
   return *h;
 }
 
-// Loads a conversation into poisoned buffers and compares it bit for bit
-// with its history over `expect` positions. "" or what is wrong.
 // A store holding the first len positions of each named conversation's history.
 inline void write_store(const std::string& path, const std::vector<std::pair<std::string, int64_t>>& lengths,
                         bool full_sync) {
@@ -78,18 +105,33 @@ inline void write_store(const std::string& path, const std::vector<std::pair<std
   }
 }
 
-inline std::string check_content(colikv::Store& store, const std::string& name, int64_t expect) {
-  EngineBuffers got(model(), kCapacity);
+// Loads a conversation into poisoned buffers (one read snapshot) and
+// compares what it holds bit for bit with its history. n receives the
+// loaded count, -1 when there is no such conversation. "" or what is wrong.
+inline std::string load_checked(colikv::Store& store, const std::string& name, int64_t& n,
+                                const Shape& shape = Shape()) {
+  EngineBuffers got(model(), shape.capacity);
   got.poison();
-  int64_t n = 0;
+  n = -1;
   try {
-    n = store.load(name, model(), got.tokens.data(), kCapacity, got.target());
+    n = store.load(name, model(), got.tokens.data(), shape.capacity, got.target());
   } catch (const colikv::Error& e) {
+    if (e.code() == colikv::ErrorCode::kNotFound) return "";
     return name + ": load failed: " + e.what();
   }
-  if (n != expect) return name + ": loaded " + std::to_string(n) + " tokens, expected " + std::to_string(expect);
-  std::string d = got.compare(history_of(name).buffers, n);
+  std::string d = got.compare(history_of(name, shape).buffers, n);
   if (!d.empty()) return name + ": " + d;
+  return "";
+}
+
+// The same for a conversation that must hold `expect` positions.
+inline std::string check_content(colikv::Store& store, const std::string& name, int64_t expect,
+                                 const Shape& shape = Shape()) {
+  int64_t n = -1;
+  const std::string err = load_checked(store, name, n, shape);
+  if (!err.empty()) return err;
+  if (n < 0) return name + ": load failed: no such conversation";
+  if (n != expect) return name + ": loaded " + std::to_string(n) + " tokens, expected " + std::to_string(expect);
   return "";
 }
 
@@ -98,22 +140,22 @@ inline std::string check_content(colikv::Store& store, const std::string& name, 
 // operation (new_len -1: deleted) and done() after it returns.
 inline void step(colikv::Store& store, const std::string& prefix, int k, std::mt19937& rng,
                  const std::function<void(const std::string&, int64_t)>& announce,
-                 const std::function<void()>& done) {
+                 const std::function<void()>& done, const Shape& shape = Shape()) {
   const std::string c = prefix + "c" + std::to_string(k);
   const std::string f = prefix + "f" + std::to_string(k);
   const int64_t cur = store.count(c);
   const unsigned dice = rng() % 100;
   if (dice < 70 || !store.exists(c)) {
-    int64_t len = cur + 1 + static_cast<int64_t>(rng() % 24);
-    if (cur >= kCapacity) {
-      len = static_cast<int64_t>(rng() % (kCapacity / 2));
+    int64_t len = cur + shape.min_turn + static_cast<int64_t>(rng() % (shape.max_turn - shape.min_turn + 1));
+    if (cur >= shape.capacity) {
+      len = static_cast<int64_t>(rng() % (shape.capacity / 2));
       announce(c, len);
       store.truncate(c, len);
       done();
       return;
     }
-    len = std::min(len, kCapacity);
-    const EngineBuffers& b = history_of(c).buffers;
+    len = std::min(len, shape.capacity);
+    const EngineBuffers& b = history_of(c, shape).buffers;
     announce(c, len);
     store.append(c, model(), b.tokens.data(), len, b.source());
     done();

@@ -94,6 +94,29 @@ class ChildProcess {
       }
     }
   }
+  // As read_line, waiting at most timeout_ms (0: only what has arrived), so
+  // that a test can follow several children at once.
+  enum class Read { kLine, kNone, kEnd };
+  Read read_line_within(std::string& line, int timeout_ms) {
+    line.clear();
+    for (;;) {
+      size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return Read::kLine;
+      }
+      pollfd p{out_, POLLIN, 0};
+      int r = ::poll(&p, 1, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Read::kNone;
+      if (!fill()) {
+        line.swap(buf_);
+        return line.empty() ? Read::kEnd : Read::kLine;
+      }
+      timeout_ms = 0;  // data came: take what is there, wait no longer
+    }
+  }
   // Everything left on stdout up to end of file.
   std::string read_rest() {
     while (fill()) {

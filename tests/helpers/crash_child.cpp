@@ -7,6 +7,10 @@
 //     "R\n" once the store is open, then for every operation
 //     "I <name> <new_len>\n" before it (new_len -1: a delete) and "D\n" once
 //     the call has returned, i.e. once the operation is committed.
+//   colikv_crash_child shared STORE PREFIX SEED NCONV full|normal
+//     As crash, on <PREFIX>c<k> and <PREFIX>f<k>, in turns of several chunks
+//     whose first chunks every conversation shares (workload::long_turns()):
+//     one of the two writers of the two-writer kill loop.
 //   colikv_crash_child async STORE SEED full|normal
 //     Grows conversation "a" with append_async turns of 1..12 tokens until
 //     killed, now and then waiting for them or truncating it. On stdout,
@@ -56,16 +60,17 @@ void put(const std::string& s) {
   }
 }
 
-int run_crash(const std::string& path, uint32_t seed, int nconv, bool full) {
+int run_crash(const std::string& path, const std::string& prefix, uint32_t seed, int nconv, bool full,
+              const wl::Shape& shape) {
   colikv::Store store(path, wl::options(full));
   put("R\n");
   std::mt19937 rng(seed);
   for (;;) {
     const int k = static_cast<int>(rng() % static_cast<unsigned>(nconv));
     wl::step(
-        store, "", k, rng,
+        store, prefix, k, rng,
         [](const std::string& name, int64_t len) { put("I " + name + " " + std::to_string(len) + "\n"); },
-        [] { put("D\n"); });
+        [] { put("D\n"); }, shape);
   }
 }
 
@@ -143,8 +148,11 @@ int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "crash" && argc == 6)
-      return run_crash(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::stoi(argv[4]),
-                       std::string(argv[5]) == "full");
+      return run_crash(argv[2], "", static_cast<uint32_t>(std::stoul(argv[3])), std::stoi(argv[4]),
+                       std::string(argv[5]) == "full", wl::Shape());
+    if (mode == "shared" && argc == 7)
+      return run_crash(argv[2], argv[3], static_cast<uint32_t>(std::stoul(argv[4])), std::stoi(argv[5]),
+                       std::string(argv[6]) == "full", wl::long_turns());
     if (mode == "async" && argc == 5)
       return run_async(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::string(argv[4]) == "full");
     if (mode == "engine" && argc == 6)
@@ -154,10 +162,11 @@ int main(int argc, char** argv) {
                       static_cast<uint32_t>(std::stoul(argv[6])));
     std::fprintf(stderr,
                  "usage: %s crash STORE SEED NCONV full|normal\n"
+                 "       %s shared STORE PREFIX SEED NCONV full|normal\n"
                  "       %s async STORE SEED full|normal\n"
                  "       %s engine STORE NAME SEED MAX_BYTES\n"
                  "       %s work STORE PREFIX NCONV NOPS SEED\n",
-                 argv[0], argv[0], argv[0], argv[0]);
+                 argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   } catch (const colikv::Error& e) {
     std::fprintf(stderr, "colikv error [%s]: %s\n", colikv::error_code_name(e.code()), e.what());

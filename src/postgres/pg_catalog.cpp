@@ -178,11 +178,10 @@ std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& n
   p.add(name).add(tenant_id_);
   // A writer locks the row it decides on: a second writer of the
   // conversation waits here for the first to end, then reads its generation.
-  PgRows r = run(writing_ ? "SELECT conversation_id, model_id, token_count, generation, precision FROM conversations "
-                            "WHERE name = $1 AND tenant_id = $2 FOR NO KEY UPDATE"
-                          : "SELECT conversation_id, model_id, token_count, generation, precision FROM conversations "
-                            "WHERE name = $1 AND tenant_id = $2",
-                 p, "reading a conversation");
+  const std::string sql = std::string("SELECT conversation_id, model_id, token_count, generation, precision "
+                                      "FROM conversations WHERE name = $1 AND tenant_id = $2") +
+                          (writing_ ? " FOR NO KEY UPDATE" : "");
+  PgRows r = run(sql.c_str(), p, "reading a conversation");
   if (r.size() == 0) return std::nullopt;
   ConversationRow c;
   c.id = r.int64(0, 0);
@@ -365,9 +364,9 @@ std::vector<ChunkHash> PgCatalog::digests_at(int64_t model_id, const ChunkHash& 
 std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
   PgParams p;
   p.add(model_id).add_hash(key).add(tenant_id_);
+  const std::string sql = "SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3";
   if (!writing_) {
-    PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3",
-                   p, "finding a chunk");
+    PgRows r = run(sql.c_str(), p, "finding a chunk");
     if (r.size() == 0) return std::nullopt;
     return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
   }
@@ -376,17 +375,13 @@ std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHas
   // it) and then sees the link. Shared, so that writers linking the same
   // chunk (a common prefix) do not wait for each other. After a wait, the row
   // read is the one the other writer left: deleted (none) or evicted.
-  PgRows r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3 "
-                 "FOR SHARE",
-                 p, "finding a chunk");
+  PgRows r = run((sql + " FOR SHARE").c_str(), p, "finding a chunk");
   if (r.size() == 0) return std::nullopt;
   if (r.int64(0, 1) == 0) return KeyedChunk{r.int64(0, 0), false};
   // Evicted: its finder restores its values, which needs the row to itself.
   // Two writers restoring the same chunk at once both hold it shared here and
   // may deadlock upgrading: the server aborts one (kBusy), which retries.
-  r = run("SELECT chunk_id, payload IS NULL FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3 "
-          "FOR NO KEY UPDATE",
-          p, "finding a chunk");
+  r = run((sql + " FOR NO KEY UPDATE").c_str(), p, "finding a chunk");
   if (r.size() == 0) return std::nullopt;
   return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
 }

@@ -460,11 +460,10 @@ std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_
   // A writer locks those it will delete; one another writer holds is in use,
   // not idle. A row another writer updated since this statement's snapshot
   // is re-checked against its new last_used_ms before it is locked.
-  PgRows r = run(writing_ ? "SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND last_used_ms < $2 "
-                            "ORDER BY last_used_ms ASC, conversation_id ASC FOR UPDATE SKIP LOCKED"
-                          : "SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND last_used_ms < $2 "
-                            "ORDER BY last_used_ms ASC, conversation_id ASC",
-                 PgParams().add(tenant_id_).add(used_before_ms), "choosing conversations that expired");
+  const std::string sql = std::string("SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND "
+                                      "last_used_ms < $2 ORDER BY last_used_ms ASC, conversation_id ASC") +
+                          (writing_ ? " FOR UPDATE SKIP LOCKED" : "");
+  PgRows r = run(sql.c_str(), PgParams().add(tenant_id_).add(used_before_ms), "choosing conversations that expired");
   std::vector<IdleConversation> out;
   for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1)});
   return out;

@@ -81,12 +81,7 @@ class ChildProcess {
   bool read_line(std::string& line) {
     line.clear();
     for (;;) {
-      size_t nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return true;
-      }
+      if (take_line(line)) return true;
       if (!fill()) {
         line = buf_;
         buf_.clear();
@@ -100,12 +95,7 @@ class ChildProcess {
   Read read_line_within(std::string& line, int timeout_ms) {
     line.clear();
     for (;;) {
-      size_t nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return Read::kLine;
-      }
+      if (take_line(line)) return Read::kLine;
       pollfd p{out_, POLLIN, 0};
       int r = ::poll(&p, 1, timeout_ms);
       if (r < 0 && errno == EINTR) continue;
@@ -142,6 +132,14 @@ class ChildProcess {
   }
 
  private:
+  // Moves a whole line already read out of the buffer into line; false when none is there yet.
+  bool take_line(std::string& line) {
+    const size_t nl = buf_.find('\n');
+    if (nl == std::string::npos) return false;
+    line = buf_.substr(0, nl);
+    buf_.erase(0, nl + 1);
+    return true;
+  }
   bool fill() {
     char tmp[4096];
     for (;;) {

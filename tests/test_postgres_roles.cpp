@@ -43,20 +43,8 @@ EngineBuffers branch(int64_t n, int64_t shared, uint32_t seed) {
   return colikv_test::branched_history(colikv_test::tiny_model(), n, shared, 1, seed);
 }
 
-struct Outcome {
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
-};
-template <class F>
-Outcome outcome_of(F&& f) {
-  Outcome r;
-  try {
-    f();
-  } catch (const colikv::Error& e) {
-    r = {e.code(), e.what()};
-  }
-  return r;
-}
+using colikv_test::Outcome;
+using colikv_test::outcome_of;
 
 }  // namespace
 

@@ -71,20 +71,8 @@ class MidTurn {
   bool reached_ = false, released_ = false;
 };
 
-struct Outcome {
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
-};
-template <class F>
-Outcome outcome_of(F&& f) {
-  Outcome r;
-  try {
-    f();
-  } catch (const colikv::Error& e) {
-    r = {e.code(), e.what()};
-  }
-  return r;
-}
+using colikv_test::Outcome;
+using colikv_test::outcome_of;
 
 int64_t chunk_rows(const std::string& uri) { return colikv_test::store_int(uri, "SELECT count(*) FROM chunks"); }
 

@@ -167,6 +167,22 @@ class StoreFixture {
   std::unique_ptr<colikv::Store> store_;
 };
 
+// What a call threw: its code and message (kOk and "" when it returned).
+struct Outcome {
+  colikv::ErrorCode code = colikv::ErrorCode::kOk;
+  std::string message;
+};
+template <class F>
+Outcome outcome_of(F&& f) {
+  Outcome r;
+  try {
+    f();
+  } catch (const colikv::Error& e) {
+    r = {e.code(), e.what()};
+  }
+  return r;
+}
+
 }  // namespace colikv_test
 
 #endif  // COLIKV_TESTS_TEST_SUPPORT_H

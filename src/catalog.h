@@ -471,8 +471,15 @@ class Catalog {
   // Write transaction. Drops the entries from seq first_seq on.
   virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
   // Write transaction. Deletes those of the chunks no chunk list names,
-  // committed or being linked by another writer.
+  // committed or being linked by another writer. A backend whose writers
+  // run at once may leave one that another writer holds for later (it never
+  // waits for it here): free_queued_chunks, or its own commit, frees it.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
+  // Outside any transaction: frees what free_unused_chunks left for later
+  // and no chunk list names by now, waiting for the writers that hold it;
+  // best effort (what it cannot free stays for the next call). gc and vacuum
+  // call it. SQLite leaves nothing for later.
+  virtual void free_queued_chunks() {}
 
   // Verify and stats: reads, in the caller's snapshot.
   // The database's own consistency check (SQLite: PRAGMA integrity_check).

@@ -183,6 +183,7 @@ EvictionReport Store::gc(int64_t max_bytes) {
   if (max_bytes < 0)
     throw Error(ErrorCode::kInvalidArgument, s.where() + ": gc: negative byte budget " + std::to_string(max_bytes));
   EvictionReport r;
+  s.catalog->free_queued_chunks();  // what writers left for later, so that the budget counts without it
   {
     const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
     // Only this tenant's conversations: another tenant's are no call of this one's.

@@ -16,6 +16,7 @@ VacuumReport Store::vacuum() {
   // A server's queries throw its own errors: with_context names the store.
   return with_context(s.where() + ": vacuum", [&] {
     VacuumReport r;
+    s.catalog->free_queued_chunks();  // their space is given back too
     r.file_bytes_before = s.catalog->file_bytes();
     const detail::Catalog::CompactOutcome done = s.catalog->compact(s.where() + ": vacuum", s.options.chunk_target_bytes);
     r.file_bytes_after = s.catalog->file_bytes();

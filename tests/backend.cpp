@@ -174,18 +174,27 @@ void store_exec(const std::string& location, const std::string& sql, const std::
 }
 
 int64_t orphan_chunks(const std::string& location, bool live_writer) {
-  const bool has_held =
-      store_int(location, colikv::is_postgres_location(location)
-                              ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() "
-                                "AND table_name = 'held_chunks'"
-                              : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'held_chunks'") > 0;
+  const bool postgres = colikv::is_postgres_location(location);
+  auto has_table = [&](const std::string& name) {
+    return store_int(location, postgres ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+                                          "current_schema() AND table_name = '" + name + "'"
+                                        : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '" +
+                                              name + "'") > 0;
+  };
   std::string sql =
       "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
       "(SELECT 1 FROM conversation_chunks l WHERE l.chunk_id = c.chunk_id)";
-  if (has_held && live_writer) sql += " AND NOT EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = c.chunk_id)";
-  int64_t n = store_int(location, sql);
-  if (has_held && !live_writer) n += store_int(location, "SELECT count(*) FROM held_chunks");
-  return n;
+  // A live writer's chunks on their way in (held) or out (queued to free) are
+  // no orphans; with none running, every one is.
+  int64_t pending = 0;
+  for (const std::string table : {"held_chunks", "chunks_to_free"}) {
+    if (!has_table(table)) continue;
+    if (live_writer)
+      sql += " AND NOT EXISTS (SELECT 1 FROM " + table + " h WHERE h.chunk_id = c.chunk_id)";
+    else
+      pending += store_int(location, "SELECT count(*) FROM " + table);
+  }
+  return store_int(location, sql) + pending;
 }
 
 int drop_test_schemas() {

@@ -51,10 +51,10 @@ void wait_for_pg_lock_waiters(int n);
 // Chunks no chunk list names: what a writer that died between storing a
 // turn's chunks and linking them may leave, and what reclaiming (reopening the
 // store, gc) must remove. A store that parks a writer's chunks until its link
-// transaction (a held_chunks table naming them by chunk_id; adapt
-// orphan_chunks if the table differs) may hold those of a writer still
-// running: with live_writer they are not counted; without, a held chunk
-// counts too.
+// transaction (a held_chunks table naming them by chunk_id), or queues them
+// to free after its commit (PostgreSQL's chunks_to_free), may hold those of
+// a writer still running: with live_writer they are not counted; without, a
+// held or queued chunk counts too.
 int64_t orphan_chunks(const std::string& location, bool live_writer);
 
 // Drops every schema this process created on the test server (catch_main.cpp

@@ -5,6 +5,7 @@
 // SQLite refusal is a plain [tenants] case.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -73,8 +74,8 @@ int64_t psql_int(const std::string& uri, const std::string& sql) {
 // (bytea as \x and hex): what "anything A can select" holds.
 std::string everything_visible(const std::string& uri) {
   std::string out;
-  for (const char* rel : {"conversations", "chunks", "chunk_meta", "conversation_chunks", "tenants", "tenant_roles",
-                          "models", "colikv_schema", "conversation_summary", "conversation_tokens", "model_summary"}) {
+  for (const char* rel : {"conversations", "chunks", "chunk_meta", "conversation_chunks", "chunks_to_free", "tenants",
+                          "tenant_roles", "models", "colikv_schema", "conversation_summary", "conversation_tokens", "model_summary"}) {
     const Run r = psql(uri, std::string("SELECT * FROM ") + rel);
     INFO(rel << ": " << r.err);
     REQUIRE(r.code == 0);
@@ -477,4 +478,44 @@ TEST_CASE("postgres: a chunk whose tenant was changed by hand is corrupt to the 
     colikv::Store t(uri, tenant_options("b"));
     CHECK(loads_as(t, "b1", b, 40) == "");
   }
+}
+
+// Schema 6's queue of chunks to free (0006_chunks_to_free.sql), on a store
+// whose tenants were granted before it: the roles granted then may use it,
+// under the same policy as the chunks.
+TEST_CASE("postgres: a granted store of schema 5 gains its queue of chunks to free under the tenants' policy",
+          "[postgres][tenants][migrations]") {
+  const std::string schema = colikv_test::fresh_pg_schema();
+  const std::string uri = with_search_path(colikv_test::test_pg_uri(), {schema});
+  TestRole ra("ra");
+  const std::string ra_uri = with_search_path(ra.uri(), {schema});
+  const EngineBuffers a = history(40, 11), b = history(40, 22);
+  append(uri, "a", "a1", a, 40);
+  append(uri, "b", "b1", b, 40);
+  {
+    colikv::Store s(uri, tenant_options("a"));
+    s.grant_tenant(ra.name());
+  }
+  colikv_test::store_exec(uri, "DROP TABLE chunks_to_free");
+  colikv_test::store_exec(uri, "UPDATE colikv_schema SET version = 5");
+  {
+    colikv::Store s(uri, tenant_options("a"));  // the owner migrates
+    CHECK(s.schema_version() == 6);
+  }
+  CHECK(store_int(uri, "SELECT relrowsecurity::int FROM pg_class WHERE oid = 'chunks_to_free'::regclass") == 1);
+  const std::string a_id = tenant_id_of(uri, "a"), b_id = tenant_id_of(uri, "b");
+  // The role queues for its own tenant, never for another's.
+  CHECK(psql(ra_uri, "INSERT INTO chunks_to_free VALUES (987654, " + a_id + ")").code == 0);
+  const Run foreign = psql(ra_uri, "INSERT INTO chunks_to_free VALUES (987655, " + b_id + ")");
+  CHECK(foreign.code != 0);
+  CHECK(foreign.err.find("row-level security") != std::string::npos);
+  {
+    colikv::Store s(ra_uri, tenant_options("a"));
+    s.gc(std::numeric_limits<int64_t>::max());  // frees its queue: that chunk is gone, its row goes
+    CHECK(loads_as(s, "a1", a, 40) == "");
+    CHECK(s.verify().problems.empty());
+  }
+  CHECK(store_int(uri, "SELECT count(*) FROM chunks_to_free") == 0);
+  colikv::Store t(uri, tenant_options("b"));
+  CHECK(loads_as(t, "b1", b, 40) == "");
 }

@@ -294,7 +294,8 @@ TEST_CASE("quotas: a PostgreSQL store of schema 4 gains tenant limits, none set,
     Store t1(loc, tenant_options(m, "t1"));
     append(t1, "x", h, 9);
   }
-  // Schema 4's tenants table: without the limits of 0005.
+  // Schema 4's tenants table: without the limits of 0005 (nor 0006's queue).
+  colikv_test::store_exec(loc, "DROP TABLE chunks_to_free");
   colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_bytes");
   colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_idle_ms");
   colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 4");

@@ -1,6 +1,7 @@
 // The Catalog over PostgreSQL (see pg_catalog.h and migrations/postgres/).
 #include "postgres/pg_catalog.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "postgres/pg_migrations.h"
@@ -31,12 +32,14 @@ void as_store_error(F&& f) {
 }
 
 // BEGIN (a snapshot, or a write transaction) ... COMMIT, rolled back when
-// destroyed uncommitted; inside an open transaction, a savepoint. `writing`
-// is the catalog's flag, true while an outer write transaction is open.
+// destroyed uncommitted; inside an open transaction, a savepoint. The
+// catalog hears when an outermost write transaction ends (write_ended): it
+// keeps the flag its locking reads follow, and frees what the transaction
+// queued once it has committed.
 class PgTransaction : public Catalog::Transaction {
  public:
-  PgTransaction(PgConnection& conn, Catalog::Access access, const std::string& what, bool& writing)
-      : conn_(conn), what_(what), nested_(conn.in_transaction()), writing_(writing) {
+  PgTransaction(PgCatalog& catalog, PgConnection& conn, Catalog::Access access, const std::string& what)
+      : catalog_(catalog), conn_(conn), what_(what), nested_(conn.in_transaction()) {
     as_store_error([&] { start(access); });
   }
   ~PgTransaction() override {
@@ -44,9 +47,14 @@ class PgTransaction : public Catalog::Transaction {
   }
 
   void commit() override {
-    if (!nested_) writing_ = false;  // a failed COMMIT has rolled back too
-    as_store_error([&] { conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_); });
     done_ = true;
+    try {
+      as_store_error([&] { conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_); });
+    } catch (...) {
+      end_write(false);  // a failed COMMIT has rolled back too
+      throw;
+    }
+    end_write(true);
   }
 
  private:
@@ -62,6 +70,7 @@ class PgTransaction : public Catalog::Transaction {
     }
     conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED", what_);
     writing_ = true;
+    catalog_.write_began();
     try {
       // Shared: writers exclude only a migration (pg_migrations.cpp), which
       // takes it exclusively; among themselves, row locks (pg_catalog.h).
@@ -74,21 +83,28 @@ class PgTransaction : public Catalog::Transaction {
     }
   }
 
+  void end_write(bool committed) noexcept {
+    if (nested_ || !writing_) return;
+    writing_ = false;
+    catalog_.write_ended(committed);
+  }
+
   // Errors here are swallowed: the one that made the caller give up is the
   // one worth reporting (and a lost connection has rolled back already).
   void rollback() noexcept {
     done_ = true;
-    if (!nested_) writing_ = false;
     try {
       conn_.exec(nested_ ? "ROLLBACK TO SAVEPOINT colikv_nested; RELEASE SAVEPOINT colikv_nested" : "ROLLBACK", what_);
     } catch (const PgError&) {
     }
+    end_write(false);
   }
 
+  PgCatalog& catalog_;
   PgConnection& conn_;
   std::string what_;
   bool nested_;
-  bool& writing_;
+  bool writing_ = false;  // an outermost write transaction
   bool done_ = false;
 };
 
@@ -139,6 +155,17 @@ class PgChunkCursor : public ChunkCursor {
 PgCatalog::PgCatalog(const std::string& uri, const Options& options) : conn_(uri, settings_of(options)) {
   open_postgres_schema(conn_, options.create_if_missing, options.read_only, conn_.server());
   open_tenant(options);
+  // What a writer that died after its commit left queued (schema 6).
+  if (!options.read_only) free_queued_chunks(/*wait=*/false);
+}
+
+void PgCatalog::write_began() { writing_ = true; }
+
+void PgCatalog::write_ended(bool committed) noexcept {
+  writing_ = false;
+  const bool queued = queued_;
+  queued_ = false;
+  if (committed && queued) free_queued_chunks(/*wait=*/false);
 }
 
 void PgCatalog::open_tenant(const Options& options) {
@@ -170,7 +197,7 @@ PgRows PgCatalog::run(const char* sql, const PgParams& params, const char* what)
 }
 
 std::unique_ptr<Catalog::Transaction> PgCatalog::begin(Access access, const std::string& what) {
-  return std::make_unique<PgTransaction>(conn_, access, what, writing_);
+  return std::make_unique<PgTransaction>(*this, conn_, access, what);
 }
 
 std::optional<ConversationRow> PgCatalog::find_conversation(const std::string& name) {
@@ -470,17 +497,83 @@ void PgCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
   if (chunk_ids.empty()) return;
   PgParams p;
   p.add(id_array(chunk_ids));
-  // Two statements: the first waits for every writer that holds one of them
-  // (a linker's FOR SHARE, a new link's KEY SHARE), in chunk_id order so that
-  // two freers queue instead of deadlocking; the second starts a new snapshot,
-  // which sees the links those writers committed. One DELETE ... NOT EXISTS
-  // would not: after its wait for a row lock it re-checks the row, but its
-  // subquery still reads the snapshot from before the wait.
-  run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) ORDER BY chunk_id FOR UPDATE", p,
-      "freeing chunks");
+  // Never waits (schema 6, 0006_chunks_to_free.sql): a chunk another writer
+  // holds is skipped and queued instead. Waiting here, with this
+  // transaction's own locks held (a new chunk another writer stores too, a
+  // chunk locked before), could close a cycle with that writer.
+  PgRows locked = run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) FOR UPDATE SKIP LOCKED", p,
+                      "freeing chunks");
+  std::vector<int64_t> ids;
+  for (int i = 0; i < locked.size(); ++i) ids.push_back(locked.int64(i, 0));
+  delete_unlinked(ids);
+  std::sort(ids.begin(), ids.end());
+  std::vector<int64_t> skipped;
+  for (const int64_t id : chunk_ids)
+    if (!std::binary_search(ids.begin(), ids.end(), id)) skipped.push_back(id);  // held, or gone already
+  if (skipped.empty()) return;
+  PgParams q;
+  q.add(id_array(skipped)).add(tenant_id_);
+  run("INSERT INTO chunks_to_free (chunk_id, tenant_id) SELECT unnest($1::bigint[]), $2 ON CONFLICT DO NOTHING", q,
+      "queueing chunks to free");
+  queued_ = true;
+}
+
+// A statement of its own after the row locks: a new READ COMMITTED snapshot
+// sees every link committed by a writer that held one of them before. One
+// DELETE ... NOT EXISTS would not: after a wait for a row lock it re-checks
+// the row, but its subquery still reads the snapshot from before the wait.
+void PgCatalog::delete_unlinked(const std::vector<int64_t>& locked_ids) {
+  if (locked_ids.empty()) return;
+  PgParams p;
+  p.add(id_array(locked_ids));
   run("DELETE FROM chunks ch WHERE ch.chunk_id = ANY($1::bigint[]) AND NOT EXISTS "
       "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)",
       p, "freeing chunks");
+}
+
+void PgCatalog::free_queued_chunks() { free_queued_chunks(/*wait=*/true); }
+
+// Outside any transaction; each transaction below holds at most the locks
+// it takes without waiting, or one chunk's lock it waited for with nothing
+// else held, so that it is never part of a cycle of waits. Best effort: what
+// it cannot free stays queued for the next writer, gc or open.
+void PgCatalog::free_queued_chunks(bool wait) noexcept {
+  if (freeing_queue_ || conn_.in_transaction()) return;
+  freeing_queue_ = true;
+  try {
+    const char* what = "freeing queued chunks";
+    PgRows queue = run("SELECT chunk_id FROM chunks_to_free ORDER BY chunk_id LIMIT 10000", PgParams(), what);
+    if (queue.size() > 0 && !wait) {
+      const auto txn = begin(Access::kWrite, what);
+      PgRows locked = run("SELECT ch.chunk_id FROM chunks_to_free f JOIN chunks ch ON ch.chunk_id = f.chunk_id "
+                          "FOR UPDATE OF ch SKIP LOCKED",
+                          PgParams(), what);
+      std::vector<int64_t> ids;
+      for (int i = 0; i < locked.size(); ++i) ids.push_back(locked.int64(i, 0));
+      delete_unlinked(ids);
+      PgParams p;
+      p.add(id_array(ids));
+      run("DELETE FROM chunks_to_free f WHERE f.chunk_id = ANY($1::bigint[]) "
+          "OR NOT EXISTS (SELECT 1 FROM chunks ch WHERE ch.chunk_id = f.chunk_id)",
+          p, what);
+      txn->commit();
+    }
+    for (int i = 0; wait && i < queue.size(); ++i) {
+      try {
+        const auto txn = begin(Access::kWrite, what);
+        PgParams p;
+        p.add(queue.int64(i, 0));
+        if (run("SELECT chunk_id FROM chunks WHERE chunk_id = $1 FOR UPDATE", p, what).size() > 0)
+          delete_unlinked({queue.int64(i, 0)});
+        run("DELETE FROM chunks_to_free WHERE chunk_id = $1", p, what);
+        txn->commit();
+      } catch (const Error& e) {  // PgError too
+        if (e.code() != ErrorCode::kBusy) throw;  // a lock held past the timeout: the next one
+      }
+    }
+  } catch (...) {  // a lost connection: the next call reports it
+  }
+  freeing_queue_ = false;
 }
 
 }  // namespace detail

@@ -12,14 +12,17 @@
 // - find_chunk locks the chunk it returns (FOR SHARE, an evicted one FOR NO
 //   KEY UPDATE, since its finder restores its values); links of new rows hold
 //   the foreign key's KEY SHARE lock on their chunks;
-// - freeing locks its candidates FOR UPDATE, in chunk_id order, in one
-//   statement, and deletes in the next (a new READ COMMITTED snapshot, which
-//   sees every link committed by the writers it waited for) only those no
-//   chunk list names; eviction claims its candidates FOR UPDATE SKIP LOCKED
-//   (a chunk another writer holds is kept) before it counts their users.
+// - freeing never waits: it locks its candidates FOR UPDATE SKIP LOCKED and
+//   deletes in the next statement (a new READ COMMITTED snapshot) those no
+//   chunk list names; a candidate another writer holds goes into
+//   chunks_to_free (schema 6), freed after the commit, or by the next
+//   writable open, gc or vacuum, once no chunk list names it;
+// - eviction claims its candidates FOR UPDATE SKIP LOCKED (a chunk another
+//   writer holds is kept) before it counts their users.
 // The waits follow the data: a writer waits only for writers of the same
-// conversation or of the same chunks. A cycle among such waits is broken by
-// the server's deadlock detection (kBusy to one of them). Nested
+// conversation or of the same chunks, and a freer for none. A cycle among
+// the waits that remain (two writers restoring the same evicted chunks) is
+// broken by the server's deadlock detection (kBusy to one of them). Nested
 // transactions are savepoints.
 #ifndef COLIKV_SRC_POSTGRES_PG_CATALOG_H
 #define COLIKV_SRC_POSTGRES_PG_CATALOG_H
@@ -42,6 +45,10 @@ class PgCatalog : public Catalog {
   PgConnection& connection() { return conn_; }
 
   std::unique_ptr<Transaction> begin(Access access, const std::string& what) override;
+  // Called by the transactions begin() returns: an outermost write
+  // transaction began, or ended (committed or rolled back).
+  void write_began();
+  void write_ended(bool committed) noexcept;
 
   std::optional<ConversationRow> find_conversation(const std::string& name) override;
   int64_t insert_conversation(const NewConversation& c) override;
@@ -76,6 +83,7 @@ class PgCatalog : public Catalog {
   void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) override;
   void unlink_from(int64_t conversation_id, int64_t first_seq) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
+  void free_queued_chunks() override;
 
   IntegrityReport check_integrity() override;
   std::vector<ConversationRow> conversations_to_verify(const std::string& only) override;
@@ -116,6 +124,12 @@ class PgCatalog : public Catalog {
   // A bigint[] parameter's text: {1,2,3}.
   static std::string id_array(const std::vector<int64_t>& ids);
   void record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes);
+  // Deletes those of `locked_ids` (rows this transaction has locked) that no chunk list names.
+  void delete_unlinked(const std::vector<int64_t>& locked_ids);
+  // Frees the chunks of chunks_to_free that no chunk list names, and drops
+  // their queue rows; with `wait`, waits for a writer holding one, one chunk
+  // at a time. Outside a transaction; best effort, never throws.
+  void free_queued_chunks(bool wait) noexcept;
 
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
   // else kNotFound "no such tenant".
@@ -127,6 +141,9 @@ class PgCatalog : public Catalog {
   PgConnection conn_;
   // Inside a write transaction (begin(kWrite)): the reads that decide a write lock their rows.
   bool writing_ = false;
+  // This write transaction queued chunks in chunks_to_free; free_queued_chunks is running.
+  bool queued_ = false;
+  bool freeing_queue_ = false;
   std::unique_ptr<PrefixIndex> prefix_index_;
   // The tenant this catalog sees (Options::tenant): its tenants.tenant_id,
   // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).

@@ -266,8 +266,10 @@ void PgCatalog::for_each_undigested_share(const std::function<void(const ChunkUs
 }
 
 std::vector<ChunkPlace> PgCatalog::unused_chunks() {
+  // A queued one is on its way out (0006_chunks_to_free.sql), not left behind.
   PgRows r = run("SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
-                 "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)",
+                 "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id) AND NOT EXISTS "
+                 "(SELECT 1 FROM chunks_to_free f WHERE f.chunk_id = ch.chunk_id)",
                  PgParams(), "reading unused chunks");
   std::vector<ChunkPlace> out;
   for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)});

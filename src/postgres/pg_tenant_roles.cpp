@@ -12,9 +12,9 @@ namespace {
 // the migration's policies are inert, so that a store that grants no tenant
 // behaves as before for every role).
 const char* const kPolicyTables[] = {"tenant_roles", "tenants", "conversations", "chunks", "chunk_meta",
-                                     "conversation_chunks"};
+                                     "conversation_chunks", "chunks_to_free"};
 // What a tenant's role reads and writes: its rows of these, under the policies.
-const char* const kTenantTables = "conversations, chunks, chunk_meta, conversation_chunks";
+const char* const kTenantTables = "conversations, chunks, chunk_meta, conversation_chunks, chunks_to_free";
 // Read under the policies too: the views, once they read as their caller.
 const char* const kReadTables =
     "tenants, tenant_roles, colikv_schema, conversation_summary, conversation_tokens, model_summary";

@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "pg_test_roles.h"
 #include "proc_util.h"
 #include "store_append.h"
 #include "test_support.h"
@@ -289,6 +290,36 @@ TEST_CASE("postgres: chunks queued to free whose linker gave up are freed by the
   CHECK(reopened.verify().ok());
   reopened.append("src", h.model, h.tokens.data(), 16, h.source());
   CHECK(loads_as(other, "src", h, 16) == "");
+}
+
+// Both find the chunk evicted and restore its values: as soon as both held
+// it shared and then asked for it alone, each waited for the other (a
+// deadlock the server broke with kBusy). A third connection holds the chunk
+// until both wait for it, so that they reach it together.
+TEST_CASE("postgres: two writers re-saving the same evicted chunk at once both commit it", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 8, 9);
+  colikv::Store w1(uri, options()), w2(uri, options());
+  w1.append("src", h.model, h.tokens.data(), 8, h.source());
+  REQUIRE(w1.gc(0).chunks == 2);  // both of src's chunks evicted
+  colikv_test::Admin holder(uri, colikv_test::Admin::Settings());
+  holder.exec("BEGIN", "holding the chunk");
+  holder.query("SELECT chunk_id FROM chunks WHERE first_pos = 0 FOR UPDATE", "holding the chunk");
+  Outcome r1, r2;
+  std::thread t1([&] { r1 = outcome_of([&] { w1.append("x", h.model, h.tokens.data(), 8, h.source()); }); });
+  std::thread t2([&] { r2 = outcome_of([&] { w2.append("y", h.model, h.tokens.data(), 8, h.source()); }); });
+  colikv_test::wait_for_pg_lock_waiters(2);
+  holder.exec("COMMIT", "holding the chunk");
+  t1.join();
+  t2.join();
+  INFO(r1.message << " / " << r2.message);
+  CHECK(r1.code == ErrorCode::kOk);
+  CHECK(r2.code == ErrorCode::kOk);
+  CHECK(chunk_rows(uri) == 2);  // restored, not stored again
+  CHECK(loads_as(w1, "y", h, 8) == "");
+  CHECK(loads_as(w2, "x", h, 8) == "");
+  CHECK(loads_as(w2, "src", h, 8) == "");  // its values are back for src too
+  CHECK(w1.verify().ok());
 }
 
 TEST_CASE("postgres: a server stopped between a turn's chunks fails it naming the store and leaves nothing of it",

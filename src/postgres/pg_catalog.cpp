@@ -398,16 +398,24 @@ std::optional<KeyedChunk> PgCatalog::find_chunk(int64_t model_id, const ChunkHas
     return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};
   }
   // The writer about to link it holds it FOR SHARE until its commit: a freer
-  // or an evicter locks FOR UPDATE first, so it waits (or, evicting, skips
-  // it) and then sees the link. Shared, so that writers linking the same
-  // chunk (a common prefix) do not wait for each other. After a wait, the row
-  // read is the one the other writer left: deleted (none) or evicted.
-  PgRows r = run((sql + " FOR SHARE").c_str(), p, "finding a chunk");
-  if (r.size() == 0) return std::nullopt;
-  if (r.int64(0, 1) == 0) return KeyedChunk{r.int64(0, 0), false};
-  // Evicted: its finder restores its values, which needs the row to itself.
-  // Two writers restoring the same chunk at once both hold it shared here and
-  // may deadlock upgrading: the server aborts one (kBusy), which retries.
+  // or an evicter locks FOR UPDATE first and, finding it held, skips it (an
+  // evicter keeps it; a freer queues it). Shared, so that writers linking
+  // the same chunk (a common prefix) do not wait for each other. After a
+  // wait, the row read is the one the other writer left: deleted or evicted
+  // (none locked; the caller's insert then finds the evicted one).
+  //
+  // An evicted chunk is not locked shared: its finder restores its values,
+  // which needs the row to itself, and two writers restoring it at once would
+  // both hold it shared and deadlock upgrading. The first statement only
+  // says it is there; the second locks it FOR NO KEY UPDATE, so that the
+  // second restorer waits for the first and then links the restored chunk.
+  PgRows r = run("WITH held AS (SELECT chunk_id FROM chunks WHERE model_id = $1 AND hash = $2 AND tenant_id = $3 "
+                 "AND payload IS NOT NULL FOR SHARE) "
+                 "SELECT (SELECT chunk_id FROM held), EXISTS (SELECT 1 FROM chunks WHERE model_id = $1 AND hash = $2 "
+                 "AND tenant_id = $3 AND payload IS NULL)::int",
+                 p, "finding a chunk");
+  if (!r.is_null(0, 0)) return KeyedChunk{r.int64(0, 0), false};
+  if (r.int64(0, 1) == 0) return std::nullopt;
   r = run((sql + " FOR NO KEY UPDATE").c_str(), p, "finding a chunk");
   if (r.size() == 0) return std::nullopt;
   return KeyedChunk{r.int64(0, 0), r.int64(0, 1) != 0};

@@ -9,9 +9,11 @@
 //   UPDATE): a second writer of the conversation waits, then sees the new
 //   generation (the core's kConflict); a new name is a unique key, whose
 //   loser gets kConflict;
-// - find_chunk locks the chunk it returns (FOR SHARE, an evicted one FOR NO
-//   KEY UPDATE, since its finder restores its values); links of new rows hold
-//   the foreign key's KEY SHARE lock on their chunks;
+// - find_chunk locks the chunk it returns (FOR SHARE; an evicted one FOR NO
+//   KEY UPDATE, since its finder restores its values, and never shared
+//   first, so that two restorers queue instead of deadlocking as they
+//   upgrade); links of new rows hold the foreign key's KEY SHARE lock on
+//   their chunks;
 // - freeing never waits: it locks its candidates FOR UPDATE SKIP LOCKED and
 //   deletes in the next statement (a new READ COMMITTED snapshot) those no
 //   chunk list names; a candidate another writer holds goes into
@@ -20,10 +22,9 @@
 // - eviction claims its candidates FOR UPDATE SKIP LOCKED (a chunk another
 //   writer holds is kept) before it counts their users.
 // The waits follow the data: a writer waits only for writers of the same
-// conversation or of the same chunks, and a freer for none. A cycle among
-// the waits that remain (two writers restoring the same evicted chunks) is
-// broken by the server's deadlock detection (kBusy to one of them). Nested
-// transactions are savepoints.
+// conversation or of the same chunks, and a freer or an evicter for none.
+// A cycle the server still detects is broken by failing one transaction
+// (kBusy), which changed nothing. Nested transactions are savepoints.
 #ifndef COLIKV_SRC_POSTGRES_PG_CATALOG_H
 #define COLIKV_SRC_POSTGRES_PG_CATALOG_H
 

@@ -290,6 +290,13 @@ TEST_CASE("postgres: chunks queued to free whose linker gave up are freed by the
   CHECK(reopened.verify().ok());
   reopened.append("src", h.model, h.tokens.data(), 16, h.source());
   CHECK(loads_as(other, "src", h, 16) == "");
+  // A queue naming every chunk, linked ones too (a hand edit): only the
+  // unlinked would go; these stay, and their rows leave the queue.
+  colikv_test::store_exec(uri, "INSERT INTO chunks_to_free SELECT chunk_id, tenant_id FROM chunks");
+  colikv::Store again(uri, options());
+  CHECK(colikv_test::store_int(uri, "SELECT count(*) FROM chunks_to_free") == 0);
+  CHECK(chunk_rows(uri) == 4);
+  CHECK(loads_as(again, "src", h, 16) == "");
 }
 
 // Both find the chunk evicted and restore its values: as soon as both held

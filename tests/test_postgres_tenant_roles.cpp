@@ -96,6 +96,22 @@ std::string tenant_id_of(const std::string& uri, const std::string& name) {
   return std::to_string(store_int(uri, "SELECT tenant_id FROM tenants WHERE name = ?", {name}));
 }
 
+// A store of two tenants, "a" (conversation a1) and "b" (b1), 40 tokens
+// each, whose tenant a is granted to role ra.
+struct GrantedStore {
+  GrantedStore() {
+    append(uri, "a", "a1", a, 40);
+    append(uri, "b", "b1", b, 40);
+    colikv::Store s(uri, tenant_options("a"));
+    s.grant_tenant(ra.name());
+  }
+  const std::string schema = colikv_test::fresh_pg_schema();
+  const std::string uri = with_search_path(colikv_test::test_pg_uri(), {schema});
+  const TestRole ra{"ra"};
+  const std::string ra_uri = with_search_path(ra.uri(), {schema});
+  const EngineBuffers a = history(40, 11), b = history(40, 22);
+};
+
 }  // namespace
 
 TEST_CASE("postgres: a tenant's role reads and writes its tenant and nothing of another's, even with psql",
@@ -443,17 +459,9 @@ TEST_CASE("postgres: a store of the schema before tenant roles migrates unchange
 
 TEST_CASE("postgres: a chunk whose tenant was changed by hand is corrupt to the tenant's role, and to no one else's data",
           "[postgres][tenants]") {
-  const std::string schema = colikv_test::fresh_pg_schema();
-  const std::string uri = with_search_path(colikv_test::test_pg_uri(), {schema});
-  TestRole ra("ra");
-  const std::string ra_uri = with_search_path(ra.uri(), {schema});
-  const EngineBuffers a = history(40, 11), b = history(40, 22);
-  append(uri, "a", "a1", a, 40);
-  append(uri, "b", "b1", b, 40);
-  {
-    colikv::Store s(uri, tenant_options("a"));
-    s.grant_tenant(ra.name());
-  }
+  const GrantedStore g;
+  const std::string &uri = g.uri, &ra_uri = g.ra_uri;
+  const EngineBuffers &a = g.a, &b = g.b;
   const std::string a_id = tenant_id_of(uri, "a");
   // One of a1's chunks moved, by hand, out of tenant a (to no tenant).
   colikv_test::store_exec(uri, "UPDATE chunks SET tenant_id = NULL WHERE chunk_id = (SELECT min(chunk_id) FROM chunks "
@@ -485,17 +493,9 @@ TEST_CASE("postgres: a chunk whose tenant was changed by hand is corrupt to the 
 // under the same policy as the chunks.
 TEST_CASE("postgres: a granted store of schema 5 gains its queue of chunks to free under the tenants' policy",
           "[postgres][tenants][migrations]") {
-  const std::string schema = colikv_test::fresh_pg_schema();
-  const std::string uri = with_search_path(colikv_test::test_pg_uri(), {schema});
-  TestRole ra("ra");
-  const std::string ra_uri = with_search_path(ra.uri(), {schema});
-  const EngineBuffers a = history(40, 11), b = history(40, 22);
-  append(uri, "a", "a1", a, 40);
-  append(uri, "b", "b1", b, 40);
-  {
-    colikv::Store s(uri, tenant_options("a"));
-    s.grant_tenant(ra.name());
-  }
+  const GrantedStore g;
+  const std::string &uri = g.uri, &ra_uri = g.ra_uri;
+  const EngineBuffers &a = g.a, &b = g.b;
   colikv_test::store_exec(uri, "DROP TABLE chunks_to_free");
   colikv_test::store_exec(uri, "UPDATE colikv_schema SET version = 5");
   {

@@ -342,10 +342,57 @@ TEST_CASE_METHOD(AsyncFixture, "async: a burst of turns leaves two staging buffe
   writer(s).pause(false);
   s.wait("c");
   CHECK(writer(s).spare_buffers() == 2);
+  writer(s).pause(true);  // else the writer may commit the turn and give its buffer back before the check
   queue(s, "c", 56);  // takes a recycled one
   CHECK(writer(s).spare_buffers() == 1);
+  writer(s).pause(false);
   s.wait("c");
   CHECK(holds(s, "c", 56) == "");
+}
+
+TEST_CASE_METHOD(AsyncFixture,
+                 "async: the first turn of a Store just opened is staged in the buffer its writer reserved, and "
+                 "later turns reuse it",
+                 "[async]") {
+  Store s(path, options());
+  const auto reserved = writer(s).spare_memory();  // faulted in by the writer thread, before any turn
+  REQUIRE(reserved.size() == 1);
+  CHECK(reserved[0].second <= static_cast<size_t>(options().max_queued_bytes));
+  writer(s).pause(true);
+  queue(s, "c", 5);
+  CHECK(writer(s).queued_rows_of("c") == reserved[0].first);
+  CHECK(writer(s).spare_buffers() == 0);
+  writer(s).pause(false);
+  s.wait("c");
+  CHECK(holds(s, "c", 5) == "");
+  CHECK(writer(s).spare_memory() == reserved);  // back, not freed
+  writer(s).pause(true);
+  queue(s, "c", 17);
+  CHECK(writer(s).queued_rows_of("c") == reserved[0].first);
+  writer(s).pause(false);
+  s.wait("c");
+  CHECK(holds(s, "c", 17) == "");
+}
+
+TEST_CASE_METHOD(AsyncFixture, "async: the staging buffer reserved at open stays within max_queued_bytes",
+                 "[async]") {
+  colikv::Options o = options();
+  o.max_queued_bytes = (int64_t{5} << 20) / 2;  // one huge page fits, two do not
+  {
+    Store s(path, o);
+    const auto reserved = writer(s).spare_memory();
+    REQUIRE(reserved.size() == 1);
+    CHECK(reserved[0].second <= static_cast<size_t>(o.max_queued_bytes));
+    queue(s, "c", 5);
+    s.wait("c");
+    CHECK(holds(s, "c", 5) == "");
+  }
+  o.max_queued_bytes = int64_t{1} << 20;  // smaller than a staging buffer's least size: nothing reserved
+  Store s(path, o);
+  CHECK(writer(s).spare_memory().empty());
+  queue(s, "c", 17);
+  s.wait("c");
+  CHECK(holds(s, "c", 17) == "");
 }
 
 TEST_CASE_METHOD(AsyncFixture, "async: closing the store commits every queued turn", "[async]") {

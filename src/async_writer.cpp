@@ -106,11 +106,16 @@ AsyncWriter::AsyncWriter(int64_t max_bytes, int64_t reserve_bytes, ThreadPool& p
       reserve_floats_(reserve_floats(max_bytes, reserve_bytes)),
       pool_(pool),
       commit_(std::move(commit)),
-      read_state_(std::move(read_state)) {
-  if (reserve_floats_ > 0) {
-    reserving_ = true;
-    start_thread();
-  }
+      read_state_(std::move(read_state)) {}
+
+void AsyncWriter::prepare() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prepared_ || stopping_) return;
+  prepared_ = true;
+  // Only while the writer has no buffer yet: later turns recycle theirs.
+  if (reserve_floats_ == 0 || thread_.joinable() || !spare_.empty()) return;
+  reserving_ = true;
+  start_thread();
 }
 
 AsyncWriter::~AsyncWriter() {
@@ -314,8 +319,12 @@ void AsyncWriter::reserve_spare() {
 }
 
 void AsyncWriter::run() {
-  if (reserve_floats_ > 0) reserve_spare();
   std::unique_lock<std::mutex> lock(mu_);
+  if (reserving_) {
+    lock.unlock();
+    reserve_spare();
+    lock.lock();
+  }
   for (;;) {
     changed_.wait(lock, [&] { return (!queue_.empty() && !paused_) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;  // stopping, everything committed

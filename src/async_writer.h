@@ -86,11 +86,8 @@ class AsyncWriter {
  public:
   // commit(job) runs on the writer thread and throws colikv::Error on failure.
   // read_state(id, model) reads what is stored of id, to be extended with
-  // model's rows (on the caller's thread). With reserve_bytes > 0 the writer
-  // thread starts at once and first allocates and faults in a staging buffer
-  // of about that many bytes (whole huge pages, within max_bytes), the first
-  // spare one, so that the first turn's copy does not page-fault on the
-  // caller's thread.
+  // model's rows (on the caller's thread). reserve_bytes: the staging buffer
+  // prepare() has the writer thread fault in (whole huge pages, within max_bytes).
   using CommitFn = std::function<void(const QueuedAppend&)>;
   using ReadStateFn = std::function<ExpectedState(const std::string& id, const ModelSignature& model)>;
   AsyncWriter(int64_t max_bytes, int64_t reserve_bytes, ThreadPool& pool, CommitFn commit, ReadStateFn read_state);
@@ -98,6 +95,11 @@ class AsyncWriter {
   ~AsyncWriter();
   AsyncWriter(const AsyncWriter&) = delete;
   AsyncWriter& operator=(const AsyncWriter&) = delete;
+
+  // Starts the writer thread, which first allocates and faults in the
+  // reserved staging buffer as a spare one, so that the next turn's copy does
+  // not page-fault on the caller's thread; once per writer, returns at once.
+  void prepare();
 
   // Validates the turn against what is stored or queued (throws without
   // queueing), copies positions [committed, len) out of kv, and queues them.
@@ -121,7 +123,7 @@ class AsyncWriter {
   int blocked_enqueues() const;
   int blocked_waits() const;
   size_t spare_buffers() const;
-  // Waits until the buffer reserved at construction is in place (or
+  // Waits until the buffer prepare() reserves is in place (or
   // dropped), then names the spare buffers' memory and their sizes in bytes.
   std::vector<std::pair<const float*, size_t>> spare_memory();
   // The staging memory of id's first turn still queued (null when none).
@@ -165,11 +167,12 @@ class AsyncWriter {
   std::vector<StagingBuffer> spare_;  // recycled, already faulted in
   bool paused_ = false;
   bool stopping_ = false;
+  bool prepared_ = false;   // prepare() was called
   bool reserving_ = false;  // the writer thread is faulting in the reserved buffer
   std::atomic<bool> cancel_reserve_{false};  // closing: the reservation stops between huge pages
   int blocked_enqueues_ = 0, blocked_waits_ = 0;
   uint64_t failures_ = 0;  // failed commits so far, numbering Conversation::error_order
-  std::thread thread_;  // started with the writer when it reserves a buffer, else by the first enqueue
+  std::thread thread_;  // started by prepare() or the first enqueue
 };
 
 }  // namespace detail

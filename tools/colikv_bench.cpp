@@ -750,13 +750,13 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
       "append_async vs plain fwrite+fflush; " + samples);
   row("async", "engine stall max", "ms/turn", *std::max_element(stall.begin(), stall.end()),
       *std::max_element(fwrite_t.begin(), fwrite_t.end()), "", -1, "");
-  auto first_turns = [&](const std::string& metric, const std::vector<double>& ours, const std::vector<double>& fw,
+  auto first_turns = [&](const std::string& metric, const std::vector<double>& ours, const std::vector<double>& fwrites,
                          const std::string& note) {
     std::string each;
     for (size_t i = 0; i < ours.size(); ++i)
       each += (i ? ", " : "") + std::to_string(static_cast<int>(ours[i] + 0.5)) + "/" +
-              std::to_string(static_cast<int>(fw[i] + 0.5));
-    const double o = median(ours), f = median(fw);
+              std::to_string(static_cast<int>(fwrites[i] + 0.5));
+    const double o = median(ours), f = median(fwrites);
     row("async", metric, "ms/turn", o, f, "<=0.2x", o / f <= 0.2, note + ", vs fwrite of that turn; each: " + each + " ms");
   };
   first_turns("first turn stall, new store", first_stall, first_fwrite,

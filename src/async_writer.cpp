@@ -302,7 +302,7 @@ void AsyncWriter::copy_rows(const ModelSignature& m, const KvSource& kv, int64_t
 }
 
 // The first staging buffer, faulted in on this thread, while the engine is
-// still computing its first turn; kept as a spare one (within the bound).
+// still computing its next turn; kept as a spare one (within the bound).
 void AsyncWriter::reserve_spare() {
   StagingBuffer reserved;
   try {

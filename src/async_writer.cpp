@@ -50,15 +50,21 @@ void stream_copy(float* dst, const float* src, size_t n) {
 // ---------------------------------------------------------------------------
 // Staging buffers
 
-StagingBuffer::StagingBuffer(size_t floats) : capacity_(floats) {
+StagingBuffer::StagingBuffer(size_t floats, const std::atomic<bool>* cancel) {
   // Rounded up to whole huge pages: fewer TLB misses while the engine's thread
   // copies, and the memory is faulted in here, once, not during that copy.
   const size_t bytes = std::max(kHugePage, (floats * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage);
   void* p = std::aligned_alloc(kHugePage, bytes);
   if (!p) throw std::bad_alloc();
-  ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
-  std::memset(p, 0, bytes);
   data_.reset(static_cast<float*>(p));
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  for (size_t at = 0; at < bytes; at += kHugePage) {
+    if (cancel && cancel->load()) {
+      data_.reset();
+      return;
+    }
+    std::memset(static_cast<char*>(p) + at, 0, kHugePage);
+  }
   capacity_ = bytes / sizeof(float);
 }
 
@@ -82,8 +88,35 @@ QueuedAppend::Source QueuedAppend::source() const {
 // ---------------------------------------------------------------------------
 // The writer
 
-AsyncWriter::AsyncWriter(int64_t max_bytes, ThreadPool& pool, CommitFn commit, ReadStateFn read_state)
-    : max_bytes_(max_bytes), pool_(pool), commit_(std::move(commit)), read_state_(std::move(read_state)) {}
+namespace {
+
+// The reserved buffer's floats: whole huge pages (as a StagingBuffer rounds
+// its size), never past the queue's bound; 0 when not even one fits.
+size_t reserve_floats(int64_t max_bytes, int64_t reserve_bytes) {
+  const int64_t bytes = std::min(max_bytes, reserve_bytes);
+  if (bytes < static_cast<int64_t>(kHugePage)) return 0;
+  return static_cast<size_t>(bytes) / kHugePage * kHugePage / sizeof(float);
+}
+
+}  // namespace
+
+AsyncWriter::AsyncWriter(int64_t max_bytes, int64_t reserve_bytes, ThreadPool& pool, CommitFn commit,
+                         ReadStateFn read_state)
+    : max_bytes_(max_bytes),
+      reserve_floats_(reserve_floats(max_bytes, reserve_bytes)),
+      pool_(pool),
+      commit_(std::move(commit)),
+      read_state_(std::move(read_state)) {}
+
+void AsyncWriter::prepare() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prepared_ || stopping_) return;
+  prepared_ = true;
+  // Only while the writer has no buffer yet: later turns recycle theirs.
+  if (reserve_floats_ == 0 || thread_.joinable() || !spare_.empty()) return;
+  reserving_ = true;
+  start_thread();
+}
 
 AsyncWriter::~AsyncWriter() {
   {
@@ -91,6 +124,7 @@ AsyncWriter::~AsyncWriter() {
     paused_ = false;
     stopping_ = true;
   }
+  cancel_reserve_ = true;  // a Store closed before its first turn does not wait for the faults
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
@@ -131,6 +165,8 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   reserve(lock, job.bytes);
   try {
     if (conv.error) throw *conv.error;  // an earlier turn failed while this one waited for room
+    // A turn the reserved buffer holds waits for it: faulting memory of its own would cost as long, and twice the memory.
+    if (floats <= reserve_floats_) changed_.wait(lock, [&] { return !reserving_; });
     job.rows = take_buffer(floats);
   } catch (...) {
     queued_bytes_ -= job.bytes;
@@ -265,8 +301,30 @@ void AsyncWriter::copy_rows(const ModelSignature& m, const KvSource& kv, int64_t
   while (shared->done.load() < shared->src.size()) std::this_thread::yield();
 }
 
+// The first staging buffer, faulted in on this thread, while the engine is
+// still computing its next turn; kept as a spare one (within the bound).
+void AsyncWriter::reserve_spare() {
+  StagingBuffer reserved;
+  try {
+    reserved = StagingBuffer(reserve_floats_, &cancel_reserve_);
+  } catch (const std::bad_alloc&) {
+    // Nothing reserved: the first turn allocates its own, as without a reserve.
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // A larger first turn may have come meanwhile with a buffer of its own: the spares stay within the bound.
+  if (reserved.data() && spare_.empty() && queued_bytes_ + static_cast<int64_t>(reserved.bytes()) <= max_bytes_)
+    spare_.push_back(std::move(reserved));
+  reserving_ = false;
+  changed_.notify_all();
+}
+
 void AsyncWriter::run() {
   std::unique_lock<std::mutex> lock(mu_);
+  if (reserving_) {
+    lock.unlock();
+    reserve_spare();
+    lock.lock();
+  }
   for (;;) {
     changed_.wait(lock, [&] { return (!queue_.empty() && !paused_) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;  // stopping, everything committed
@@ -376,6 +434,21 @@ int AsyncWriter::blocked_enqueues() const {
 size_t AsyncWriter::spare_buffers() const {
   std::lock_guard<std::mutex> lock(mu_);
   return spare_.size();
+}
+
+std::vector<std::pair<const float*, size_t>> AsyncWriter::spare_memory() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return !reserving_; });
+  std::vector<std::pair<const float*, size_t>> spares;
+  for (const StagingBuffer& b : spare_) spares.emplace_back(b.data(), b.bytes());
+  return spares;
+}
+
+const float* AsyncWriter::queued_rows_of(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const QueuedAppend& job : queue_)
+    if (job.id == id) return job.rows.data();
+  return nullptr;
 }
 
 int AsyncWriter::blocked_waits() const {

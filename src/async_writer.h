@@ -5,6 +5,7 @@
 #ifndef COLIKV_SRC_ASYNC_WRITER_H
 #define COLIKV_SRC_ASYNC_WRITER_H
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "colikv/store.h"
@@ -28,7 +30,9 @@ namespace detail {
 class StagingBuffer {
  public:
   StagingBuffer() = default;
-  explicit StagingBuffer(size_t floats);
+  // Faulted in before it returns; once *cancel is set (checked between huge
+  // pages) it gives up and returns an empty buffer.
+  explicit StagingBuffer(size_t floats, const std::atomic<bool>* cancel = nullptr);
   size_t capacity() const { return capacity_; }
   float* data() const { return data_.get(); }
   size_t bytes() const { return capacity_ * sizeof(float); }
@@ -82,14 +86,20 @@ class AsyncWriter {
  public:
   // commit(job) runs on the writer thread and throws colikv::Error on failure.
   // read_state(id, model) reads what is stored of id, to be extended with
-  // model's rows (on the caller's thread).
+  // model's rows (on the caller's thread). reserve_bytes: the staging buffer
+  // prepare() has the writer thread fault in (whole huge pages, within max_bytes).
   using CommitFn = std::function<void(const QueuedAppend&)>;
   using ReadStateFn = std::function<ExpectedState(const std::string& id, const ModelSignature& model)>;
-  AsyncWriter(int64_t max_bytes, ThreadPool& pool, CommitFn commit, ReadStateFn read_state);
+  AsyncWriter(int64_t max_bytes, int64_t reserve_bytes, ThreadPool& pool, CommitFn commit, ReadStateFn read_state);
   // Commits everything still queued, then stops the thread.
   ~AsyncWriter();
   AsyncWriter(const AsyncWriter&) = delete;
   AsyncWriter& operator=(const AsyncWriter&) = delete;
+
+  // Starts the writer thread, which first allocates and faults in the
+  // reserved staging buffer as a spare one, so that the next turn's copy does
+  // not page-fault on the caller's thread; once per writer, returns at once.
+  void prepare();
 
   // Validates the turn against what is stored or queued (throws without
   // queueing), copies positions [committed, len) out of kv, and queues them.
@@ -113,6 +123,11 @@ class AsyncWriter {
   int blocked_enqueues() const;
   int blocked_waits() const;
   size_t spare_buffers() const;
+  // Waits until the buffer prepare() reserves is in place (or
+  // dropped), then names the spare buffers' memory and their sizes in bytes.
+  std::vector<std::pair<const float*, size_t>> spare_memory();
+  // The staging memory of id's first turn still queued (null when none).
+  const float* queued_rows_of(const std::string& id) const;
 
  private:
   struct Conversation {
@@ -131,12 +146,14 @@ class AsyncWriter {
   StagingBuffer take_buffer(size_t floats);
   void copy_rows(const ModelSignature& m, const KvSource& kv, int64_t from, int64_t n, float* dst);
   void start_thread();
+  void reserve_spare();
   void run();
   void finish(QueuedAppend& job, const std::optional<Error>& error);
   bool idle(const std::string* id) const;
   void wait_idle(std::unique_lock<std::mutex>& lock, const std::string* id);
 
   const int64_t max_bytes_;
+  const size_t reserve_floats_;  // of the buffer the writer thread faults in first
   ThreadPool& pool_;
   const CommitFn commit_;
   const ReadStateFn read_state_;
@@ -150,9 +167,12 @@ class AsyncWriter {
   std::vector<StagingBuffer> spare_;  // recycled, already faulted in
   bool paused_ = false;
   bool stopping_ = false;
+  bool prepared_ = false;   // prepare() was called
+  bool reserving_ = false;  // the writer thread is faulting in the reserved buffer
+  std::atomic<bool> cancel_reserve_{false};  // closing: the reservation stops between huge pages
   int blocked_enqueues_ = 0, blocked_waits_ = 0;
   uint64_t failures_ = 0;  // failed commits so far, numbering Conversation::error_order
-  std::thread thread_;  // started by the first enqueue
+  std::thread thread_;  // started by prepare() or the first enqueue
 };
 
 }  // namespace detail

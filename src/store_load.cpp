@@ -9,6 +9,7 @@
 #include <future>
 #include <limits>
 
+#include "async_writer.h"
 #include "backend_error.h"
 #include "chunk_layout.h"
 #include "core/chunk_codec.h"
@@ -223,6 +224,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
                     const KvTarget& kv, int64_t limit) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  if (s.async) s.async->prepare();  // an engine restoring a slot appends its next turn soon
   const std::string here = s.where(id);
   model.validate();
   int64_t n = 0;

@@ -342,10 +342,69 @@ TEST_CASE_METHOD(AsyncFixture, "async: a burst of turns leaves two staging buffe
   writer(s).pause(false);
   s.wait("c");
   CHECK(writer(s).spare_buffers() == 2);
+  writer(s).pause(true);  // else the writer may commit the turn and give its buffer back before the check
   queue(s, "c", 56);  // takes a recycled one
   CHECK(writer(s).spare_buffers() == 1);
+  writer(s).pause(false);
   s.wait("c");
   CHECK(holds(s, "c", 56) == "");
+}
+
+TEST_CASE_METHOD(AsyncFixture,
+                 "async: after a Store's first load its next turn is staged in the buffer the writer reserved, and "
+                 "later turns reuse it",
+                 "[async]") {
+  {
+    Store before(path, options());
+    before.append("c", m, engine.tokens.data(), 5, engine.source());
+  }
+  Store s(path, options());  // as after an engine restart
+  CHECK(writer(s).spare_memory().empty());  // nothing held before the Store is used
+  CHECK(holds(s, "c", 5) == "");  // the slot restored: a load
+  const auto reserved = writer(s).spare_memory();  // faulted in by the writer thread, before any turn
+  REQUIRE(reserved.size() == 1);
+  CHECK(reserved[0].second <= static_cast<size_t>(options().max_queued_bytes));
+  writer(s).pause(true);
+  queue(s, "c", 12);
+  CHECK(writer(s).queued_rows_of("c") == reserved[0].first);
+  CHECK(writer(s).spare_buffers() == 0);
+  writer(s).pause(false);
+  s.wait("c");
+  CHECK(holds(s, "c", 12) == "");
+  CHECK(writer(s).spare_memory() == reserved);  // back, not freed
+  writer(s).pause(true);
+  queue(s, "c", 17);
+  CHECK(writer(s).queued_rows_of("c") == reserved[0].first);
+  writer(s).pause(false);
+  s.wait("c");
+  CHECK(holds(s, "c", 17) == "");
+}
+
+TEST_CASE_METHOD(AsyncFixture, "async: the staging buffer reserved at the first load stays within max_queued_bytes",
+                 "[async]") {
+  {
+    Store before(path, options());
+    before.append("c", m, engine.tokens.data(), 5, engine.source());
+  }
+  colikv::Options o = options();
+  o.max_queued_bytes = (int64_t{5} << 20) / 2;  // one huge page fits, two do not
+  {
+    Store s(path, o);
+    CHECK(holds(s, "c", 5) == "");
+    const auto reserved = writer(s).spare_memory();
+    REQUIRE(reserved.size() == 1);
+    CHECK(reserved[0].second <= static_cast<size_t>(o.max_queued_bytes));
+    queue(s, "c", 9);
+    s.wait("c");
+    CHECK(holds(s, "c", 9) == "");
+  }
+  o.max_queued_bytes = int64_t{1} << 20;  // smaller than a staging buffer's least size: nothing reserved
+  Store s(path, o);
+  CHECK(holds(s, "c", 9) == "");
+  CHECK(writer(s).spare_memory().empty());
+  queue(s, "c", 17);
+  s.wait("c");
+  CHECK(holds(s, "c", 17) == "");
 }
 
 TEST_CASE_METHOD(AsyncFixture, "async: closing the store commits every queued turn", "[async]") {

@@ -101,9 +101,9 @@ struct Options {
   // committed: the raw bytes of their staged rows. An append_async that would
   // pass it blocks until the background writer frees enough (a turn larger
   // than the bound alone is queued once the queue is empty). The writer keeps
-  // up to two recycled staging buffers, within the same bound, so that the
-  // next turns' copies do not page-fault. Default: 1 GiB (about eleven
-  // 512-token turns of a 78-layer, 576-float model).
+  // up to two staging buffers, within the same bound, so that turns' copies do
+  // not page-fault: the first (128 MiB) faulted in once the Store first loads
+  // a conversation, then recycled ones. Default: 1 GiB (about eleven 512-token turns of a 78-layer, 576-float model).
   int64_t max_queued_bytes = int64_t{1} << 30;
 
   // SQLite only. Page size of a new store, in bytes (SQLite allows 512..65536); an

@@ -189,6 +189,7 @@ int colikv_open_ex(const char* path, const colikv_options* opts, colikv_store** 
     if (c.busy_timeout_ms > 0) o.busy_timeout_ms = c.busy_timeout_ms;
     o.max_store_bytes = c.max_store_bytes;
     o.create_staged = (c.flags & COLIKV_CREATE_STAGED) != 0;
+    o.prefault_async_staging = (c.flags & COLIKV_PREFAULT_STAGING) != 0;
     // Only with the flag: an older caller's struct ends before file_mode.
     if (c.flags & COLIKV_FILE_MODE) {
       require(c.file_mode >= 0 && c.file_mode <= 0777, "colikv_open_ex: file_mode has bits outside 0777");

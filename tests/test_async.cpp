@@ -351,14 +351,21 @@ TEST_CASE_METHOD(AsyncFixture, "async: a burst of turns leaves two staging buffe
 }
 
 TEST_CASE_METHOD(AsyncFixture,
-                 "async: after a Store's first load its next turn is staged in the buffer the writer reserved, and "
-                 "later turns reuse it",
+                 "async: with prefault_async_staging, after a Store's first load its next turn is staged in the buffer "
+                 "the writer reserved, and later turns reuse it",
                  "[async]") {
   {
     Store before(path, options());
     before.append("c", m, engine.tokens.data(), 5, engine.source());
   }
-  Store s(path, options());  // as after an engine restart
+  {  // Not asked for: a load reserves nothing (a frontend reading conversations holds no staging memory).
+    Store reader(path, options());
+    CHECK(holds(reader, "c", 5) == "");
+    CHECK(writer(reader).spare_memory().empty());
+  }
+  colikv::Options engine_options = options();
+  engine_options.prefault_async_staging = true;  // as the engine adapter opens its store
+  Store s(path, engine_options);  // as after an engine restart
   CHECK(writer(s).spare_memory().empty());  // nothing held before the Store is used
   CHECK(holds(s, "c", 5) == "");  // the slot restored: a load
   const auto reserved = writer(s).spare_memory();  // faulted in by the writer thread, before any turn
@@ -387,6 +394,7 @@ TEST_CASE_METHOD(AsyncFixture, "async: the staging buffer reserved at the first 
     before.append("c", m, engine.tokens.data(), 5, engine.source());
   }
   colikv::Options o = options();
+  o.prefault_async_staging = true;
   o.max_queued_bytes = (int64_t{5} << 20) / 2;  // one huge page fits, two do not
   {
     Store s(path, o);

@@ -714,12 +714,15 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
     turns_per_round = k;
     store.wait();
   }
-  // As after an engine restart: a Store opened on the conversation, one slot
-  // restored by a load, then, once the engine has computed it, the first turn
-  // of another slot's new conversation, against fwrite of the same turn.
+  // As after an engine restart: a Store opened on the conversation as the
+  // engine adapter opens it (prefault_async_staging), one slot restored by a
+  // load, then, once the engine has computed it, the first turn of another
+  // slot's new conversation, against fwrite of the same turn.
   std::vector<double> restart_stall, restart_fwrite;
   for (int r = 0; r < rounds; ++r) {
-    colikv::Store store(db, store_options(sync));
+    colikv::Options engine_options = store_options(sync);
+    engine_options.prefault_async_staging = true;
+    colikv::Store store(db, engine_options);
     dst.zero(n_tokens);
     store.load("conv", m, dst.tokens.data(), dst.cap, dst.target());
     ::unlink(raw.c_str());

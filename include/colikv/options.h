@@ -102,9 +102,18 @@ struct Options {
   // pass it blocks until the background writer frees enough (a turn larger
   // than the bound alone is queued once the queue is empty). The writer keeps
   // up to two staging buffers, within the same bound, so that turns' copies do
-  // not page-fault: the first (128 MiB) faulted in once the Store first loads
-  // a conversation, then recycled ones. Default: 1 GiB (about eleven 512-token turns of a 78-layer, 576-float model).
+  // not page-fault: recycled ones, and with prefault_async_staging the first.
+  // Default: 1 GiB (about eleven 512-token turns of a 78-layer, 576-float model).
   int64_t max_queued_bytes = int64_t{1} << 30;
+
+  // For an engine that restores its slots after a restart and then appends
+  // with append_async: when the Store first loads a conversation, its writer
+  // thread allocates and faults in the first staging buffer (128 MiB, within
+  // max_queued_bytes), so that the next turn's copy does not page-fault on
+  // the engine's thread. That memory and the thread are held while the Store
+  // is open, turns queued or not, which is why it is asked for, not done for
+  // every Store that loads. C API: COLIKV_PREFAULT_STAGING. Default: false.
+  bool prefault_async_staging = false;
 
   // SQLite only. Page size of a new store, in bytes (SQLite allows 512..65536); an
   // existing store keeps the page size it was created with (a WAL database

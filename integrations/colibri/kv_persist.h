@@ -41,7 +41,7 @@ static colikv_store *kv_colikv(KVState *k){
         g_colikv_off=1; return NULL; }
     char path[2100]; const char *sp=getenv("COLIKV_STORE");
     if(sp && *sp) snprintf(path,sizeof(path),"%s",sp); else snprintf(path,sizeof(path),"%s/colikv.db",dir);
-    colikv_options o={COLIKV_CREATE,0,0,0,NULL};
+    colikv_options o={COLIKV_CREATE|COLIKV_PREFAULT_STAGING,0,0,0,NULL};
     const char *tenant=getenv("COLIKV_TENANT");
     if(tenant && *tenant){ o.flags|=COLIKV_TENANT; o.tenant=tenant; }
     const char *sync=getenv("COLIKV_SYNC");

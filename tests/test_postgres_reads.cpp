@@ -6,7 +6,10 @@
 // (tag [postgres]).
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "backend.h"
 #include "colikv/error.h"
@@ -170,4 +173,83 @@ TEST_CASE("postgres: match's round trips grow with neither the prompt nor the co
   CHECK(long_few.loadable == short_few.loadable);
   CHECK(short_many.loadable == short_few.loadable);
   CHECK(long_many.loadable == short_few.loadable);
+}
+
+namespace {
+
+// The same random store on two backends: conversations that fork from a
+// few histories at random points, appended in two turns (so tails held in
+// pieces), some truncated, some forked; last_used_ms set from the
+// conversation's id on both (wall-clock ties would differ); then a gc that
+// evicts the least recently used. Two tenants, each its own Store.
+struct TwinStores {
+  explicit TwinStores(uint32_t seed) : rng(seed) {
+    locations = {colikv_test::store_at(dir, "twin"), dir.file("twin.db")};
+    const colikv::ModelSignature m = colikv_test::tiny_model();
+    for (const std::string& location : locations)
+      for (const std::string tenant : {"a", "b"})
+        stores.push_back(std::make_unique<Store>(location, colikv_test::tenant_options(m, tenant)));
+    for (uint32_t b = 0; b < 3; ++b) bases.push_back(colikv_test::history(m, 120, 1 + b));
+    for (int i = 0; i < 24; ++i) add("c" + std::to_string(i));
+    for (const std::string& location : locations)
+      colikv_test::store_exec(location, "UPDATE conversations SET last_used_ms = 1000 + conversation_id");
+    for (size_t t = 0; t < 2; ++t) {
+      const int64_t budget = stores[2 + t]->stats().total.stored_bytes / 2;  // SQLite's figure, for both
+      for (size_t b = 0; b < 2; ++b) stores[b * 2 + t]->gc(budget);
+    }
+  }
+
+  // A conversation of a random tenant on both stores.
+  void add(const std::string& id) {
+    const size_t tenant = pick(2);
+    EngineBuffers h = bases[pick(bases.size())];
+    const int64_t fork_at = static_cast<int64_t>(pick(100));
+    for (int64_t i = fork_at; i < 120; ++i) h.tokens[static_cast<size_t>(i)] = static_cast<int32_t>(pick(50));
+    const int64_t first = 1 + static_cast<int64_t>(pick(60)), second = first + static_cast<int64_t>(pick(60));
+    const int64_t cut = pick(4) == 0 ? static_cast<int64_t>(pick(static_cast<size_t>(second))) : -1;
+    const bool fork = pick(4) == 0;
+    for (size_t b = 0; b < 2; ++b) {
+      Store& s = *stores[b * 2 + tenant];
+      s.append(id, h.model, h.tokens.data(), first, h.source());
+      s.append(id, h.model, h.tokens.data(), second, h.source());
+      if (cut >= 0) s.truncate(id, cut);
+      if (fork) s.fork(id, id + "f");
+    }
+    histories.push_back(h);
+  }
+
+  size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
+
+  colikv_test::TempDir dir;
+  std::mt19937 rng;
+  std::vector<std::string> locations;                // PostgreSQL, SQLite
+  std::vector<std::unique_ptr<Store>> stores;        // [backend * 2 + tenant]
+  std::vector<EngineBuffers> bases, histories;
+};
+
+std::string answer(const colikv::PrefixMatch& m) {
+  return m.id + " " + std::to_string(m.tokens) + " " + std::to_string(m.loadable);
+}
+
+}  // namespace
+
+TEST_CASE("postgres: match and match_loadable answer as on SQLite on a random store", "[postgres]") {
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    TwinStores twins(seed);
+    for (int probe = 0; probe < 60; ++probe) {
+      // A prefix of a written history, maybe with a token changed.
+      std::vector<int32_t> prompt = twins.histories[twins.pick(twins.histories.size())].tokens;
+      prompt.resize(1 + twins.pick(120));
+      if (twins.pick(2) == 0) prompt[twins.pick(prompt.size())] = static_cast<int32_t>(twins.pick(50));
+      const auto len = static_cast<int64_t>(prompt.size());
+      for (size_t tenant = 0; tenant < 2; ++tenant) {
+        Store& pg = *twins.stores[tenant];
+        Store& lite = *twins.stores[2 + tenant];
+        const colikv::ModelSignature& m = twins.bases[0].model;
+        INFO("seed " << seed << ", probe " << probe << ", tenant " << tenant << ", " << len << " tokens");
+        CHECK(answer(pg.match(m, prompt.data(), len)) == answer(lite.match(m, prompt.data(), len)));
+        CHECK(answer(pg.match_loadable(m, prompt.data(), len)) == answer(lite.match_loadable(m, prompt.data(), len)));
+      }
+    }
+  }
 }

@@ -1,6 +1,7 @@
 // Server roles for the tests that need more than the suite's one role
 // (tests/test_postgres_roles.cpp, tests/test_postgres_tenant_roles.cpp):
-// connections as the suite's administrator and login roles dropped at the end.
+// connections as the suite's administrator and login roles dropped at the end;
+// and a third connection's lock that releases two racing writers together.
 #ifndef COLIKV_TESTS_PG_TEST_ROLES_H
 #define COLIKV_TESTS_PG_TEST_ROLES_H
 
@@ -9,9 +10,12 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "backend.h"
 #include "postgres/pg_connection.h"
+#include "test_support.h"
 
 namespace colikv_test {
 
@@ -54,6 +58,26 @@ class TestRole {
  private:
   std::string name_, password_;
 };
+
+// Runs first and second on threads of their own while a third connection to
+// `uri` holds what `lock_sql` (a SELECT ... FOR UPDATE) locks, until both
+// wait for a lock: they reach the held rows together, as no scheduling
+// would make them. Their outcomes, in that order.
+template <class F1, class F2>
+std::pair<Outcome, Outcome> released_together(const std::string& uri, const std::string& lock_sql, F1&& first,
+                                              F2&& second) {
+  Admin holder(uri, Admin::Settings());
+  holder.exec("BEGIN", "holding rows");
+  holder.query(lock_sql, "holding rows");
+  Outcome r1, r2;
+  std::thread t1([&] { r1 = outcome_of(first); });
+  std::thread t2([&] { r2 = outcome_of(second); });
+  wait_for_pg_lock_waiters(2);
+  holder.exec("COMMIT", "releasing the rows");
+  t1.join();
+  t2.join();
+  return {r1, r2};
+}
 
 }  // namespace colikv_test
 

@@ -69,16 +69,11 @@ TEST_CASE("postgres: two roles with other search_paths racing on one store lose 
 
   // Both writers inside their transactions at once: a third connection holds
   // the conversation's row until both wait for a lock.
-  Admin blocker(uri, Admin::Settings());
-  blocker.exec("BEGIN; SELECT 1 FROM conversations WHERE name = 'race' FOR UPDATE", "holding the row");
   colikv::Store host1(uri, o), host2(alice_uri, o);
-  Outcome r1, r2;
-  std::thread t1([&] { r1 = outcome_of([&] { host1.append("race", one.model, one.tokens.data(), 200, one.source()); }); });
-  std::thread t2([&] { r2 = outcome_of([&] { host2.append("race", two.model, two.tokens.data(), 200, two.source()); }); });
-  colikv_test::wait_for_pg_lock_waiters(2);
-  blocker.exec("COMMIT", "releasing the row");
-  t1.join();
-  t2.join();
+  const auto [r1, r2] = colikv_test::released_together(
+      uri, "SELECT 1 FROM conversations WHERE name = 'race' FOR UPDATE",
+      [&] { host1.append("race", one.model, one.tokens.data(), 200, one.source()); },
+      [&] { host2.append("race", two.model, two.tokens.data(), 200, two.source()); });
 
   INFO("host 1: " << r1.message << "; host 2: " << r2.message);
   // One of them wins; the other learns that it lost (never both OK).

@@ -309,16 +309,10 @@ TEST_CASE("postgres: two writers re-saving the same evicted chunk at once both c
   colikv::Store w1(uri, options()), w2(uri, options());
   w1.append("src", h.model, h.tokens.data(), 8, h.source());
   REQUIRE(w1.gc(0).chunks == 2);  // both of src's chunks evicted
-  colikv_test::Admin holder(uri, colikv_test::Admin::Settings());
-  holder.exec("BEGIN", "holding the chunk");
-  holder.query("SELECT chunk_id FROM chunks WHERE first_pos = 0 FOR UPDATE", "holding the chunk");
-  Outcome r1, r2;
-  std::thread t1([&] { r1 = outcome_of([&] { w1.append("x", h.model, h.tokens.data(), 8, h.source()); }); });
-  std::thread t2([&] { r2 = outcome_of([&] { w2.append("y", h.model, h.tokens.data(), 8, h.source()); }); });
-  colikv_test::wait_for_pg_lock_waiters(2);
-  holder.exec("COMMIT", "holding the chunk");
-  t1.join();
-  t2.join();
+  const auto [r1, r2] = colikv_test::released_together(
+      uri, "SELECT chunk_id FROM chunks WHERE first_pos = 0 FOR UPDATE",
+      [&] { w1.append("x", h.model, h.tokens.data(), 8, h.source()); },
+      [&] { w2.append("y", h.model, h.tokens.data(), 8, h.source()); });
   INFO(r1.message << " / " << r2.message);
   CHECK(r1.code == ErrorCode::kOk);
   CHECK(r2.code == ErrorCode::kOk);

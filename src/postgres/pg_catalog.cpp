@@ -550,7 +550,11 @@ void PgCatalog::free_queued_chunks(bool wait) noexcept {
   freeing_queue_ = true;
   try {
     const char* what = "freeing queued chunks";
-    PgRows queue = run("SELECT chunk_id FROM chunks_to_free ORDER BY chunk_id LIMIT 10000", PgParams(), what);
+    // Without waiting, only whether there is anything (every writable open
+    // asks); waiting, the ids, each freed on its own.
+    PgRows queue = run(wait ? "SELECT chunk_id FROM chunks_to_free ORDER BY chunk_id LIMIT 10000"
+                            : "SELECT chunk_id FROM chunks_to_free LIMIT 1",
+                       PgParams(), what);
     if (queue.size() > 0 && !wait) {
       const auto txn = begin(Access::kWrite, what);
       PgRows locked = run("SELECT ch.chunk_id FROM chunks_to_free f JOIN chunks ch ON ch.chunk_id = f.chunk_id "

@@ -48,8 +48,12 @@ check_pkgconfig() {
   "$CC" -std=c99 -Wall -Werror $cflags "$src/tests/c_api_test.c" -o "$tmp/c_program" $libs ||
     fail "a C program does not compile and link with pkg-config's flags"
   if [ "$SHARED" = ON ]; then
-    LD_LIBRARY_PATH=$libdir ldd "$tmp/c_program" | grep -q "$libdir/libcolikv.so" ||
-      fail "the C program does not use $libdir/libcolikv.so"
+    # ldd's output is read whole before it is searched: `ldd | grep -q` under pipefail
+    # fails whenever grep's early exit makes ldd die of SIGPIPE, whatever ldd found.
+    local linked
+    linked=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/c_program") || fail "ldd $tmp/c_program failed: $linked"
+    grep -qF "$libdir/libcolikv.so" <<<"$linked" ||
+      fail "the C program does not use $libdir/libcolikv.so; ldd says:"$'\n'"$linked"
     check_exports "$libdir"
   fi
   LD_LIBRARY_PATH=$libdir "$tmp/c_program" "$tmp/c.db" || fail "the C program linked through pkg-config failed"
@@ -89,7 +93,9 @@ with colikv.Store(sys.argv[2]) as s:
 check_exports() {
   local so bad
   so=$(readlink -f "$1/libcolikv.so")
-  "$READELF" -d "$so" | grep -q "SONAME.*libcolikv\.so\.[0-9]" || fail "$so has no versioned SONAME"
+  local dynamic
+  dynamic=$("$READELF" -d "$so") || fail "$READELF -d $so failed"
+  grep -q "SONAME.*libcolikv\.so\.[0-9]" <<<"$dynamic" || fail "$so has no versioned SONAME"
   "$NM" -D --defined-only -C "$so" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' > "$tmp/exports"
   [ -s "$tmp/exports" ] || fail "$so exports nothing"
   bad=$(grep -Ev '^colikv_[a-z_]+$|^((typeinfo|typeinfo name|vtable) for )?colikv::' "$tmp/exports" |

@@ -91,9 +91,8 @@ with colikv.Store(sys.argv[2]) as s:
 # The shared library exports the public API and nothing else: C functions
 # colikv_*, and colikv:: C++ names outside colikv::detail and Store::Impl.
 check_exports() {
-  local so bad
+  local so bad dynamic
   so=$(readlink -f "$1/libcolikv.so")
-  local dynamic
   dynamic=$("$READELF" -d "$so") || fail "$READELF -d $so failed"
   grep -q "SONAME.*libcolikv\.so\.[0-9]" <<<"$dynamic" || fail "$so has no versioned SONAME"
   "$NM" -D --defined-only -C "$so" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' > "$tmp/exports"

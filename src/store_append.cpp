@@ -157,14 +157,16 @@ class Appender {
   void run() {
     check_request();
     {
+      // One snapshot for the reads and the stored digests' lookup: a read
+      // transaction costs a BEGIN, a COMMIT and the WAL's locks (issue 20).
       const auto snapshot = s_.catalog->begin(detail::Catalog::Access::kRead, here_);
       read_committed();
       choose_layout();
       check_divergence();
+      if (nothing_to_write()) return;
+      plan_chunks();
+      if (req_.tokens) hash_planned_chunks();
     }
-    if (nothing_to_write()) return;
-    plan_chunks();
-    if (req_.tokens) hash_planned_chunks();
     if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
     start_encoding();
     write_transaction();
@@ -315,10 +317,9 @@ class Appender {
   }
 
   // With tokens known up front: hash now, and let the producers skip encoding
-  // chunks stored already.
+  // chunks stored already. In the read snapshot (run).
   void hash_planned_chunks() {
     ChunkHash h = chain_;
-    const auto hash_snapshot = s_.catalog->begin(detail::Catalog::Access::kRead, here_);
     for (auto& w : plan_) {
       const int64_t n = w.n;
       w.produced.tokens.assign(req_.tokens + w.first_pos, req_.tokens + w.first_pos + n);
@@ -410,6 +411,9 @@ class Appender {
   }
 
   ModelRow model_for_write() const {
+    // colikv never changes or deletes a model row once inserted: the one the
+    // snapshot found stands, without another lookup.
+    if (model_) return *model_;
     ModelRow m = s_.ensure_model(req_.model);
     if (m.chunk_tokens != chunk_tokens_)
       throw Error(ErrorCode::kConflict, here_ + ": the model's chunk size was set by another writer meanwhile; retry");

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace colikv {
 namespace detail {
@@ -39,16 +40,22 @@ class StatementCache {
   // db must outlive the cache.
   explicit StatementCache(SQLite::Database& db) : db_(db) {}
   // The statement of `sql`, prepared on first use. A statement is not
-  // re-entrant: one use of each at a time.
-  StatementUse use(const std::string& sql) {
-    std::unique_ptr<SQLite::Statement>& q = statements_[sql];
-    if (!q) q = std::make_unique<SQLite::Statement>(db_, sql);
-    return StatementUse(*q);
+  // re-entrant: one use of each at a time. Found by the text as given (a
+  // literal, mostly), without copying it into a std::string: an append uses
+  // a dozen statements, and each copy was an allocation (issue 20).
+  StatementUse use(std::string_view sql) {
+    auto it = statements_.find(sql);
+    if (it == statements_.end()) {
+      std::string text(sql);
+      auto q = std::make_unique<SQLite::Statement>(db_, text);
+      it = statements_.emplace(std::move(text), std::move(q)).first;
+    }
+    return StatementUse(*it->second);
   }
 
  private:
   SQLite::Database& db_;
-  std::map<std::string, std::unique_ptr<SQLite::Statement>> statements_;
+  std::map<std::string, std::unique_ptr<SQLite::Statement>, std::less<>> statements_;
 };
 
 }  // namespace detail

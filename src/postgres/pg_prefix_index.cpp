@@ -222,18 +222,21 @@ void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& p
 
 namespace {
 
-// The model of the signature in $S and its precisions, as next_precision
-// walks them (the index skipped from one to the next): one row per
-// precision then a last whose precision is null, each with the model's id
-// (null: no such model) and the precision's place.
+// The model of the signature in $S and the precisions next_precision
+// finds, skipping from one to the next along chunk_meta_by_prev: one row
+// per precision then a last whose precision is null, each with the model's
+// id (null: no such model) and the precision's place. In the column's own
+// collation, which that index is ordered by (next_precision's bytewise
+// order cannot use it and reads every chunk of the model): the set is the
+// same, and a lookup's answer does not depend on the order of its walks.
 std::string precisions_sql(const std::string& S) {
   return "m AS (SELECT model_id FROM models WHERE signature = " + S + "::text), "
          "p(precision, n) AS ("
          "  SELECT (SELECT precision FROM chunk_meta WHERE model_id = (SELECT model_id FROM m) "
-         "    AND precision > ''::text COLLATE \"C\" ORDER BY precision COLLATE \"C\" LIMIT 1), 0::bigint "
+         "    AND precision > ''::text ORDER BY precision LIMIT 1), 0::bigint "
          "  UNION ALL "
          "  SELECT (SELECT k.precision FROM chunk_meta k WHERE k.model_id = (SELECT model_id FROM m) "
-         "    AND k.precision > p.precision COLLATE \"C\" ORDER BY k.precision COLLATE \"C\" LIMIT 1), p.n + 1 "
+         "    AND k.precision > p.precision ORDER BY k.precision LIMIT 1), p.n + 1 "
          "  FROM p WHERE p.precision IS NOT NULL) ";
 }
 

@@ -172,15 +172,15 @@ TEST_CASE("postgres: match's round trips grow with neither the prompt nor the co
   CHECK(long_few.match == short_few.match);
   CHECK(short_many.match == short_few.match);
   CHECK(long_many.match == short_few.match);
-  CHECK(whole_many.match == short_few.match);
   CHECK(long_few.loadable == short_few.loadable);
   CHECK(short_many.loadable == short_few.loadable);
   CHECK(long_many.loadable == short_few.loadable);
-  CHECK(whole_many.loadable == short_few.loadable);
   // One statement for the model and its precisions, one for the walks and
   // the holder: the snapshot is each statement's own.
   CHECK(short_few.match <= 2);
   CHECK(short_few.loadable <= 2);
+  CHECK(whole_many.match <= 2);
+  CHECK(whole_many.loadable <= 2);
 }
 
 namespace {

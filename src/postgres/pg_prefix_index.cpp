@@ -322,9 +322,12 @@ std::string walk_sql(int block, const std::string& P, const std::string& H) {
          "UNION ALL "
          "SELECT " + I + ", 2, d.rank, d.id, NULL, NULL, pc.seq, pc.chunk_id, pc.avail, NULL, NULL, NULL, "
          "  pc.tokens, pc.indexed FROM d "
-         "  CROSS JOIN LATERAL (SELECT x.seq, x.chunk_id, x.tokens, x.avail, (SELECT km.tokens FROM chunk_meta km "
-         "      WHERE km.chunk_id = x.chunk_id AND km.model_id = $1::bigint AND km.precision = " + P + "::text "
-         "      AND km.prev_hash = d.prev) AS indexed FROM ("
+         // The indexed list by the chunk's key alone, then the rest of
+         // indexed_tokens' conditions: with them in the WHERE the planner
+         // may take chunk_meta_by_prev and read every chunk after prev.
+         "  CROSS JOIN LATERAL (SELECT x.seq, x.chunk_id, x.tokens, x.avail, (SELECT CASE WHEN km.model_id = $1::bigint "
+         "      AND km.precision = " + P + "::text AND km.prev_hash = d.prev THEN km.tokens END FROM chunk_meta km "
+         "      WHERE km.chunk_id = x.chunk_id) AS indexed FROM ("
          "    SELECT y.seq, y.chunk_id, y.tokens, count(*) OVER () AS avail, coalesce(sum(y.est) OVER ("
          "        ORDER BY y.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM ("
          "      SELECT cc.seq, cc.chunk_id, ch.tokens, CASE WHEN ch.tokens = '[]' THEN 0 "

@@ -357,6 +357,70 @@ class PrefixIndex {
   // one before the indexed join over a prefix's users (which finds the same
   // one): worth it where a probe is cheap, not where each is a round trip.
   virtual int recent_probe() const { return 32; }
+
+  // A lookup read ahead, for a backend whose every query is a round trip:
+  // the lookup's probes answered by two statements, each its own snapshot,
+  // instead of one query per probe in a transaction (prefix_match.cpp).
+  // The model of a signature and the precisions its chunks are stored in,
+  // in the order next_precision gives them.
+  struct LookupStart {
+    std::optional<int64_t> model_id;  // none: no such model
+    std::vector<std::string> precisions;
+  };
+  // False when the backend does not read lookups ahead (then nothing is read).
+  virtual bool start_lookup(const std::string& signature, LookupStart& out) {
+    (void)signature;
+    (void)out;
+    return false;
+  }
+  // What a lookup's walks need: for precision i, the chain hashes of the
+  // prompt's whole chunks from that precision's seed.
+  struct LookupRequest {
+    std::string signature;
+    int64_t model_id = 0;
+    int64_t chunk_tokens = 0;
+    std::vector<std::string> precisions;
+    std::vector<std::vector<ChunkHash>> chains;  // per precision
+    const int32_t* tokens = nullptr;
+    int64_t len = 0;
+    int64_t candidates = 0;  // holders read with what checking them needs
+    int64_t pieces = 0;      // token_lists_from's limit
+  };
+  // A conversation using the matched chunk(s), with the rows match checks it
+  // against (chain_at, token_lists_from, indexed_tokens, first_evicted_pos,
+  // last_used, as Matcher asks them).
+  struct LookupCandidate {
+    int64_t id = 0;
+    std::string name;
+    int64_t last_used_ms = 0;
+    std::optional<ChainEntry> chain;                       // chain_at(id, full - 1)
+    std::optional<int64_t> first_evicted;                  // first_evicted_pos(id, full * C + k)
+    std::vector<ListedTokens> lists;                       // token_lists_from(id, full, pieces), maybe cut short
+    std::vector<std::optional<std::string>> indexed;       // indexed_tokens of each of lists
+    int64_t lists_available = 0;                           // how many token_lists_from returns
+  };
+  // One precision's walk: `full` whole chunks stored (stored_chain_prefix),
+  // then the longest follower's k tokens (longest_follower), and the users of
+  // the last matched step, most recently used first (visit_users_of_prefix
+  // when k > 0, else visit_users_of_chain when full > 0), the first
+  // `candidates` of them, of `users` (at most candidates + 1).
+  struct LookupWalk {
+    int64_t full = 0;
+    int64_t k = 0;
+    int64_t users = 0;
+    std::vector<LookupCandidate> candidates;
+  };
+  struct LookupAnswers {
+    LookupStart start;               // as the second statement saw them
+    std::vector<LookupWalk> walks;   // per precision of the request
+  };
+  // Reads the walks of `req` in one statement; false when the backend does
+  // not read lookups ahead.
+  virtual bool read_lookup(const LookupRequest& req, LookupAnswers& out) {
+    (void)req;
+    (void)out;
+    return false;
+  }
 };
 
 class Catalog {

@@ -33,6 +33,9 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "catalog.h"
@@ -48,6 +51,9 @@ namespace colikv {
 
 using detail::ChunkHash;
 using detail::with_context;
+using LookupCandidate = detail::PrefixIndex::LookupCandidate;
+using LookupRequest = detail::PrefixIndex::LookupRequest;
+using LookupWalk = detail::PrefixIndex::LookupWalk;
 
 namespace {
 
@@ -77,6 +83,16 @@ struct Region {
   bool holds(const std::optional<std::string>& chunk_tokens) const { return chunk_tokens && holds(*chunk_tokens); }
 };
 
+// The chain hashes of the prompt's whole chunks of C tokens, from seed.
+std::vector<ChunkHash> prompt_chains(const ChunkHash& seed, const int32_t* tokens, int64_t len, int64_t C) {
+  std::vector<ChunkHash> chains;
+  for (ChunkHash h = seed; static_cast<int64_t>(chains.size() + 1) * C <= len;) {
+    h = detail::chain_next(h, tokens + static_cast<int64_t>(chains.size()) * C, C);
+    chains.push_back(h);
+  }
+  return chains;
+}
+
 // One chunk of a match's walk: the chunk list entry at `depth`, starting at
 // position `base` after chain hash `before`, of which `len` tokens are held.
 struct Step {
@@ -88,9 +104,11 @@ struct Step {
 
 class Matcher {
  public:
+  // chains: the prompt's chain hashes from seed (prompt_chains), when
+  // already made.
   Matcher(detail::PrefixIndex& index, const detail::ModelRow& m, const std::string& precision, bool loadable_only,
-          const ChunkHash& seed)
-      : index_(index), m_(m), precision_(precision), loadable_only_(loadable_only), seed_(seed) {}
+          const ChunkHash& seed, const std::vector<ChunkHash>* chains = nullptr)
+      : index_(index), m_(m), precision_(precision), loadable_only_(loadable_only), seed_(seed), chains_(chains) {}
 
   PrefixMatch run(const int32_t* tokens, int64_t len) {
     chain_ = seed_;
@@ -122,11 +140,8 @@ class Matcher {
   // 1. Whole chunks, by hash; returns where the tail region starts.
   int64_t walk_full_chunks(const int32_t* tokens, int64_t len) {
     const int64_t C = m_.chunk_tokens;
-    std::vector<ChunkHash> chains;
-    for (ChunkHash h = chain_; static_cast<int64_t>(chains.size() + 1) * C <= len;) {
-      h = detail::chain_next(h, tokens + static_cast<int64_t>(chains.size()) * C, C);
-      chains.push_back(h);
-    }
+    const std::vector<ChunkHash> made = chains_ ? std::vector<ChunkHash>() : prompt_chains(chain_, tokens, len, C);
+    const std::vector<ChunkHash>& chains = chains_ ? *chains_ : made;
     const int64_t full = index_.stored_chain_prefix(m_.id, chains);
     for (int64_t i = 0; i < full; ++i) {
       steps_.push_back({i, i * C, C, chain_});
@@ -254,9 +269,135 @@ class Matcher {
   std::string precision_;
   bool loadable_only_;
   ChunkHash seed_;  // the tenant's chain seed for the model and precision
+  const std::vector<ChunkHash>* chains_;
   ChunkHash chain_{};
   Region region_;
   std::vector<Step> steps_;  // the walk: full chunks, then the tail's pieces
+};
+
+// A probe a lookup read ahead did not answer: the lookup runs again, a
+// probe at a time, in a snapshot.
+struct NotReadAhead {};
+
+// The PrefixIndex of one precision's walk that a backend read ahead
+// (PrefixIndex::read_lookup): answers the probes Matcher makes on the
+// usual path from those rows, exactly as the backend's queries would in
+// that statement's snapshot, and throws NotReadAhead for any other (an
+// inconsistent index row, a holder that cannot load the whole match, more
+// users than were read).
+class AnsweredIndex : public detail::PrefixIndex {
+ public:
+  AnsweredIndex(const LookupRequest& req, const LookupWalk& walk, size_t i)
+      : req_(req), walk_(walk), precision_(req.precisions[i]), chains_(req.chains[i]) {
+    base_ = walk.full * req.chunk_tokens;
+    r_ = std::min(req.len - base_, req.chunk_tokens);
+    if (walk.full > 0) prev_ = chains_[static_cast<size_t>(walk.full - 1)];
+    if (walk.k > 0) region_.set(req.tokens + base_, walk.k);
+  }
+
+  std::optional<std::string> next_precision(int64_t, const std::string&) override { throw NotReadAhead(); }
+  bool chain_stored(int64_t, const ChunkHash&) override { throw NotReadAhead(); }
+  bool follower_in_range(int64_t, const std::string&, const ChunkHash*, const std::string&,
+                         const std::string&) override {
+    throw NotReadAhead();
+  }
+  bool follower_equal(int64_t, const std::string&, const ChunkHash*, const std::string&) override {
+    throw NotReadAhead();
+  }
+  int64_t stored_chain_prefix(int64_t model_id, const std::vector<ChunkHash>& chains) override {
+    if (model_id != req_.model_id || chains != chains_) throw NotReadAhead();
+    return walk_.full;
+  }
+  int64_t longest_follower(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                           const int32_t* region, int64_t r) override {
+    if (!after_walk(model_id, precision, prev) || region != req_.tokens + base_ || r != r_) throw NotReadAhead();
+    return walk_.k;
+  }
+  int recent_probe() const override { return 0; }
+  void visit_recent(int64_t, const ConversationVisitor&) override { throw NotReadAhead(); }
+  void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
+                            const ConversationVisitor& f) override {
+    if (walk_.k != 0 || walk_.full == 0 || model_id != req_.model_id || chain != prev_ || seq != walk_.full - 1)
+      throw NotReadAhead();
+    visit(f);
+  }
+  void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                             const std::string& from, const std::string& to, const std::string& exact, int64_t seq,
+                             const ConversationVisitor& f) override {
+    if (walk_.k == 0 || !after_walk(model_id, precision, prev) || seq != walk_.full || from != region_.more ||
+        to != region_.more_end || exact != region_.exact)
+      throw NotReadAhead();
+    visit(f);
+  }
+  std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq) override {
+    if (seq != walk_.full - 1) throw NotReadAhead();
+    return candidate(conversation_id).chain;
+  }
+  std::vector<ListedTokens> token_lists_from(int64_t conversation_id, int64_t seq, int64_t limit) override {
+    const LookupCandidate& c = candidate(conversation_id);
+    if (walk_.k == 0 || seq != walk_.full || limit != req_.pieces) throw NotReadAhead();
+    if (static_cast<int64_t>(c.lists.size()) < c.lists_available && !reaches_region(c.lists)) throw NotReadAhead();
+    return c.lists;
+  }
+  std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
+                                            const ChunkHash* prev) override {
+    if (!after_walk(model_id, precision, prev)) throw NotReadAhead();
+    for (const LookupCandidate& c : walk_.candidates)
+      for (size_t j = 0; j < c.lists.size(); ++j)
+        if (c.lists[j].chunk_id == chunk_id) return c.indexed[j];
+    throw NotReadAhead();
+  }
+  std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override {
+    if (end_pos != base_ + walk_.k) throw NotReadAhead();
+    return candidate(conversation_id).first_evicted;
+  }
+  std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override {
+    for (const LookupCandidate& c : walk_.candidates)
+      if (c.name == name) return std::make_pair(c.last_used_ms, c.id);
+    throw NotReadAhead();
+  }
+
+ private:
+  // Is the probe one after the walk's whole chunks, in its precision?
+  bool after_walk(int64_t model_id, const std::string& precision, const ChunkHash* prev) const {
+    if (model_id != req_.model_id || precision != precision_) return false;
+    return walk_.full == 0 ? prev == nullptr : prev != nullptr && *prev == prev_;
+  }
+  // The users, most recently used first: those read, when they were all.
+  void visit(const ConversationVisitor& f) const {
+    for (const LookupCandidate& c : walk_.candidates)
+      if (f(c.id, c.name)) return;
+    if (walk_.users > static_cast<int64_t>(walk_.candidates.size())) throw NotReadAhead();
+  }
+  const LookupCandidate& candidate(int64_t conversation_id) const {
+    for (const LookupCandidate& c : walk_.candidates)
+      if (c.id == conversation_id) return c;
+    throw NotReadAhead();
+  }
+  // Do the lists read, cut short of those token_lists_from returns, decide
+  // Matcher's check as all of them would: a list it stops at, or the
+  // region's k tokens held?
+  bool reaches_region(const std::vector<ListedTokens>& lists) const {
+    int64_t held = 0;
+    std::vector<int32_t> t;
+    for (const ListedTokens& l : lists) {
+      const std::string& json = l.tokens_json;
+      if (static_cast<int64_t>(json.size()) > detail::max_tokens_json_bytes(req_.chunk_tokens) ||
+          !detail::parse_tokens_json(json.data(), json.size(), t))
+        return true;
+      held += static_cast<int64_t>(t.size());
+      if (held >= walk_.k) return true;
+    }
+    return false;
+  }
+
+  const LookupRequest& req_;
+  const LookupWalk& walk_;
+  const std::string& precision_;
+  const std::vector<ChunkHash>& chains_;
+  int64_t base_ = 0, r_ = 0;
+  ChunkHash prev_{};
+  Region region_;
 };
 
 }  // namespace
@@ -292,6 +433,54 @@ int64_t PrefixIndex::longest_follower(int64_t model_id, const std::string& preci
 
 namespace {
 
+// The lookup from a backend's two statements (PrefixIndex::start_lookup,
+// read_lookup): what find_prefix answers in the second's snapshot; none
+// when the backend does not read ahead, or the lookup asked a probe it did
+// not read (then find_prefix asks them one by one).
+std::optional<PrefixMatch> read_ahead(Store::Impl& s, detail::PrefixIndex& index, const ModelSignature& model,
+                                      const int32_t* tokens, int64_t len, bool loadable_only) {
+  detail::PrefixIndex::LookupStart start;
+  if (!index.start_lookup(model.to_string(), start)) return std::nullopt;
+  if (!start.model_id || start.precisions.empty()) return PrefixMatch();
+  const detail::ModelRow m = s.model_by_id(*start.model_id);
+  detail::PrefixIndex::LookupRequest req;
+  req.signature = model.to_string();
+  req.model_id = m.id;
+  req.chunk_tokens = m.chunk_tokens;
+  req.precisions = start.precisions;
+  for (const std::string& precision : req.precisions)
+    req.chains.push_back(prompt_chains(s.chain_seed(m.text, precision), tokens, len, m.chunk_tokens));
+  req.tokens = tokens;
+  req.len = len;
+  req.candidates = 4;
+  req.pieces = detail::kMaxTailPieces;
+  detail::PrefixIndex::LookupAnswers ans;
+  if (!index.read_lookup(req, ans) || ans.start.model_id != start.model_id ||
+      ans.start.precisions != start.precisions || ans.walks.size() != req.precisions.size())
+    return std::nullopt;  // the model or its precisions changed in between
+  try {
+    // As find_prefix: one walk per precision, the longest match wins, a tie
+    // goes to the most recently used.
+    PrefixMatch best;
+    std::pair<int64_t, int64_t> best_used{-1, -1};
+    for (size_t i = 0; i < req.precisions.size(); ++i) {
+      AnsweredIndex walk(req, ans.walks[i], i);
+      const std::string& precision = req.precisions[i];
+      PrefixMatch r =
+          Matcher(walk, m, precision, loadable_only, s.chain_seed(m.text, precision), &req.chains[i]).run(tokens, len);
+      if (r.tokens == 0 || r.tokens < best.tokens) continue;
+      const std::pair<int64_t, int64_t> used = walk.last_used(r.id).value_or(std::make_pair(int64_t{-1}, int64_t{-1}));
+      if (r.tokens > best.tokens || used > best_used) {
+        best = r;
+        best_used = used;
+      }
+    }
+    return best;
+  } catch (const NotReadAhead&) {
+    return std::nullopt;
+  }
+}
+
 PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
                         bool loadable_only) {
   detail::StoreCall call(s);
@@ -299,6 +488,10 @@ PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));
   if (len > 0 && !tokens) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: tokens is null");
   if (len == 0) return PrefixMatch();
+  // A server's two statements, when they answer every probe.
+  const std::optional<PrefixMatch> ahead = with_context(
+      s.where() + ": match", [&] { return read_ahead(s, s.catalog->prefix_index(), model, tokens, len, loadable_only); });
+  if (ahead) return *ahead;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   return with_context(s.where() + ": match", [&] {
     detail::PrefixIndex& index = s.catalog->prefix_index();

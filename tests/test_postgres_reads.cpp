@@ -163,16 +163,24 @@ Trips match_trips(MatchStore& f, int64_t len) {
 }  // namespace
 
 TEST_CASE("postgres: match's round trips grow with neither the prompt nor the conversations", "[postgres]") {
-  MatchStore few(2), many(60);
+  MatchStore few(2), many(600);
   // 2 and 45 whole chunks, and a tail of 2 and 3 tokens: the walk's length.
   const Trips short_few = match_trips(few, 2 * 4 + 2), long_few = match_trips(few, 45 * 4 + 3);
   const Trips short_many = match_trips(many, 2 * 4 + 2), long_many = match_trips(many, 45 * 4 + 3);
+  // A prompt of whole chunks only: the tail step holds none of its tokens.
+  const Trips whole_many = match_trips(many, 45 * 4);
   CHECK(long_few.match == short_few.match);
   CHECK(short_many.match == short_few.match);
   CHECK(long_many.match == short_few.match);
   CHECK(long_few.loadable == short_few.loadable);
   CHECK(short_many.loadable == short_few.loadable);
   CHECK(long_many.loadable == short_few.loadable);
+  // One statement for the model and its precisions, one for the walks and
+  // the holder: the snapshot is each statement's own.
+  CHECK(short_few.match <= 2);
+  CHECK(short_few.loadable <= 2);
+  CHECK(whole_many.match <= 2);
+  CHECK(whole_many.loadable <= 2);
 }
 
 namespace {

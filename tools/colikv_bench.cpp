@@ -54,6 +54,7 @@
 
 #include "core/chunk_codec.h"  // the codec alone, for the "bounds" rows
 #if COLIKV_WITH_POSTGRES
+#include "postgres/pg_catalog.h"     // a store's round trips, for the "many" rows
 #include "postgres/pg_connection.h"  // fresh schemas on the --pg server
 #endif
 #include "colikv/coli_kv.h"
@@ -1268,6 +1269,7 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
   // match (the prompts, drawn once, are the same for every backend).
   struct ManyRun {
     std::vector<double> list, list_deep, open, del, match;
+    int64_t match_trips = -1;  // a lookup's round trips on a server store
   };
   auto run_colikv = [&](const std::string& location) {
     ManyRun r;
@@ -1306,6 +1308,13 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
       if (pm.tokens != per_conv) std::fprintf(stderr, "lookup found %lld of %lld tokens\n",
                                               static_cast<long long>(pm.tokens), static_cast<long long>(per_conv));
     }
+#if COLIKV_WITH_POSTGRES
+    if (auto* pgc = dynamic_cast<colikv::detail::PgCatalog*>(colikv::detail::StoreAccess::impl(store).catalog.get())) {
+      const int64_t before = pgc->connection().round_trips();
+      store.match(m, prompts[0].data(), per_conv);
+      r.match_trips = pgc->connection().round_trips() - before;
+    }
+#endif
     for (int k = 0; k < reps; ++k) {
       auto t0 = Clock::now();
       store.remove("c" + std::to_string(k));
@@ -1414,7 +1423,7 @@ void bench_many(const Config& cfg, const Shape& shape, int64_t per_conv) {
     add({"many", shape.name, "full", "f32", "FULL", "pg delete one", "ms", median(pg.del), median(del_b), true, "", -1,
          ""});
     add({"many", shape.name, "full", "f32", "FULL", "pg longest-prefix lookup", "ms", median(pg.match), median(match_b),
-         true, "", -1, ""});
+         true, "", -1, std::to_string(pg.match_trips) + " round trips"});
   }
 }
 

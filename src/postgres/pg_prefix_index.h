@@ -41,6 +41,10 @@ class PgPrefixIndex : public PrefixIndex {
                            const int32_t* region, int64_t r) override;
   // Each probe is a round trip: straight to the indexed join.
   int recent_probe() const override { return 0; }
+  // A lookup in two statements: the model and its precisions, then every
+  // walk, the users of what it matched and the rows that check them.
+  bool start_lookup(const std::string& signature, LookupStart& out) override;
+  bool read_lookup(const LookupRequest& req, LookupAnswers& out) override;
 
  private:
   PgConnection& conn_;

@@ -47,9 +47,14 @@ struct WalFixture {
     }
   }
   // Each turn began on a checkpointed WAL, which SQLite then rewrote from its
-  // start rather than growing it.
+  // start rather than growing it. One turn writes more than the
+  // checkpointer's threshold: in one transaction the WAL grows past it; a
+  // turn stored objects first (its chunks in transactions of their own,
+  // docs/design.md) lets the checkpointer copy the WAL back between them,
+  // SQLite starts it over, and it stays at the threshold (the size limit
+  // truncates it to that), so a WAL at the threshold is the turn's too.
   void check_wal_started_over() {
-    REQUIRE(first_wal > 1000 * 4096);  // one turn is past the checkpointer's threshold
+    REQUIRE(first_wal >= 1000 * 4096);
     INFO("WAL after the first turn " << first_wal << ", largest WAL " << max_wal);
     CHECK(max_wal < first_wal * 2);
   }

@@ -65,12 +65,11 @@ ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSi
 
 }  // namespace
 
-// Staging memory the writer thread faults in when a Store opened with
-// Options::prefault_async_staging first loads a conversation, as an engine
-// restoring its slots after a restart does (within max_queued_bytes): a
-// 512-token turn of a 78-layer, 576-float model with the chunk it starts in,
-// so that the engine's next turn copies into memory already faulted in. Then
-// held while the Store is open, used or not.
+// Staging memory the writer thread faults in when a Store opens with
+// Options::prefault_async_staging, as an engine's store does (within
+// max_queued_bytes): a 512-token turn of a 78-layer, 576-float model with the
+// chunk it starts in, so that the engine's first turn copies into memory
+// already faulted in. Then held while the Store is open, used or not.
 constexpr int64_t kReservedStagingBytes = int64_t{128} << 20;
 
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s) {

@@ -112,7 +112,11 @@ Store::Impl::Impl(const std::string& p, const Options& o)
       staged(detail::stage_new_store(p, o)),
       catalog(detail::open_catalog_staged(p, o, staged.get())),
       pool(o.threads) {
-  if (!options.read_only) async = detail::make_async_writer(*this);
+  if (options.read_only) return;
+  async = detail::make_async_writer(*this);
+  // An engine's first turn after a restart copies into memory already
+  // faulted in, whether or not its slot had anything stored to load.
+  if (options.prefault_async_staging) async->prepare();
 }
 
 Store::Impl::~Impl() { async.reset(); }

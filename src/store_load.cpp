@@ -224,8 +224,6 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
                     const KvTarget& kv, int64_t limit) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
-  // An engine restoring a slot appends its next turn soon.
-  if (s.async && s.options.prefault_async_staging) s.async->prepare();
   const std::string here = s.where(id);
   model.validate();
   int64_t n = 0;

@@ -351,34 +351,35 @@ TEST_CASE_METHOD(AsyncFixture, "async: a burst of turns leaves two staging buffe
 }
 
 TEST_CASE_METHOD(AsyncFixture,
-                 "async: with prefault_async_staging, after a Store's first load its next turn is staged in the buffer "
-                 "the writer reserved, and later turns reuse it",
+                 "async: with prefault_async_staging, the writer reserves a staging buffer when the Store opens, so "
+                 "that the first turn of a conversation never loaded is staged in it, and later turns reuse it",
                  "[async]") {
   {
     Store before(path, options());
     before.append("c", m, engine.tokens.data(), 5, engine.source());
   }
-  {  // Not asked for: a load reserves nothing (a frontend reading conversations holds no staging memory).
+  {  // Not asked for: neither opening nor a load reserves anything (a frontend reading conversations holds no staging memory).
     Store reader(path, options());
+    CHECK(writer(reader).spare_memory().empty());
     CHECK(holds(reader, "c", 5) == "");
     CHECK(writer(reader).spare_memory().empty());
   }
   colikv::Options engine_options = options();
   engine_options.prefault_async_staging = true;  // as the engine adapter opens its store
-  Store s(path, engine_options);  // as after an engine restart
-  CHECK(writer(s).spare_memory().empty());  // nothing held before the Store is used
-  CHECK(holds(s, "c", 5) == "");  // the slot restored: a load
-  const auto reserved = writer(s).spare_memory();  // faulted in by the writer thread, before any turn
+  Store s(path, engine_options);  // as after an engine restart whose slot has nothing stored: no load
+  const auto reserved = writer(s).spare_memory();  // faulted in by the writer thread, before any call
   REQUIRE(reserved.size() == 1);
   CHECK(reserved[0].second <= static_cast<size_t>(options().max_queued_bytes));
   writer(s).pause(true);
-  queue(s, "c", 12);
-  CHECK(writer(s).queued_rows_of("c") == reserved[0].first);
+  queue(s, "new", 12);  // a conversation this Store never loaded
+  CHECK(writer(s).queued_rows_of("new") == reserved[0].first);
   CHECK(writer(s).spare_buffers() == 0);
   writer(s).pause(false);
-  s.wait("c");
-  CHECK(holds(s, "c", 12) == "");
+  s.wait("new");
+  CHECK(holds(s, "new", 12) == "");
   CHECK(writer(s).spare_memory() == reserved);  // back, not freed
+  CHECK(holds(s, "c", 5) == "");  // a load reserves nothing more
+  CHECK(writer(s).spare_memory() == reserved);
   writer(s).pause(true);
   queue(s, "c", 17);
   CHECK(writer(s).queued_rows_of("c") == reserved[0].first);
@@ -387,7 +388,7 @@ TEST_CASE_METHOD(AsyncFixture,
   CHECK(holds(s, "c", 17) == "");
 }
 
-TEST_CASE_METHOD(AsyncFixture, "async: the staging buffer reserved at the first load stays within max_queued_bytes",
+TEST_CASE_METHOD(AsyncFixture, "async: the staging buffer reserved at open stays within max_queued_bytes",
                  "[async]") {
   {
     Store before(path, options());

@@ -8,6 +8,7 @@
 //                [--import-mb MB] [--many N] [--fork-tokens N] [--sample FILE]
 //                [--only turns,async,bounds,sample,import,many,fork,small,budget] [--keep] [--pg URI]
 //                [--cold-reps N]
+//   colikv_bench --only isolation [--sync FULL,NORMAL]        (only when named: SQLite writers side by side)
 //   colikv_bench --only pg-isolation,pg-throughput --pg URI   (only when named: writers side by side)
 //
 // --pg URI (a PostgreSQL server, e.g. tools/postgres.sh's) runs the turns, load
@@ -368,7 +369,7 @@ struct Config {
   bool keep = false;
   bool bf16 = true;
   std::string pg;  // a PostgreSQL URI: the turns, load and many rows again on it
-  bool turn_set = false;  // --turn given (pg-isolation's and pg-throughput's turn size)
+  bool turn_set = false;  // --turn given (isolation's, pg-isolation's and pg-throughput's turn size)
   std::string self;
   static bool in(const std::vector<std::string>& v, const std::string& x) {
     return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
@@ -686,7 +687,10 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
     ::unlink(raw.c_str());
     ::unlink(rawsync.c_str());
     ::sync();
-    colikv::Store store(db, store_options(sync));
+    // Opened as the engine adapter opens its store (prefault_async_staging).
+    colikv::Options engine_options = store_options(sync);
+    engine_options.prefault_async_staging = true;
+    colikv::Store store(db, engine_options);
     Baseline plain(raw, m, false), durable_baseline(rawsync, m, full);
     // As after an engine restart: the store opened, then the engine computes its first turn.
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -763,7 +767,7 @@ void bench_async(const Config& cfg, const Shape& shape, colikv::Synchronous sync
     row("async", metric, "ms/turn", o, f, "<=0.2x", o / f <= 0.2, note + ", vs fwrite of that turn; each: " + each + " ms");
   };
   first_turns("first turn stall, new store", first_stall, first_fwrite,
-              "each round's first turn, 1 s after its new Store opened");
+              "each round's first turn, 1 s after its new Store opened as the engine adapter opens it");
   first_turns("first turn stall after a restart", restart_stall, restart_fwrite,
               "a Store opened, a conversation loaded, 1 s later a new one's first turn");
   row("async", "until durable median", "ms/turn", median(durable), median(durable_b), "", -1,
@@ -1579,15 +1583,15 @@ void bench_sample(const Config& cfg, colikv::Synchronous sync) {
   if (cfg.bf16) bench_turns(c2, s, Kind::kGenuine, "bf16", sync, src, dst, n, n);
 }
 
-// ---------------------------------------------------------------- PostgreSQL writers side by side (issue 20)
-// Kept apart from the SQLite isolation rows (branch objects) so that both merge as they are.
+// ---------------------------------------------------------------- writers side by side (issue 20)
 
-// pg-isolation: host A commits one 512-token turn of 78x576 to its conversation
-// with a Store of its own, in another thread, while host B commits 4-token
-// turns of a 2-layer model to another conversation, one after another: B's
-// turn times while A's turn is open, against A's turn time.
-void bench_pg_isolation(const Config& cfg, const Shape& big) {
-  if (cfg.pg.empty()) throw std::runtime_error("--only pg-isolation needs --pg URI");
+// isolation (SQLite) and pg-isolation: host A commits one 512-token turn of
+// 78x576 to its conversation with a Store of its own, in another thread,
+// while host B commits 4-token turns of a 2-layer model to another
+// conversation, one after another: B's turn times while A's turn is open,
+// against A's turn time. `tag` names the rows (isolation, pgisol).
+void bench_isolation(const Config& cfg, const Shape& big, const std::string& location, colikv::Synchronous sync,
+                     const std::string& tag) {
   colikv::ModelSignature two = big.m;
   two.n_layers = 2;
   two.kv_lora = 32;
@@ -1596,12 +1600,12 @@ void bench_pg_isolation(const Config& cfg, const Shape& big) {
   Engine a(big.m, a_turn + 4), b(two, b_cap);
   a.compute(0, a_turn + 4, 11, Kind::kFull);
   b.compute(0, b_cap, 12, Kind::kFull);
-  const std::string uri = pg_store(cfg, "isolation");
-  colikv::Store host_a(uri, store_options(colikv::Synchronous::kFull));
-  colikv::Store host_b(uri, store_options(colikv::Synchronous::kFull));
+  colikv::Store host_a(location, store_options(sync));
+  colikv::Store host_b(location, store_options(sync));
   // Both models and conversations exist: what is measured is the turns alone.
   host_a.append("a", big.m, a.tokens.data(), 4, a.source());
   host_b.append("b", two, b.tokens.data(), b_turn, b.source());
+  ::sync();  // no writeback of the set-up competes with either host
   std::atomic<int> a_state{0};  // 1: A's turn under way, 2: committed
   double a_ms = 0;
   std::thread ta([&] {
@@ -1625,17 +1629,33 @@ void bench_pg_isolation(const Config& cfg, const Shape& big) {
     if (a_state == 1) ++committed_during;  // ended inside A's turn
   }
   ta.join();
-  drop_pg_store(cfg, "isolation");
   const double worst = during.empty() ? a_ms : *std::max_element(during.begin(), during.end());
+  const std::string sn = sync_name(sync);
   const std::string note = std::to_string(a_turn) + "-token turn of A (" + big.name + ") against B's " +
-                           std::to_string(b_turn) + "-token turns (2x40), own Stores, FULL";
-  add({"pgisol", big.name, "full", "f32", "FULL", "A's turn", "ms", a_ms, 0, false, "", -1, note});
-  add({"pgisol", "2x40", "full", "f32", "FULL", "B worst during A / A", "ms", worst, a_ms, true, "<= 0.1",
+                           std::to_string(b_turn) + "-token turns (2x40), own Stores, " + sn;
+  add({tag, big.name, "full", "f32", sn, "A's turn", "ms", a_ms, 0, false, "", -1, note});
+  add({tag, "2x40", "full", "f32", sn, "B worst during A / A", "ms", worst, a_ms, true, "<= 0.1",
        worst <= 0.1 * a_ms ? 1 : 0, "ratio: B's worst turn over A's turn"});
-  add({"pgisol", "2x40", "full", "f32", "FULL", "B median during A", "ms", during.empty() ? 0 : median(during), a_ms,
-       true, "", -1, ""});
-  add({"pgisol", "2x40", "full", "f32", "FULL", "B turns during A", "turns", static_cast<double>(committed_during), 0,
-       false, ">= 1", committed_during > 0 ? 1 : 0, "committed while A's turn was open"});
+  add({tag, "2x40", "full", "f32", sn, "B median during A", "ms", during.empty() ? 0 : median(during), a_ms, true, "",
+       -1, ""});
+  add({tag, "2x40", "full", "f32", sn, "B turns during A", "turns", static_cast<double>(committed_during), 0, false,
+       ">= 1", committed_during > 0 ? 1 : 0, "committed while A's turn was open"});
+}
+
+void bench_sqlite_isolation(const Config& cfg, const Shape& big) {
+  for (auto sync : {colikv::Synchronous::kFull, colikv::Synchronous::kNormal}) {
+    if (!Config::in(cfg.syncs, sync_name(sync))) continue;
+    const std::string db = cfg.dir + "/isolation.db";
+    remove_store(db);
+    bench_isolation(cfg, big, db, sync, "isolation");
+    remove_store(db);
+  }
+}
+
+void bench_pg_isolation(const Config& cfg, const Shape& big) {
+  if (cfg.pg.empty()) throw std::runtime_error("--only pg-isolation needs --pg URI");
+  bench_isolation(cfg, big, pg_store(cfg, "isolation"), colikv::Synchronous::kFull, "pgisol");
+  drop_pg_store(cfg, "isolation");
 }
 
 #if COLIKV_WITH_POSTGRES
@@ -1800,7 +1820,7 @@ int usage() {
                "usage: colikv_bench [--quick] [--json FILE|-] [--dir DIR] [--tokens N] [--turn K] [--import-mb MB]\n"
                "                    [--many N] [--fork-tokens N] [--sample FILE] [--no-bf16] [--keep]\n"
                "                    [--only turns,async,bounds,sample,import,many,fork,small,budget] [--pg URI]\n"
-               "                    [--only pg-isolation,pg-throughput --pg URI]\n"
+               "                    [--only isolation] [--only pg-isolation,pg-throughput --pg URI]\n"
                "                    [--shape 78x576,4x80] [--data full,bf16-origin] [--sync FULL,NORMAL] [--page-size N]\n"
                "                    [--cold-reps N] [--tenant NAME]\n"
                "--shape, --data and --sync narrow the turns workload to those cases; --page-size sets the\n"
@@ -1942,7 +1962,9 @@ int main(int argc, char** argv) {
       bench_many(cfg, big, 1);
     }
     if (cfg.enabled("budget")) bench_budget(cfg, cfg.quick ? 20 : 24);
-    // Only when asked for: they need --pg and write gigabytes to the server.
+    // Only when asked for: isolation writes a large turn twice over, the pg-
+    // workloads need --pg and write gigabytes to the server.
+    if (!cfg.only.empty() && cfg.enabled("isolation")) bench_sqlite_isolation(cfg, big);
     if (!cfg.only.empty() && cfg.enabled("pg-isolation")) bench_pg_isolation(cfg, big);
     if (!cfg.only.empty() && cfg.enabled("pg-throughput")) bench_pg_throughput(cfg, big);
     if (cfg.enabled("fork")) {

@@ -63,10 +63,10 @@ typedef struct colikv_model {
                                    postgresql:// location; COLIKV_CREATE is not read */
 #define COLIKV_TENANT 64    /* colikv_open_ex only: colikv_options.tenant is set (otherwise the
                                handle is the default tenant's, "") */
-#define COLIKV_PREFAULT_STAGING 128 /* an engine's handle: its first load has the background writer
-                                       fault in a staging buffer for colikv_append_async (held while
-                                       the handle is open), so that the turn after a restart does not
-                                       page-fault on the engine's thread
+#define COLIKV_PREFAULT_STAGING 128 /* an engine's handle: on open the background writer faults
+                                       in a staging buffer for colikv_append_async (held while the
+                                       handle is open), so that the first turn after a restart does
+                                       not page-fault on the engine's thread
                                        (colikv::Options::prefault_async_staging) */
 
 /* error codes: the same values as colikv::ErrorCode */

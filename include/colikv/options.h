@@ -106,13 +106,14 @@ struct Options {
   // Default: 1 GiB (about eleven 512-token turns of a 78-layer, 576-float model).
   int64_t max_queued_bytes = int64_t{1} << 30;
 
-  // For an engine that restores its slots after a restart and then appends
-  // with append_async: when the Store first loads a conversation, its writer
-  // thread allocates and faults in the first staging buffer (128 MiB, within
-  // max_queued_bytes), so that the next turn's copy does not page-fault on
-  // the engine's thread. That memory and the thread are held while the Store
-  // is open, turns queued or not, which is why it is asked for, not done for
-  // every Store that loads. C API: COLIKV_PREFAULT_STAGING. Default: false.
+  // For an engine that appends with append_async: when the Store opens
+  // (writable), its writer thread allocates and faults in the first staging
+  // buffer (128 MiB, within max_queued_bytes) in the background, so that the
+  // first turn's copy does not page-fault on the engine's thread, whether or
+  // not the engine restored a conversation first. That memory and the thread
+  // are held while the Store is open, turns queued or not, which is why it is
+  // asked for, not done for every Store. C API: COLIKV_PREFAULT_STAGING.
+  // Default: false.
   bool prefault_async_staging = false;
 
   // SQLite only. Page size of a new store, in bytes (SQLite allows 512..65536); an

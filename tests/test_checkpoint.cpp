@@ -69,12 +69,18 @@ TEST_CASE_METHOD(WalFixture, "the WAL is checkpointed in the background and stay
   const int64_t stored = s.stats().total.stored_bytes;
   check_wal_started_over();
 
-  // While the store stays open, the data reaches the database file.
+  // While the store stays open, the data reaches the database file, all but
+  // what the WAL holds below the checkpointer's threshold: a turn stored
+  // objects first ends with its last chunks and link in a WAL the
+  // checkpointer started over between its chunks, which stays there until
+  // the WAL reaches the threshold again (in one transaction, the turn alone
+  // passed it and was copied back whole).
+  const int64_t below_threshold = 1000 * 4096;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (file_size(path) < stored && std::chrono::steady_clock::now() < deadline)
+  while (file_size(path) + below_threshold < stored && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   INFO("stored " << stored << " bytes; database file " << file_size(path));
-  CHECK(file_size(path) >= stored);
+  CHECK(file_size(path) + below_threshold >= stored);
 }
 
 TEST_CASE_METHOD(WalFixture, "a write from the committed count starts the WAL over after a checkpoint as an append does",

@@ -370,3 +370,26 @@ TEST_CASE("objects first: a turn that fails after its chunks drops them, and a c
   CHECK(rows(path, "writers") == 0);
   CHECK(rows(path, "held_chunks") == 0);
 }
+
+TEST_CASE("objects first: an append inside an open transaction (write) keeps one transaction and holds nothing",
+          "[objects]") {
+  ObjectsFirst on;
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  const EngineBuffers h = colikv_test::history(kModel, 32, 5), b = colikv_test::history(kModel, 8, 6);
+  Store host_a(path, options()), host_b(path, options(200));
+  append(host_b, "b", b, 4);
+  Paused paused("w", 3);  // inside write()'s transaction: truncate and append are one
+  Outcome ra;
+  std::thread ta([&] { ra = outcome_of([&] { host_a.write("w", kModel, h.tokens.data(), 0, 32, h.source()); }); });
+  paused.wait_reached();
+  CHECK(rows(path, "held_chunks") == 0);
+  const Outcome rb = outcome_of([&] { append(host_b, "b", b, 8); });
+  CHECK(rb.code == ErrorCode::kBusy);  // the write lock is held through the whole write
+  paused.release();
+  ta.join();
+  INFO(ra.message);
+  CHECK(ra.code == ErrorCode::kOk);
+  CHECK(loads_as(host_b, "w", h, 32) == "");
+  CHECK(host_b.verify().ok());
+}

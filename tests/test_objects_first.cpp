@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include <condition_variable>
 #include <limits>
 #include <mutex>
@@ -392,4 +394,60 @@ TEST_CASE("objects first: an append inside an open transaction (write) keeps one
   CHECK(ra.code == ErrorCode::kOk);
   CHECK(loads_as(host_b, "w", h, 32) == "");
   CHECK(host_b.verify().ok());
+}
+
+namespace {
+
+// Windows of 48 bytes from the payloads of the chunks held now, and how many
+// of them occur in the store's files (database, -wal, -shm).
+std::vector<std::string> held_payload_windows(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  SQLite::Statement q(db, "SELECT payload FROM chunks WHERE chunk_id IN (SELECT chunk_id FROM held_chunks)");
+  std::vector<std::string> out;
+  while (q.executeStep()) {
+    const SQLite::Column c = q.getColumn(0);
+    const std::string payload(static_cast<const char*>(c.getBlob()), static_cast<size_t>(c.getBytes()));
+    for (size_t k = 0; k < 4 && payload.size() >= 48; ++k) out.push_back(payload.substr((payload.size() - 48) * k / 3, 48));
+  }
+  return out;
+}
+
+int64_t found_in_files(const std::string& path, const std::vector<std::string>& windows) {
+  int64_t n = 0;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string bytes = colikv_test::file_size(path + suffix) > 0 ? colikv_test::read_file(path + suffix) : "";
+    for (const std::string& w : windows)
+      for (size_t at = bytes.find(w); at != std::string::npos; at = bytes.find(w, at + 1)) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("objects first: the reclaim of a dead writer's chunks erases their bytes from the store's files",
+          "[objects][erase]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  {
+    Store s(path, options());
+    append(s, "b", colikv_test::history(kModel, 4, 2), 4);
+  }
+  ::setenv("COLIKV_TEST_OBJECTS_FIRST_MIN_BYTES", "0", 1);
+  colikv_test::ChildProcess child({COLIKV_STORE_CHILD_PATH, "hold", path, "a", "5", "64", "3"}, true);
+  ::unsetenv("COLIKV_TEST_OBJECTS_FIRST_MIN_BYTES");
+  std::string line;
+  REQUIRE(child.read_line(line));
+  REQUIRE(line == "mid-turn");
+  const std::vector<std::string> windows = held_payload_windows(path);
+  REQUIRE(windows.size() == 16);
+  REQUIRE(found_in_files(path, windows) >= 16);
+  ::kill(child.pid(), SIGKILL);
+  child.wait();
+  {
+    Store reopened(path, options());  // reclaims, and erases what it deleted
+    CHECK(rows(path, "held_chunks") == 0);
+    CHECK(found_in_files(path, windows) == 0);
+    CHECK(reopened.verify().ok());
+  }
+  CHECK(found_in_files(path, windows) == 0);
 }

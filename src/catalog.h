@@ -108,6 +108,9 @@ struct ChunkRecord {
   int64_t index_first = 0;         // where the region starts (0: it follows nothing)
   ChunkHash index_prev{};          // the chain hash there, the anchor (ignored at position 0)
   std::string index_tokens_json;   // the region's token ids
+  // Objects first (hold_chunk): the chunk_meta row is written by its link
+  // (index_chunk), so that a chunk no chunk list names yet is in no index.
+  bool defer_index = false;
 };
 
 // One entry of a conversation's chunk list with its chunk's stored fields, as
@@ -535,14 +538,46 @@ class Catalog {
   // Write transaction. Drops the entries from seq first_seq on.
   virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
   // Write transaction. Deletes those of the chunks no chunk list names,
-  // committed or being linked by another writer. A backend whose writers
+  // committed or being linked by another writer, and that no writer holds
+  // (hold_chunk). A backend whose writers
   // run at once may leave one that another writer holds for later (it never
   // waits for it here): free_queued_chunks, or its own commit, frees it.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
+  // Objects first (docs/design.md, "Objects first"). Where the write
+  // transaction takes the whole store (SQLite), an append of several chunks
+  // stores each in a short transaction of its own, holds it, and links them
+  // all in one more. A backend whose writers run side by side (PostgreSQL)
+  // keeps one transaction per turn and implements none of this.
+  //
+  // Whether this catalog can now: a writable store, outside any open
+  // transaction (an append nested in another's transaction keeps to it).
+  virtual bool can_hold_chunks() { return false; }
+  // Outside any transaction: before the first chunk transaction of a turn
+  // (records this catalog's writer; its chunk transactions then commit
+  // without a device flush: the link's, at the store's level, covers them).
+  virtual void begin_chunk_phase(const std::string& what) { (void)what; }
+  // Outside any transaction, never throws: after the last chunk transaction.
+  virtual void end_chunk_phase() noexcept {}
+  // Write transaction. Records a chunk this writer stored or found as held
+  // by it: until release_held or drop_held, no other writer frees or evicts
+  // it (free_unused_chunks, claim_chunks leave it), and no read sees it
+  // unless a chunk list names it.
+  virtual void hold_chunk(int64_t chunk_id) { (void)chunk_id; }
+  // Write transaction. Gives a chunk its chunk_meta row, from `c` and the
+  // stored payload's size, unless it has one (one inserted with defer_index).
+  virtual void index_chunk(int64_t chunk_id, const ChunkRecord& c) { (void)chunk_id, (void)c; }
+  // Write transaction (the link's). This writer's holds on the chunks end.
+  virtual void release_held(const std::vector<int64_t>& chunk_ids) { (void)chunk_ids; }
+  // Outside any transaction, never throws: a turn failed after its chunk
+  // phase. Ends this writer's holds and deletes the chunks held that no
+  // chunk list names and no other writer holds; best effort (what it cannot
+  // do now, the catalog's close or a later reclaim does).
+  virtual void drop_held() noexcept {}
   // Outside any transaction: frees what free_unused_chunks left for later
   // and no chunk list names by now, waiting for the writers that hold it;
   // best effort (what it cannot free stays for the next call). gc and vacuum
-  // call it. SQLite leaves nothing for later.
+  // call it. SQLite has no queue: there it reclaims the held chunks of
+  // writers certainly dead (reclaim_dead_writers), as its writable open does.
   virtual void free_queued_chunks() {}
 
   // Verify and stats: reads, in the caller's snapshot.

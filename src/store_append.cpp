@@ -94,13 +94,23 @@ void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature
 
 namespace detail {
 
+// An append whose new chunks hold less than this (raw) keeps one
+// transaction: its lock is short already, and the chunk phase's extra
+// commits would add to its fixed cost.
+constexpr int64_t kObjectsFirstMinBytes = int64_t{1} << 20;
+
 std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook() {
   static std::function<void(const std::string& id, int64_t seq)> hook;
   return hook;
 }
 
+int64_t& objects_first_min_bytes() {
+  static int64_t bytes = kObjectsFirstMinBytes;
+  return bytes;
+}
+
 int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
-                  const std::string& here) {
+                  const std::string& here, bool defer_index, ChunkRecord* record) {
   detail::Catalog& catalog = *s.catalog;
   const int64_t model_id = model.id;
   const EncodedChunk& e = w.produced.encoded;
@@ -117,6 +127,12 @@ int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, co
   const bool starts_region = w.region.before.empty();
   r.index_first = starts_region ? w.first_pos : w.region.first;
   r.index_prev = starts_region ? w.prev : w.region.anchor;
+  r.defer_index = defer_index;
+  if (record) {  // what the link indexes the chunk by, whether it is stored now or found
+    *record = r;
+    record->encoded = nullptr;
+    set_token_lists(*record, w);
+  }
   // Where writers run side by side (PostgreSQL), another may store the same
   // content between the lookup and the insert: its chunk is found and linked
   // on the next round. Each round needs another writer's commit; a few suffice.
@@ -169,7 +185,10 @@ class Appender {
     }
     if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
     start_encoding();
-    write_transaction();
+    if (objects_first())
+      chunks_then_link();
+    else
+      write_transaction();
   }
 
  private:
@@ -197,6 +216,13 @@ class Appender {
   // The conversation's row, model and chunk list, if it exists.
   void read_committed() {
     conv_ = s_.find_conversation(req_.id);
+    if (req_.expected_count >= 0 && (conv_ ? conv_->count : 0) != req_.expected_count)
+      throw Error(ErrorCode::kConflict, here_ + ": the queued append of positions [" +
+                                            std::to_string(req_.expected_count) + ", " + std::to_string(req_.len) +
+                                            ") expected " + std::to_string(req_.expected_count) +
+                                            " committed tokens but the store holds " +
+                                            std::to_string(conv_ ? conv_->count : 0) +
+                                            " (another writer changed it); reload and retry");
     if (conv_ && req_.must_create)
       throw Error(ErrorCode::kConflict, here_ + ": a conversation with this id exists already");
     if (!conv_) {
@@ -399,6 +425,85 @@ class Appender {
     if (expired) s_.erase_due = true;
   }
 
+  // Objects first (docs/design.md): a turn of several chunks, big enough
+  // that holding the write lock for all of them would keep other writers
+  // out for long, where the backend holds chunks (SQLite) and no outer
+  // transaction is open (a nested append keeps to it).
+  bool objects_first() const {
+    return plan_.size() > 1 && planned_raw_bytes() >= detail::objects_first_min_bytes() &&
+           s_.catalog->can_hold_chunks();
+  }
+
+  // Each chunk in a short write transaction of its own, held by this
+  // writer, then one transaction that links them all: the turn's one commit.
+  void chunks_then_link() {
+    detail::Catalog& catalog = *s_.catalog;
+    struct Phase {  // the holds go when the turn fails before its link commits
+      detail::Catalog& c;
+      bool linked = false;
+      ~Phase() {
+        c.end_chunk_phase();
+        if (!linked) c.drop_held();
+      }
+    } phase{catalog};
+    with_context(here_, [&] { catalog.begin_chunk_phase(here_); });
+    held_ids_.assign(plan_.size(), 0);
+    held_records_.assign(plan_.size(), detail::ChunkRecord());
+    std::optional<ModelRow> model;
+    ChunkHash h = chain_;
+    while (!encoded_->done()) {
+      detail::ProducedChunk r;
+      const size_t i = encoded_->next(r);
+      WriteChunk& w = plan_[i];
+      w.produced = std::move(r);
+      if (!req_.tokens) {
+        w.prev = h;
+        h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
+        w.hash = h;
+      }
+      catalog.wait_before_write();
+      const auto txn = catalog.begin(detail::Catalog::Access::kWrite, here_);
+      with_context(here_, [&] {
+        if (!model) model = model_for_write();
+        held_ids_[i] = store_chunk(*model, w, &held_records_[i]);
+        catalog.hold_chunk(held_ids_[i]);
+      });
+      txn->commit();
+      if (detail::append_chunk_hook()) detail::append_chunk_hook()(req_.id, w.seq);
+      if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
+      w.produced = detail::ProducedChunk();
+    }
+    catalog.end_chunk_phase();
+    link_transaction();
+    phase.linked = true;
+  }
+
+  // The turn's one committing transaction: the generation check, the chunk
+  // list, the count, the index rows of the new chunks, the replaced chunks
+  // freed, the holds released, the limits applied.
+  void link_transaction() {
+    detail::Catalog& catalog = *s_.catalog;
+    catalog.wait_before_write();
+    const auto txn = catalog.begin(detail::Catalog::Access::kWrite, here_);
+    bool expired = false;
+    with_context(here_, [&] {
+      check_generation();
+      const ModelRow m = model_for_write();
+      const int64_t conv_id = conv_ ? conv_->id : insert_conversation(m.id);
+      if (rewrite_tail_) catalog.unlink_from(conv_id, keep_chunks_);
+      for (size_t i = 0; i < plan_.size(); ++i) {
+        catalog.index_chunk(held_ids_[i], held_records_[i]);
+        catalog.link_chunk(conv_id, plan_[i].seq, held_ids_[i]);
+      }
+      update_conversation(conv_id);
+      catalog.release_held(held_ids_);
+      s_.free_unused_chunks(replaced_chunks());
+      expired = detail::apply_limits(s_, conv_id);
+    });
+    txn->commit();
+    if (expired) s_.erase_due = true;
+  }
+
   void check_generation() const {
     auto now_conv = s_.find_conversation(req_.id);
     // An import or copy that lost the race to create the id: retrying cannot help.
@@ -454,12 +559,14 @@ class Appender {
     }
   }
 
-  int64_t store_chunk(const ModelRow& model, WriteChunk& w) const {
-    int64_t id = put_chunk(s_, model, w, precision_, here_);
+  // With `record` (objects first): the chunk's index row waits for its link.
+  int64_t store_chunk(const ModelRow& model, WriteChunk& w, detail::ChunkRecord* record = nullptr) const {
+    const bool defer = record != nullptr;
+    int64_t id = put_chunk(s_, model, w, precision_, here_, defer, record);
     if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
       w.produced.stored_digests.clear();
       req_.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
-      id = put_chunk(s_, model, w, precision_, here_);
+      id = put_chunk(s_, model, w, precision_, here_, defer, record);
     }
     return id;
   }
@@ -485,6 +592,9 @@ class Appender {
   ChunkHash seed_{};
   ChunkHash chain_{};  // the chain hash after the kept chunks
   std::vector<WriteChunk> plan_;
+  // Objects first: each planned chunk's id and what its link indexes it by.
+  std::vector<int64_t> held_ids_;
+  std::vector<detail::ChunkRecord> held_records_;
   // Last: destroyed first, it waits for the jobs that read plan_ and req_.
   std::optional<detail::OrderedJobs<detail::ProducedChunk>> encoded_;
 };
@@ -582,13 +692,14 @@ KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& 
 namespace detail {
 
 void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
-                 int64_t from, int64_t len, const KvSource& kv, int64_t origin) {
+                 int64_t from, int64_t len, const KvSource& kv, int64_t origin, int64_t expected_count) {
   // An append that rewrites the tail re-encodes its kept rows from the store,
   // so that [0, from) stays exactly as stored (an engine may have recomputed a
   // kept row meanwhile, e.g. the last prompt token's). A new piece reads nothing.
   KeptRows kept;
   detail::AppendRequest req;
   req.rewrite_tail = [&](int64_t tail_start) { kept = kept_rows(s, id, model, tail_start, from); };
+  req.expected_count = expected_count;
   req.id = id;
   req.model = model;
   req.len = len;

@@ -36,14 +36,22 @@ struct WriteChunk {
 // place and the same content), and returns its id; 0 when the chunk was
 // skipped as stored already but is no longer there with its values (the
 // caller encodes it and calls again).
+// Objects first: with defer_index a new chunk gets no chunk_meta row yet
+// (its link gives it one, Catalog::index_chunk, from *record when given).
 int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
-                  const std::string& here);
+                  const std::string& here, bool defer_index = false, ChunkRecord* record = nullptr);
+
+// For tests only, not API: an append of more than one chunk whose raw bytes
+// reach this stores its chunks first, each in a transaction of its own, then
+// links them (docs/design.md, "Objects first"), where the backend can.
+int64_t& objects_first_min_bytes();
 
 // For tests only, not API: when set, an append calls it after storing and
 // linking each chunk, inside its write transaction, with the conversation's
 // id and the entry's seq: a test holds a turn open there (mid-turn,
-// provably) or stops the server. Set it before the appends start, clear it
-// after they end.
+// provably) or stops the server. Objects first, it is called after each
+// chunk's own transaction has committed (the chunk held, not linked, the
+// write lock free). Set it before the appends start, clear it after they end.
 std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook();
 
 }  // namespace detail

@@ -26,19 +26,11 @@ namespace {
 // was validated against (another writer, or a call of this Store, changed it).
 void commit_queued(Store::Impl& s, const QueuedAppend& job) {
   StoreCall call(s, StoreCall::NoWait{});
-  const std::string here = s.where(job.id);
-  s.catalog->wait_before_write();  // as write does: the WAL starts over instead of growing
-  const auto txn = s.catalog->begin(Catalog::Access::kWrite, here);
-  const std::optional<ConversationRow> conv = s.find_conversation(job.id);
-  const int64_t committed = conv ? conv->count : 0;
-  if (committed != job.from)
-    throw Error(ErrorCode::kConflict, here + ": the queued append of positions [" + std::to_string(job.from) + ", " +
-                                          std::to_string(job.len) + ") expected " + std::to_string(job.from) +
-                                          " committed tokens but the store holds " + std::to_string(committed) +
-                                          " (another writer changed it); reload and retry");
+  // No outer transaction: the append checks the committed count itself
+  // (AppendRequest::expected_count), so that a queued turn of several
+  // chunks stores them first, as append does (docs/design.md, "Objects first").
   const QueuedAppend::Source rows = job.source();
-  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from);
-  txn->commit();
+  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from, job.from);
 }
 
 // What is stored of a conversation, from one read snapshot: what append_async validates against.

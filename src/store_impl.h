@@ -55,6 +55,10 @@ struct AppendRequest {
   // Overrides Options::max_staged_bytes when >= 0 (import uses a small one so
   // that its memory stays bounded whatever the file size).
   int64_t max_staged_bytes = -1;
+  // >= 0: the committed count this append expects (a queued turn's start);
+  // another is kConflict, checked when the committed state is read (and,
+  // through the generation, again in the transaction that links the turn).
+  int64_t expected_count = -1;
 };
 
 // A stored chunk as read for a load or an export.
@@ -84,11 +88,13 @@ struct ScanStart {
 };
 
 // Appends positions [from, len) of a conversation holding exactly `from`
-// committed tokens, in the caller's transaction: rows of kv are positions
-// origin, origin + 1, ...; when the append rewrites the tail, its stored rows
-// are re-encoded from the store (store_append.cpp).
+// committed tokens, in the caller's transaction if one is open: rows of kv
+// are positions origin, origin + 1, ...; when the append rewrites the tail,
+// its stored rows are re-encoded from the store (store_append.cpp). With
+// expected_count >= 0, a committed count other than it is kConflict
+// (AppendRequest::expected_count).
 void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
-                 int64_t from, int64_t len, const KvSource& kv, int64_t origin);
+                 int64_t from, int64_t len, const KvSource& kv, int64_t origin, int64_t expected_count = -1);
 
 // The writer of append_async over this store (store_async.cpp).
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);

@@ -572,7 +572,7 @@ TEST_CASE("migrations: a schema-7 store gains tenant limits, none set, every row
   REQUIRE(before[0].find("'alice'") != std::string::npos);
   {
     Store s(path);  // migrates
-    CHECK(s.schema_version() == 8);
+    CHECK(s.schema_version() == Store::library_schema_version());
     CHECK(s.tenant_limits() == colikv::TenantLimits{});
     for (const colikv::TenantInfo& t : s.tenants()) CHECK(t.limits == colikv::TenantLimits{});
   }
@@ -589,4 +589,52 @@ TEST_CASE("migrations: a schema-7 store gains tenant limits, none set, every row
   RawDb db(path, SQLITE_OPEN_READONLY);
   CHECK(db.integer("SELECT count(*) FROM tenants WHERE max_bytes IS NOT NULL OR max_idle_ms IS NOT NULL") == 0);
   CHECK(db.integer("SELECT count(*) FROM tenants") == 2);
+}
+
+TEST_CASE("migrations: a schema-8 store gains the tables of held chunks, empty, every row byte for byte",
+          "[migrations][objects]") {
+  TempDir dir;
+  const std::string path = dir.file("v8.colikv");
+  V1Store v = make_v1_store(path);
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    colikv::detail::apply_migrations(db, "v8 store", 8);
+    REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 8);
+    db.exec("UPDATE tenants SET max_bytes = 123456789 WHERE name = ''");
+  }
+  auto dump = table_rows(path);
+  struct Table {
+    std::string name, columns, order;
+  };
+  const std::vector<Table> tables = {
+      {"tenants", "tenant_id,name,created_ms,max_bytes,max_idle_ms", "tenant_id"},
+      {"conversations", "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,"
+                        "generation,created_ms,updated_ms,last_used_ms,tenant_id", "conversation_id"},
+      {"models", "model_id,signature,n_layers,kv_lora,qk_rope,index_hd,n_indexed,vocab,weights_id,record_bytes,"
+                 "chunk_tokens,created_ms", "model_id"},
+      {"chunks", "chunk_id,model_id,hash,first_pos,n_tokens,tokens,precision,compression,raw_size,checksum,payload",
+       "chunk_id"},
+      {"conversation_chunks", "conversation_id,seq,chunk_id", "conversation_id, seq"},
+      {"chunk_meta", "chunk_id,model_id,precision,prev_hash,tokens,payload_bytes,chain_hash,digest", "chunk_id"},
+  };
+  std::vector<std::string> before;
+  for (const Table& t : tables) before.push_back(dump(t.name, t.columns, t.order));
+  REQUIRE(before[0].find("123456789") != std::string::npos);
+  {
+    Store s(path);  // migrates
+    CHECK(s.schema_version() == 9);
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    INFO(tables[i].name);
+    CHECK(dump(tables[i].name, tables[i].columns, tables[i].order) == before[i]);
+  }
+  {
+    RawDb db(path, SQLITE_OPEN_READONLY);
+    CHECK(db.integer("SELECT count(*) FROM writers") == 0);
+    CHECK(db.integer("SELECT count(*) FROM held_chunks") == 0);
+  }
+  Store s(path);
+  CHECK(loads_as(s, "old", v.old_conv, 10) == "");
+  CHECK(loads_as(s, "old-fork", v.fork_conv, 11) == "");
+  CHECK(s.verify().ok());
 }

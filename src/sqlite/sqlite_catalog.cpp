@@ -430,7 +430,7 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
     ins->bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
   ins->exec();
   const int64_t id = db_.getLastInsertRowid();
-  record_chunk_meta(statements_, id, meta_of(c), anchor_);
+  if (!c.defer_index) record_chunk_meta(statements_, id, meta_of(c), anchor_);
   return id;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -485,7 +485,8 @@ void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) tr
   if (chunk_ids.empty()) return;
   auto del = statements_.use(
       "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
-      "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1)");
+      "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1) AND NOT EXISTS "
+      "(SELECT 1 FROM held_chunks WHERE chunk_id = ?1)");
   for (int64_t id : chunk_ids) {
     del->bind(1, id);
     del->exec();
@@ -502,6 +503,14 @@ SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options) tr
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
   if (!options.read_only && options.vfs_name.empty())
     checkpointer_ = std::make_unique<Checkpointer>(db_.getHandle(), path, wal_checkpoint_pages(db_, options));
+  // What writers that died between their chunks and their link left.
+  // Best effort: an open does not fail for it (busy: the next open, gc or vacuum).
+  if (!options.read_only) {
+    try {
+      reclaim_dead_writers("store " + shown_location(path_));
+    } catch (const Error&) {
+    }
+  }
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -539,6 +548,7 @@ void SqliteCatalog::open_tenant() {
 }
 
 SqliteCatalog::~SqliteCatalog() {
+  close_writer();
   // An erase a reader held up is tried once more, without waiting, once the
   // background checkpointer (which would make it busy) has stopped.
   if (!erase_pending_) return;

@@ -16,6 +16,12 @@
 namespace colikv {
 namespace detail {
 
+// For tests only, not API: when not empty, the boot id writers are recorded
+// with and compared against instead of the kernel's, so that a test can
+// simulate the reboot after a power loss (every writer of the old boot id is
+// then certainly dead).
+std::string& simulated_boot_id();
+
 class SqliteCatalog : public Catalog {
  public:
   // Opens (or creates) the store at path (open_store) with its background
@@ -61,6 +67,15 @@ class SqliteCatalog : public Catalog {
   void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) override;
   void unlink_from(int64_t conversation_id, int64_t first_seq) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
+  void free_queued_chunks() override;
+  bool can_hold_chunks() override;
+  void begin_chunk_phase(const std::string& what) override;
+  void end_chunk_phase() noexcept override;
+  void hold_chunk(int64_t chunk_id) override;
+  void index_chunk(int64_t chunk_id, const ChunkRecord& c) override;
+  void release_held(const std::vector<int64_t>& chunk_ids) override;
+  void drop_held() noexcept override;
+  std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) override;
 
   IntegrityReport check_integrity() override;
   std::vector<ConversationRow> conversations_to_verify(const std::string& only) override;
@@ -105,6 +120,16 @@ class SqliteCatalog : public Catalog {
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
   // else kNotFound "no such tenant".
   void open_tenant();
+  // Objects first (sqlite_held.cpp): this catalog's writers row, once it
+  // held a chunk (0: none yet), and whether a chunk phase relaxed synchronous.
+  int64_t writer_id_ = 0;
+  bool chunk_phase_relaxed_ = false;
+  int64_t drop_writer_holds(int64_t writer);
+  // Deletes the held chunks of writers certainly dead, outside any
+  // transaction; true when it deleted any (their bytes are erased).
+  bool reclaim_dead_writers(const std::string& what);
+  // On close: this writer's holds and row go (best effort).
+  void close_writer() noexcept;
   // count(DISTINCT counted) over the tenant's links to evicted chunks.
   int64_t count_evicted(const char* counted);
   // Declared last so that it stops before the connection closes.

@@ -250,7 +250,8 @@ void SqliteCatalog::for_each_undigested_share(const std::function<void(const Chu
 std::vector<ChunkPlace> SqliteCatalog::unused_chunks() try {
   SQLite::Statement q(db_,
                       "SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
-                      "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id)");
+                      "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id) AND NOT EXISTS "
+                      "(SELECT 1 FROM held_chunks h WHERE h.chunk_id = ch.chunk_id)");
   std::vector<ChunkPlace> out;
   while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()});
   return out;

@@ -41,6 +41,7 @@
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "crash_workload.h"
+#include "store_append.h"
 
 namespace wl = colikv_test::workload;
 
@@ -150,9 +151,14 @@ int main(int argc, char** argv) {
     if (mode == "crash" && argc == 6)
       return run_crash(argv[2], "", static_cast<uint32_t>(std::stoul(argv[3])), std::stoi(argv[4]),
                        std::string(argv[5]) == "full", wl::Shape());
-    if (mode == "shared" && argc == 7)
+    if (mode == "shared" && argc == 7) {
+      // The two-writer kill loop: every append of several chunks stores them
+      // first (where the backend holds chunks), so that kills land between
+      // a turn's chunks and its link.
+      colikv::detail::objects_first_min_bytes() = 0;
       return run_crash(argv[2], argv[3], static_cast<uint32_t>(std::stoul(argv[4])), std::stoi(argv[5]),
                        std::string(argv[6]) == "full", wl::long_turns());
+    }
     if (mode == "async" && argc == 5)
       return run_async(argv[2], static_cast<uint32_t>(std::stoul(argv[3])), std::string(argv[4]) == "full");
     if (mode == "engine" && argc == 6)

@@ -278,6 +278,9 @@ int run_read(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
+  // A test of objects first lowers the size from which an append stores its chunks first.
+  if (const char* v = std::getenv("COLIKV_TEST_OBJECTS_FIRST_MIN_BYTES"))
+    colikv::detail::objects_first_min_bytes() = std::atoll(v);
   try {
     if (std::strcmp(argv[1], "append") == 0) return run_append(argc, argv);
     if (std::strcmp(argv[1], "read") == 0) return run_read(argc, argv);

@@ -63,17 +63,6 @@ StoredBytes own_stored_bytes(const std::string& path, const std::string& id) {
   return out;
 }
 
-// How many of the windows occur in the store's files (database, -wal, -shm).
-int64_t found_in_files(const std::string& path, const std::vector<std::string>& windows) {
-  int64_t n = 0;
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    const std::string bytes = colikv_test::file_size(path + suffix) > 0 ? colikv_test::read_file(path + suffix) : "";
-    for (const std::string& w : windows)
-      for (size_t at = bytes.find(w); at != std::string::npos; at = bytes.find(w, at + 1)) ++n;
-  }
-  return n;
-}
-
 // Two conversations sharing their first two chunks: "keep", 64 positions,
 // and "gone", the same 32 then 64 of its own. 16 positions a chunk of a
 // model 6,912 bytes a token, values that zstd does not shrink away.
@@ -170,13 +159,13 @@ TEST_CASE_METHOD(EraseFixture, "erase: rm leaves no byte of the conversation in 
   REQUIRE(gone.token_windows.size() == 4 * 3);
   ShellReader reader(path, dir.file("shell.err"));
   REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");  // open, no transaction left
-  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);  // the scan finds what is there
-  REQUIRE(found_in_files(path, gone.token_windows) >= 12);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);  // the scan finds what is there
+  REQUIRE(colikv_test::found_in_store_files(path, gone.token_windows) >= 12);
 
   s.remove("gone");
 
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
   CHECK(reader.ask("SELECT count(*) FROM conversations;") == "1");
   CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");  // the shared chunks stay
   CHECK(s.verify().ok());
@@ -200,18 +189,18 @@ TEST_CASE("erase: rm zeroes what it frees on a SQLite whose connections start wi
   }
   REQUIRE(colikv_test::file_size(path + "-wal") == 0);
   const StoredBytes gone = own_stored_bytes(path, "gone");
-  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);
   {
     colikv::Store s(path, erase_options(c.m));
     auto& db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog).database();
     CHECK(pragma_of(db.getHandle(), "PRAGMA secure_delete") == 1);
     s.remove("gone");
-    CHECK(found_in_files(path, gone.payload_windows) == 0);
-    CHECK(found_in_files(path, gone.token_windows) == 0);
+    CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+    CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
     CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");
   }
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
 }
 
 TEST_CASE_METHOD(EraseFixture,
@@ -228,16 +217,16 @@ TEST_CASE_METHOD(EraseFixture,
   CHECK_FALSE(s->exists("gone"));
   // The reader may still read "gone" in its snapshot, so its bytes are there.
   CHECK(reader.ask("SELECT count(*) FROM conversations WHERE name = 'gone';") == "1");
-  CHECK(found_in_files(path, gone.payload_windows) > 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) > 0);
 
   // Once the reader lets go, the next rm or gc, or the store's close (as
   // here: the reader keeps the file open, so SQLite's own last close does not
   // run), erases them.
   REQUIRE(reader.ask("COMMIT; SELECT count(*) FROM conversations;") == "1");
-  CHECK(found_in_files(path, gone.payload_windows) > 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) > 0);
   close();
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
   CHECK(read("keep", c.keep, 64) == "");
   reader.quit();
 }
@@ -248,12 +237,12 @@ TEST_CASE_METHOD(EraseFixture, "erase: gc's evicted values leave the store's fil
   const StoredBytes gone = own_stored_bytes(path, "gone");
   ShellReader reader(path, dir.file("shell.err"));
   REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
-  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);
 
   const colikv::EvictionReport r = s.gc(0);
   CHECK(r.chunks == 8);  // 2 shared, 2 of keep's own, 4 of gone's
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) > 0);  // evicted keeps its token ids
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) > 0);  // evicted keeps its token ids
   CHECK(colikv_test::error_code_of([&] { colikv_test::loads_as(s, "gone", c.gone, 96); }) ==
         colikv::ErrorCode::kEvicted);
   reader.quit();
@@ -283,8 +272,8 @@ TEST_CASE_METHOD(EraseFixture,
   s.set_tenant_limits({std::nullopt, 86400000});
   ShellReader reader(path, dir.file("shell.err"));
   REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
-  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
-  REQUIRE(found_in_files(path, gone.token_windows) >= 12);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.token_windows) >= 12);
 
   EngineBuffers next(c.m, 16);  // another conversation's first turn
   next.tokens = colikv_test::make_tokens(16, c.m.vocab, 3);
@@ -293,8 +282,8 @@ TEST_CASE_METHOD(EraseFixture,
 
   CHECK_FALSE(s.exists("gone"));
   // Deleted whole, not evicted: its token ids go with its values.
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
   CHECK(reader.ask("SELECT count(*) FROM conversations;") == "2");  // keep and next
   CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");  // the shared chunks stay
   CHECK(s.verify().ok());
@@ -313,7 +302,7 @@ TEST_CASE_METHOD(EraseFixture,
   s.set_tenant_limits({std::nullopt, 86400000});
   ShellReader reader(path, dir.file("shell.err"));
   REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
-  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);
 
   if (queued) {
     EngineBuffers next(c.m, 16);
@@ -325,8 +314,8 @@ TEST_CASE_METHOD(EraseFixture,
     s.write("keep", c.m, c.keep.tokens.data(), 48, 64, c.keep.source());  // a truncate and an append, one transaction
   }
   CHECK_FALSE(s.exists("gone"));
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
   CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");
   reader.quit();
 }
@@ -338,13 +327,13 @@ TEST_CASE_METHOD(EraseFixture, "erase: expire (colikv gc --max-idle) erases what
   idle_for_two_days(path, "gone");
   ShellReader reader(path, dir.file("shell.err"));
   REQUIRE(reader.ask("SELECT count(*) FROM conversations;") == "2");
-  REQUIRE(found_in_files(path, gone.payload_windows) >= 32);
+  REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);
 
   const colikv::ExpiryReport r = s.expire(86400000);
   CHECK(r.conversations == std::vector<std::string>{"gone"});
   CHECK(r.chunks == 4);
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
   CHECK(colikv_test::loads_as(s, "keep", c.keep, 64) == "");
   reader.quit();
 }
@@ -358,8 +347,8 @@ TEST_CASE_METHOD(EraseFixture, "erase: colikv_delete of the C API erases as rm d
   colikv_store* st = nullptr;
   REQUIRE(colikv_open(path.c_str(), 0, &st) == COLIKV_OK);
   REQUIRE(colikv_delete(st, "gone") == COLIKV_OK);
-  CHECK(found_in_files(path, gone.payload_windows) == 0);
-  CHECK(found_in_files(path, gone.token_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, gone.token_windows) == 0);
   colikv_close(st);
   reader.quit();
 }

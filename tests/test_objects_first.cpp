@@ -14,13 +14,12 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "backend.h"
+#include "chunk_pause.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "proc_util.h"
@@ -56,42 +55,6 @@ struct ObjectsFirst {
   ~ObjectsFirst() { colikv::detail::objects_first_min_bytes() = saved; }
 };
 
-// Holds the first append to `id` once its chunk `seq` is stored (its own
-// transaction committed, the chunk held, nothing linked), until released.
-class Paused {
- public:
-  Paused(std::string id, int64_t seq) : id_(std::move(id)), seq_(seq) {
-    colikv::detail::append_chunk_hook() = [this](const std::string& conv, int64_t at) {
-      if (conv != id_ || at != seq_) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      if (reached_) return;
-      reached_ = true;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return released_; });
-    };
-  }
-  ~Paused() {
-    release();
-    colikv::detail::append_chunk_hook() = nullptr;
-  }
-  void wait_reached() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return reached_; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::string id_;
-  int64_t seq_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool reached_ = false, released_ = false;
-};
-
 int64_t rows(const std::string& path, const std::string& table) {
   return colikv_test::store_int(path, "SELECT count(*) FROM " + table);
 }
@@ -107,7 +70,7 @@ TEST_CASE("objects first: a writer commits a turn while another is between the c
   Store host_a(path, options()), host_b(path, options());
   append(host_a, "a", a, 8);
   append(host_b, "b", b, 4);
-  Paused paused("a", 5);  // a's turn 8 -> 64: chunks 2..15, stopped after chunk 5
+  colikv_test::ChunkPause paused("a", 5);  // a's turn 8 -> 64: chunks 2..15, stopped after chunk 5
   Outcome ra;
   std::thread ta([&] { ra = outcome_of([&] { append(host_a, "a", a, 64); }); });
   paused.wait_reached();
@@ -141,7 +104,7 @@ TEST_CASE("objects first: chunks held between a turn's chunks and its link are i
   const colikv::StoreStats stats_before = reader.stats();
   const std::vector<colikv::ConversationInfo> list_before = reader.list();
   const colikv::ConversationInfo info_before = reader.info("a");
-  Paused paused("a", 7);  // after its last chunk: every chunk of the turn held, none linked
+  colikv_test::ChunkPause paused("a", 7);  // after its last chunk: every chunk of the turn held, none linked
   Outcome ra;
   std::thread ta([&] { ra = outcome_of([&] { append(writer, "a", a, 32); }); });
   paused.wait_reached();
@@ -205,7 +168,7 @@ TEST_CASE("objects first: racing writers of one conversation: one wins, the othe
   Store host1(path, options()), host2(path, options());
   append(host1, "seed", two, 4);
   if (existing) append(host1, "r", one, 8);
-  Paused paused("r", 5);
+  colikv_test::ChunkPause paused("r", 5);
   Outcome r1, r2;
   std::thread t1([&] { r1 = outcome_of([&] { append(host1, "r", one, 32); }); });
   paused.wait_reached();
@@ -236,7 +199,7 @@ TEST_CASE("objects first: two writers storing the same content at once make one 
   Store host_a(path, options()), host_b(path, options());
   append(host_a, "seed", colikv_test::history(kModel, 4, 9), 4);
   const int64_t before = rows(path, "chunks");
-  Paused paused("a", 3);  // a's chunks 0..3 stored and held, 4..7 not yet
+  colikv_test::ChunkPause paused("a", 3);  // a's chunks 0..3 stored and held, 4..7 not yet
   Outcome ra;
   std::thread ta([&] { ra = outcome_of([&] { append(host_a, "a", h, 32); }); });
   paused.wait_reached();
@@ -269,7 +232,7 @@ TEST_CASE("objects first: a stored chunk a writer found to share is not freed or
   const EngineBuffers h = colikv_test::history(kModel, 32, 11);
   Store host_a(path, options()), host_b(path, options());
   append(host_b, "x", h, 16);  // chunks 0..3, the only conversation linking them
-  Paused paused("a", 7);       // a found x's 0..3, stored 4..7: all held, none linked
+  colikv_test::ChunkPause paused("a", 7);  // a found x's 0..3, stored 4..7: all held, none linked
   Outcome ra;
   std::thread ta([&] { ra = outcome_of([&] { append(host_a, "a", h, 32); }); });
   paused.wait_reached();
@@ -315,7 +278,7 @@ TEST_CASE("objects first: the chunks of a writer killed between its chunks and i
   Store host_b(path, options());
   Store other(path, options());  // opened while the child lives: reclaims nothing yet
   CHECK(rows(path, "held_chunks") == child_held);
-  Paused paused("b", 5);
+  colikv_test::ChunkPause paused("b", 5);
   Outcome rb;
   std::thread tb([&] { rb = outcome_of([&] { append(host_b, "b", b, 32); }); });
   paused.wait_reached();
@@ -356,7 +319,7 @@ TEST_CASE("objects first: a turn that fails after its chunks drops them, and a c
   {
     Store s(path, options()), t(path, options());
     append(s, "a", h, 4);
-    Paused paused("a", 4);
+    colikv_test::ChunkPause paused("a", 4);
     Outcome r;
     std::thread ta([&] { r = outcome_of([&] { append(s, "a", h, 32); }); });
     paused.wait_reached();
@@ -381,7 +344,7 @@ TEST_CASE("objects first: an append inside an open transaction (write) keeps one
   const EngineBuffers h = colikv_test::history(kModel, 32, 5), b = colikv_test::history(kModel, 8, 6);
   Store host_a(path, options()), host_b(path, options(200));
   append(host_b, "b", b, 4);
-  Paused paused("w", 3);  // inside write()'s transaction: truncate and append are one
+  colikv_test::ChunkPause paused("w", 3);  // inside write()'s transaction: truncate and append are one
   Outcome ra;
   std::thread ta([&] { ra = outcome_of([&] { host_a.write("w", kModel, h.tokens.data(), 0, 32, h.source()); }); });
   paused.wait_reached();
@@ -398,8 +361,7 @@ TEST_CASE("objects first: an append inside an open transaction (write) keeps one
 
 namespace {
 
-// Windows of 48 bytes from the payloads of the chunks held now, and how many
-// of them occur in the store's files (database, -wal, -shm).
+// Windows of 48 bytes from the payloads of the chunks held now.
 std::vector<std::string> held_payload_windows(const std::string& path) {
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   SQLite::Statement q(db, "SELECT payload FROM chunks WHERE chunk_id IN (SELECT chunk_id FROM held_chunks)");
@@ -410,16 +372,6 @@ std::vector<std::string> held_payload_windows(const std::string& path) {
     for (size_t k = 0; k < 4 && payload.size() >= 48; ++k) out.push_back(payload.substr((payload.size() - 48) * k / 3, 48));
   }
   return out;
-}
-
-int64_t found_in_files(const std::string& path, const std::vector<std::string>& windows) {
-  int64_t n = 0;
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    const std::string bytes = colikv_test::file_size(path + suffix) > 0 ? colikv_test::read_file(path + suffix) : "";
-    for (const std::string& w : windows)
-      for (size_t at = bytes.find(w); at != std::string::npos; at = bytes.find(w, at + 1)) ++n;
-  }
-  return n;
 }
 
 }  // namespace
@@ -440,14 +392,14 @@ TEST_CASE("objects first: the reclaim of a dead writer's chunks erases their byt
   REQUIRE(line == "mid-turn");
   const std::vector<std::string> windows = held_payload_windows(path);
   REQUIRE(windows.size() == 16);
-  REQUIRE(found_in_files(path, windows) >= 16);
+  REQUIRE(colikv_test::found_in_store_files(path, windows) >= 16);
   ::kill(child.pid(), SIGKILL);
   child.wait();
   {
     Store reopened(path, options());  // reclaims, and erases what it deleted
     CHECK(rows(path, "held_chunks") == 0);
-    CHECK(found_in_files(path, windows) == 0);
+    CHECK(colikv_test::found_in_store_files(path, windows) == 0);
     CHECK(reopened.verify().ok());
   }
-  CHECK(found_in_files(path, windows) == 0);
+  CHECK(colikv_test::found_in_store_files(path, windows) == 0);
 }

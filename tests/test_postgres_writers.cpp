@@ -7,14 +7,13 @@
 // writer's wait for a lock is observed on the server (pg_stat_activity).
 #include <catch2/catch.hpp>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "backend.h"
+#include "chunk_pause.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "pg_test_roles.h"
@@ -35,43 +34,6 @@ colikv::Options options(int busy_timeout_ms = 30000) {
   o.busy_timeout_ms = busy_timeout_ms;
   return o;
 }
-
-// Holds the first append to `id` after it linked entry `seq`, until released:
-// that append's transaction is open, its chunks so far stored, its turn not
-// committed. Installed for the test case's lifetime.
-class MidTurn {
- public:
-  MidTurn(std::string id, int64_t seq) : id_(std::move(id)), seq_(seq) {
-    colikv::detail::append_chunk_hook() = [this](const std::string& conv, int64_t at) {
-      if (conv != id_ || at != seq_) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      if (reached_) return;  // only the first turn
-      reached_ = true;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return released_; });
-    };
-  }
-  ~MidTurn() {
-    release();
-    colikv::detail::append_chunk_hook() = nullptr;
-  }
-  void wait_reached() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return reached_; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::string id_;
-  int64_t seq_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool reached_ = false, released_ = false;
-};
 
 using colikv_test::Outcome;
 using colikv_test::outcome_of;
@@ -99,7 +61,7 @@ TEST_CASE("postgres: a writer of another conversation commits turns while a turn
   host_a.append("a", a.model, a.tokens.data(), 8, a.source());
   host_b.append("b", b.model, b.tokens.data(), 4, b.source());
 
-  MidTurn held("a", 3);
+  colikv_test::ChunkPause held("a", 3);
   Outcome ra;
   std::thread writer([&] { ra = outcome_of([&] { host_a.append("a", a.model, a.tokens.data(), 64, a.source()); }); });
   held.wait_reached();
@@ -160,7 +122,7 @@ TEST_CASE("postgres: racing writers of one conversation: one wins, the other kCo
   if (existing) host1.append("r", one.model, one.tokens.data(), 8, one.source());
   const int64_t chunks_before = chunk_rows(uri);
 
-  MidTurn held("r", existing ? 3 : 1);
+  colikv_test::ChunkPause held("r", existing ? 3 : 1);
   Outcome r1, r2;
   std::thread t1([&] { r1 = outcome_of([&] { host1.append("r", one.model, one.tokens.data(), 32, one.source()); }); });
   held.wait_reached();
@@ -186,7 +148,7 @@ TEST_CASE("postgres: two writers storing the same content at once store it once"
   const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 32, 3);
   colikv::Store host1(uri, options()), host2(uri, options());
   host1.append("seed", h.model, h.tokens.data(), 4, h.source());  // shares chunk 0 too
-  MidTurn held("x", 2);
+  colikv_test::ChunkPause held("x", 2);
   Outcome r1, r2;
   std::thread t1([&] { r1 = outcome_of([&] { host1.append("x", h.model, h.tokens.data(), 32, h.source()); }); });
   held.wait_reached();
@@ -223,7 +185,7 @@ TEST_CASE("postgres: a chunk being linked is neither freed nor evicted under its
   other.append("src", h.model, h.tokens.data(), 16, h.source());
   // The linker's "dup" finds src's chunks by key and links them; it is held
   // after linking entry 1, which it holds FOR SHARE.
-  MidTurn held("dup", 1);
+  colikv_test::ChunkPause held("dup", 1);
   Outcome rl;
   std::thread t([&] { rl = outcome_of([&] { linker.append("dup", h.model, h.tokens.data(), 16, h.source()); }); });
   held.wait_reached();
@@ -262,7 +224,7 @@ TEST_CASE("postgres: chunks queued to free whose linker gave up are freed by the
   {
     colikv::Store linker(uri, options());
     // The linker holds entries 0 and 1 of src's (FOR SHARE), then fails its turn.
-    MidTurn held("dup", 1);
+    colikv_test::ChunkPause held("dup", 1);
     std::thread t([&] { rl = outcome_of([&] { linker.append("dup", h.model, h.tokens.data(), 16, h.source()); }); });
     held.wait_reached();
     other.remove("src");  // queues entries 0 and 1

@@ -218,6 +218,16 @@ int64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
+int64_t found_in_store_files(const std::string& path, const std::vector<std::string>& windows) {
+  int64_t n = 0;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string bytes = file_size(path + suffix) > 0 ? read_file(path + suffix) : "";
+    for (const std::string& w : windows)
+      for (size_t at = bytes.find(w); at != std::string::npos; at = bytes.find(w, at + 1)) ++n;
+  }
+  return n;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

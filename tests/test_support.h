@@ -102,6 +102,9 @@ std::string read_file(const std::string& path);
 // Size of a file in bytes; 0 if it does not exist.
 int64_t file_size(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
+// How many times the windows (byte strings cut from stored values) occur in
+// an SQLite store's files: the database, its -wal and its -shm.
+int64_t found_in_store_files(const std::string& path, const std::vector<std::string>& windows);
 
 // The code of the colikv::Error f throws; ErrorCode::kOk when it throws none.
 inline colikv::ErrorCode error_code_of(const std::function<void()>& f) {

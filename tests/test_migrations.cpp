@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -457,24 +456,30 @@ TEST_CASE("migrations: a schema-5 store opens, upgrades, loads and grows its tai
 
 namespace {
 
-// Every row of a table as SQL literals (blobs in hex), in `order`, by the
-// columns named (comma-separated): what a migration must leave byte for byte.
-std::function<std::string(const std::string&, const std::string&, const std::string&)> table_rows(
-    const std::string& path) {
-  return [path](const std::string& table, const std::string& columns, const std::string& order) {
-    RawDb db(path, SQLITE_OPEN_READONLY);
+// A table as a migration must leave it byte for byte: its name, the columns
+// the older schema has (comma-separated), and the order of its rows.
+struct TableSpec {
+  std::string name, columns, order;
+};
+
+// Every row of each table as SQL literals (blobs in hex), in its order, by
+// its columns: one text per table.
+std::vector<std::string> table_rows(const std::string& path, const std::vector<TableSpec>& tables) {
+  RawDb db(path, SQLITE_OPEN_READONLY);
+  std::vector<std::string> out;
+  for (const TableSpec& t : tables) {
     std::string row;
     size_t start = 0;
-    for (size_t i = 0; i <= columns.size(); ++i) {
-      if (i < columns.size() && columns[i] != ',') continue;
-      row += std::string(row.empty() ? "" : " || ',' || ") + "quote(" + columns.substr(start, i - start) + ")";
+    for (size_t i = 0; i <= t.columns.size(); ++i) {
+      if (i < t.columns.size() && t.columns[i] != ',') continue;
+      row += std::string(row.empty() ? "" : " || ',' || ") + "quote(" + t.columns.substr(start, i - start) + ")";
       start = i + 1;
     }
-    return db.text("SELECT group_concat(r, ';') FROM (SELECT " + row + " AS r FROM " + table + " ORDER BY " + order +
-                   ")");
-  };
+    out.push_back(db.text("SELECT group_concat(r, ';') FROM (SELECT " + row + " AS r FROM " + t.name + " ORDER BY " +
+                          t.order + ")"));
+  }
+  return out;
 }
-
 }  // namespace
 
 TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for byte", "[migrations][tenants]") {
@@ -488,14 +493,10 @@ TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for b
     REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 6);
   }
   // Conversations by the columns schema 6 has.
-  auto dump = table_rows(path);
   const std::string conv_cols =
       "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,generation,"
       "created_ms,updated_ms,last_used_ms";
-  struct Table {
-    std::string name, columns, order;
-  };
-  const std::vector<Table> tables = {
+  const std::vector<TableSpec> tables = {
       {"conversations", conv_cols, "conversation_id"},
       {"models", "model_id,signature,n_layers,kv_lora,qk_rope,index_hd,n_indexed,vocab,weights_id,record_bytes,"
                  "chunk_tokens,created_ms", "model_id"},
@@ -504,17 +505,17 @@ TEST_CASE("migrations: a schema-6 store moves into the default tenant byte for b
       {"conversation_chunks", "conversation_id,seq,chunk_id", "conversation_id, seq"},
       {"chunk_meta", "chunk_id,model_id,precision,prev_hash,tokens,payload_bytes,chain_hash,digest", "chunk_id"},
   };
-  std::vector<std::string> before;
-  for (const Table& t : tables) before.push_back(dump(t.name, t.columns, t.order));
+  const std::vector<std::string> before = table_rows(path, tables);
   REQUIRE(before[0].find("'old-fork'") != std::string::npos);
 
   {
     Store s(path);  // migrates
     CHECK(s.schema_version() == Store::library_schema_version());
   }
+  const std::vector<std::string> after = table_rows(path, tables);
   for (size_t i = 0; i < tables.size(); ++i) {
     INFO(tables[i].name);
-    CHECK(dump(tables[i].name, tables[i].columns, tables[i].order) == before[i]);
+    CHECK(after[i] == before[i]);
   }
   {
     Store s(path);
@@ -552,11 +553,7 @@ TEST_CASE("migrations: a schema-7 store gains tenant limits, none set, every row
     REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 7);
     db.exec("INSERT INTO tenants (name, created_ms) VALUES ('alice', 1234)");  // a tenant with no conversation yet
   }
-  auto dump = table_rows(path);
-  struct Table {
-    std::string name, columns, order;
-  };
-  const std::vector<Table> tables = {
+  const std::vector<TableSpec> tables = {
       {"tenants", "tenant_id,name,created_ms", "tenant_id"},
       {"conversations", "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,"
                         "generation,created_ms,updated_ms,last_used_ms,tenant_id", "conversation_id"},
@@ -567,8 +564,7 @@ TEST_CASE("migrations: a schema-7 store gains tenant limits, none set, every row
       {"conversation_chunks", "conversation_id,seq,chunk_id", "conversation_id, seq"},
       {"chunk_meta", "chunk_id,model_id,precision,prev_hash,tokens,payload_bytes,chain_hash,digest", "chunk_id"},
   };
-  std::vector<std::string> before;
-  for (const Table& t : tables) before.push_back(dump(t.name, t.columns, t.order));
+  const std::vector<std::string> before = table_rows(path, tables);
   REQUIRE(before[0].find("'alice'") != std::string::npos);
   {
     Store s(path);  // migrates
@@ -576,9 +572,10 @@ TEST_CASE("migrations: a schema-7 store gains tenant limits, none set, every row
     CHECK(s.tenant_limits() == colikv::TenantLimits{});
     for (const colikv::TenantInfo& t : s.tenants()) CHECK(t.limits == colikv::TenantLimits{});
   }
+  const std::vector<std::string> after = table_rows(path, tables);
   for (size_t i = 0; i < tables.size(); ++i) {
     INFO(tables[i].name);
-    CHECK(dump(tables[i].name, tables[i].columns, tables[i].order) == before[i]);
+    CHECK(after[i] == before[i]);
   }
   {
     Store s(path);  // loads set last-used times: after the comparison
@@ -602,11 +599,7 @@ TEST_CASE("migrations: a schema-8 store gains the tables of held chunks, empty, 
     REQUIRE(db.execAndGet("PRAGMA user_version").getInt() == 8);
     db.exec("UPDATE tenants SET max_bytes = 123456789 WHERE name = ''");
   }
-  auto dump = table_rows(path);
-  struct Table {
-    std::string name, columns, order;
-  };
-  const std::vector<Table> tables = {
+  const std::vector<TableSpec> tables = {
       {"tenants", "tenant_id,name,created_ms,max_bytes,max_idle_ms", "tenant_id"},
       {"conversations", "conversation_id,name,model_id,token_count,precision,title,metadata,parent_id,forked_at,"
                         "generation,created_ms,updated_ms,last_used_ms,tenant_id", "conversation_id"},
@@ -617,16 +610,16 @@ TEST_CASE("migrations: a schema-8 store gains the tables of held chunks, empty, 
       {"conversation_chunks", "conversation_id,seq,chunk_id", "conversation_id, seq"},
       {"chunk_meta", "chunk_id,model_id,precision,prev_hash,tokens,payload_bytes,chain_hash,digest", "chunk_id"},
   };
-  std::vector<std::string> before;
-  for (const Table& t : tables) before.push_back(dump(t.name, t.columns, t.order));
+  const std::vector<std::string> before = table_rows(path, tables);
   REQUIRE(before[0].find("123456789") != std::string::npos);
   {
     Store s(path);  // migrates
     CHECK(s.schema_version() == 9);
   }
+  const std::vector<std::string> after = table_rows(path, tables);
   for (size_t i = 0; i < tables.size(); ++i) {
     INFO(tables[i].name);
-    CHECK(dump(tables[i].name, tables[i].columns, tables[i].order) == before[i]);
+    CHECK(after[i] == before[i]);
   }
   {
     RawDb db(path, SQLITE_OPEN_READONLY);

@@ -433,6 +433,25 @@ int64_t PrefixIndex::longest_follower(int64_t model_id, const std::string& preci
 
 namespace {
 
+// Of the walks of a lookup, one per precision: the longest match wins, a
+// tie goes to the most recently used conversation (`index` knows when).
+class BestMatch {
+ public:
+  void offer(const PrefixMatch& r, detail::PrefixIndex& index) {
+    if (r.tokens == 0 || r.tokens < best_.tokens) return;
+    const std::pair<int64_t, int64_t> used = index.last_used(r.id).value_or(std::make_pair(int64_t{-1}, int64_t{-1}));
+    if (r.tokens > best_.tokens || used > best_used_) {
+      best_ = r;
+      best_used_ = used;
+    }
+  }
+  const PrefixMatch& best() const { return best_; }
+
+ private:
+  PrefixMatch best_;
+  std::pair<int64_t, int64_t> best_used_{-1, -1};
+};
+
 // The lookup from a backend's two statements (PrefixIndex::start_lookup,
 // read_lookup): what find_prefix answers in the second's snapshot; none
 // when the backend does not read ahead, or the lookup asked a probe it did
@@ -459,23 +478,16 @@ std::optional<PrefixMatch> read_ahead(Store::Impl& s, detail::PrefixIndex& index
       ans.start.precisions != start.precisions || ans.walks.size() != req.precisions.size())
     return std::nullopt;  // the model or its precisions changed in between
   try {
-    // As find_prefix: one walk per precision, the longest match wins, a tie
-    // goes to the most recently used.
-    PrefixMatch best;
-    std::pair<int64_t, int64_t> best_used{-1, -1};
+    // As find_prefix: one walk per precision.
+    BestMatch best;
     for (size_t i = 0; i < req.precisions.size(); ++i) {
       AnsweredIndex walk(req, ans.walks[i], i);
       const std::string& precision = req.precisions[i];
-      PrefixMatch r =
-          Matcher(walk, m, precision, loadable_only, s.chain_seed(m.text, precision), &req.chains[i]).run(tokens, len);
-      if (r.tokens == 0 || r.tokens < best.tokens) continue;
-      const std::pair<int64_t, int64_t> used = walk.last_used(r.id).value_or(std::make_pair(int64_t{-1}, int64_t{-1}));
-      if (r.tokens > best.tokens || used > best_used) {
-        best = r;
-        best_used = used;
-      }
+      best.offer(
+          Matcher(walk, m, precision, loadable_only, s.chain_seed(m.text, precision), &req.chains[i]).run(tokens, len),
+          walk);
     }
-    return best;
+    return best.best();
   } catch (const NotReadAhead&) {
     return std::nullopt;
   }
@@ -501,20 +513,13 @@ PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32
     // Chunks of each precision the model's conversations are stored in
     // (f32, a lossy one) chain from their own seed: one walk per precision,
     // the longest match wins, a tie goes to the most recently used.
-    PrefixMatch best;
-    std::pair<int64_t, int64_t> best_used{-1, -1};
+    BestMatch best;
     std::string precision;
     while (std::optional<std::string> next = index.next_precision(*model_id, precision)) {
       precision = *next;
-      PrefixMatch r = Matcher(index, m, precision, loadable_only, s.chain_seed(m.text, precision)).run(tokens, len);
-      if (r.tokens == 0 || r.tokens < best.tokens) continue;
-      const std::pair<int64_t, int64_t> used = index.last_used(r.id).value_or(std::make_pair(int64_t{-1}, int64_t{-1}));
-      if (r.tokens > best.tokens || used > best_used) {
-        best = r;
-        best_used = used;
-      }
+      best.offer(Matcher(index, m, precision, loadable_only, s.chain_seed(m.text, precision)).run(tokens, len), index);
     }
-    return best;
+    return best.best();
   });
 }
 

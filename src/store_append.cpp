@@ -403,6 +403,14 @@ class Appender {
 
   // One write transaction: chunks, chunk list and count together.
   void write_transaction() {
+    commit_turn([&](const ModelRow& m, int64_t conv_id) { write_chunks(m, conv_id); });
+  }
+
+  // The turn's one committing transaction: the generation check, the
+  // conversation's row, its chunks put in its list by `link`, the count, the
+  // replaced chunks freed, the limits applied.
+  template <class Link>
+  void commit_turn(Link&& link) {
     s_.catalog->wait_before_write();
     const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
     bool expired = false;
@@ -410,7 +418,7 @@ class Appender {
       check_generation();
       const ModelRow m = model_for_write();
       const int64_t conv_id = conv_ ? conv_->id : insert_conversation(m.id);
-      write_chunks(m, conv_id);
+      link(m, conv_id);
       update_conversation(conv_id);
       // A replaced chunk stays when it is linked still: by another conversation,
       // or by this one when the same content was re-saved into it.
@@ -478,31 +486,20 @@ class Appender {
     phase.linked = true;
   }
 
-  // The turn's one committing transaction: the generation check, the chunk
-  // list, the count, the index rows of the new chunks, the replaced chunks
-  // freed, the holds released, the limits applied.
+  // The turn's one committing transaction (commit_turn), which links the
+  // held chunks, gives the new ones their index rows and releases the holds.
   void link_transaction() {
-    detail::Catalog& catalog = *s_.catalog;
-    catalog.wait_before_write();
-    const auto txn = catalog.begin(detail::Catalog::Access::kWrite, here_);
-    bool expired = false;
-    with_context(here_, [&] {
-      check_generation();
-      const ModelRow m = model_for_write();
-      const int64_t conv_id = conv_ ? conv_->id : insert_conversation(m.id);
+    commit_turn([&](const ModelRow&, int64_t conv_id) {
+      detail::Catalog& catalog = *s_.catalog;
       if (rewrite_tail_) catalog.unlink_from(conv_id, keep_chunks_);
       for (size_t i = 0; i < plan_.size(); ++i) {
         catalog.index_chunk(held_ids_[i], held_records_[i]);
         catalog.link_chunk(conv_id, plan_[i].seq, held_ids_[i]);
       }
-      update_conversation(conv_id);
       catalog.release_held(held_ids_);
-      s_.free_unused_chunks(replaced_chunks());
-      expired = detail::apply_limits(s_, conv_id);
     });
-    txn->commit();
-    if (expired) s_.erase_due = true;
   }
+
 
   void check_generation() const {
     auto now_conv = s_.find_conversation(req_.id);

@@ -556,7 +556,16 @@ class Catalog {
   // (records this catalog's writer; its chunk transactions then commit
   // without a device flush: the link's, at the store's level, covers them).
   virtual void begin_chunk_phase(const std::string& what) { (void)what; }
+  // Outside any transaction, never throws: after each chunk transaction has
+  // committed. SQLite starts the device write of the chunk's WAL frames, so
+  // that the next flush (another writer's FULL commit, or this turn's link)
+  // has about one chunk's frames left to write, not the whole turn's; and
+  // leaves other writers an opening to take the write lock before the next
+  // chunk.
+  virtual void chunk_committed() noexcept {}
   // Outside any transaction, never throws: after the last chunk transaction.
+  // SQLite flushes the turn's chunk frames to the device here, before the
+  // link takes the write lock, so that the link's own flush is short.
   virtual void end_chunk_phase() noexcept {}
   // Write transaction. Records a chunk this writer stored or found as held
   // by it: until release_held or drop_held, no other writer frees or evicts
@@ -685,8 +694,10 @@ class Catalog {
   virtual PrefixIndex& prefix_index() = 0;
 
   // Waits for the backend's own background work that would slow the write
-  // about to begin (SQLite: a running WAL checkpoint).
-  virtual void wait_before_write() = 0;
+  // about to begin. raw_bytes: about what it writes, uncompressed (SQLite:
+  // a large write waits for a running WAL checkpoint, a small one at most a
+  // few ms).
+  virtual void wait_before_write(int64_t raw_bytes) = 0;
 };
 
 // Opens (or creates) the store at `location` with its backend: a file path

@@ -403,15 +403,15 @@ class Appender {
 
   // One write transaction: chunks, chunk list and count together.
   void write_transaction() {
-    commit_turn([&](const ModelRow& m, int64_t conv_id) { write_chunks(m, conv_id); });
+    commit_turn(planned_raw_bytes(), [&](const ModelRow& m, int64_t conv_id) { write_chunks(m, conv_id); });
   }
 
   // The turn's one committing transaction: the generation check, the
   // conversation's row, its chunks put in its list by `link`, the count, the
-  // replaced chunks freed, the limits applied.
+  // replaced chunks freed, the limits applied. raw_bytes: what it writes.
   template <class Link>
-  void commit_turn(Link&& link) {
-    s_.catalog->wait_before_write();
+  void commit_turn(int64_t raw_bytes, Link&& link) {
+    s_.catalog->wait_before_write(raw_bytes);
     const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
     bool expired = false;
     with_context(here_, [&] {
@@ -469,7 +469,7 @@ class Appender {
         h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
         w.hash = h;
       }
-      catalog.wait_before_write();
+      catalog.wait_before_write(w.n * detail::token_raw_bytes(req_.model));
       const auto txn = catalog.begin(detail::Catalog::Access::kWrite, here_);
       with_context(here_, [&] {
         if (!model) model = model_for_write();
@@ -477,6 +477,7 @@ class Appender {
         catalog.hold_chunk(held_ids_[i]);
       });
       txn->commit();
+      catalog.chunk_committed();
       if (detail::append_chunk_hook()) detail::append_chunk_hook()(req_.id, w.seq);
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();
@@ -489,7 +490,7 @@ class Appender {
   // The turn's one committing transaction (commit_turn), which links the
   // held chunks, gives the new ones their index rows and releases the holds.
   void link_transaction() {
-    commit_turn([&](const ModelRow&, int64_t conv_id) {
+    commit_turn(0, [&](const ModelRow&, int64_t conv_id) {  // rows only: the chunks are stored
       detail::Catalog& catalog = *s_.catalog;
       if (rewrite_tail_) catalog.unlink_from(conv_id, keep_chunks_);
       for (size_t i = 0; i < plan_.size(); ++i) {

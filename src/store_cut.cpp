@@ -9,6 +9,7 @@
 #include "backend_error.h"
 #include "chunk_layout.h"
 #include "core/chunk_codec.h"
+#include "core/store_limits.h"
 #include "kv_planes.h"
 #include "store_call.h"
 
@@ -247,7 +248,7 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
   // a divergence or a model mismatch found by the append undoes the truncate.
   // Like an append, it waits for a running checkpoint before it begins, or the
   // WAL grows instead of starting over (and is checkpointed more often).
-  s.catalog->wait_before_write();
+  s.catalog->wait_before_write(len > from ? (len - from) * detail::token_raw_bytes(model) : 0);
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   const int64_t committed = count(id);
   if (from > committed)

@@ -14,7 +14,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -89,6 +92,60 @@ TEST_CASE("objects first: a writer commits a turn while another is between the c
   CHECK(loads_as(host_a, "b", b, 24) == "");
   CHECK(host_a.verify().ok());
   CHECK(colikv_test::orphan_chunks(path, false) == 0);
+}
+
+// Not stopped this time: A streams its chunk transactions back to back, and
+// B, arriving in the middle, must find an opening between two of them. With
+// SQLite's own busy handler B slept up to 100 ms between tries and took the
+// lock only when it happened to try in the microseconds between two of A's
+// transactions: it mostly waited for A's whole turn.
+TEST_CASE("objects first: a writer arriving while another streams its chunks commits between two of them",
+          "[objects]") {
+  const colikv::ModelSignature wide = colikv_test::wide_model();
+  for (colikv::Synchronous sync : {colikv::Synchronous::kNormal, colikv::Synchronous::kFull}) {
+    ObjectsFirst on;
+    TempDir dir;
+    const std::string path = dir.file("s.db");
+    colikv::Options o;
+    o.chunk_target_bytes = 24 * wide.record_bytes();
+    o.busy_timeout_ms = 60000;  // a B that waits for A's whole turn is seen below, not as kBusy
+    o.synchronous = sync;
+    const int64_t a_len = 24 * 160, b_len = 8;
+    const EngineBuffers a = colikv_test::history(wide, a_len, 1), b = colikv_test::history(wide, b_len, 2);
+    Store host_a(path, o), host_b(path, o);
+    append(host_a, "a", a, 24);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool b_may_start = false;
+    colikv::detail::append_chunk_hook() = [&](const std::string& id, int64_t seq) {
+      if (id != "a" || seq != 3) return;  // A goes on streaming: only B is told
+      std::lock_guard<std::mutex> lock(mu);
+      b_may_start = true;
+      cv.notify_all();
+    };
+    std::atomic<bool> a_done{false};
+    Outcome ra;
+    std::thread ta([&] {
+      ra = outcome_of([&] { append(host_a, "a", a, a_len); });
+      a_done = true;
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return b_may_start; });
+    }
+    const Outcome rb = outcome_of([&] { append(host_b, "b", b, b_len); });
+    const bool b_first = !a_done;
+    ta.join();
+    colikv::detail::append_chunk_hook() = nullptr;
+    INFO("synchronous " << (sync == colikv::Synchronous::kFull ? "FULL" : "NORMAL") << ": " << rb.message << " "
+                        << ra.message);
+    CHECK(rb.code == ErrorCode::kOk);
+    CHECK(ra.code == ErrorCode::kOk);
+    CHECK(b_first);  // B committed while A's turn was still storing its chunks
+    CHECK(loads_as(host_b, "a", a, a_len) == "");
+    CHECK(loads_as(host_a, "b", b, b_len) == "");
+    CHECK(colikv_test::orphan_chunks(path, false) == 0);
+  }
 }
 
 TEST_CASE("objects first: chunks held between a turn's chunks and its link are invisible to every read",

@@ -116,7 +116,7 @@ class PgCatalog : public Catalog {
 
   PrefixIndex& prefix_index() override;
   std::vector<std::string> file_suffixes() const override { return {}; }  // the server keeps the files
-  void wait_before_write() override {}  // the server has no background work the client waits for
+  void wait_before_write(int64_t) override {}  // the server has no background work the client waits for
 
  private:
   PgRows run(const char* sql, const PgParams& params, const char* what);

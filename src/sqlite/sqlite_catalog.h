@@ -6,6 +6,7 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include <chrono>
 #include <memory>
 
 #include "catalog.h"
@@ -70,6 +71,7 @@ class SqliteCatalog : public Catalog {
   void free_queued_chunks() override;
   bool can_hold_chunks() override;
   void begin_chunk_phase(const std::string& what) override;
+  void chunk_committed() noexcept override;
   void end_chunk_phase() noexcept override;
   void hold_chunk(int64_t chunk_id) override;
   void index_chunk(int64_t chunk_id, const ChunkRecord& c) override;
@@ -104,7 +106,7 @@ class SqliteCatalog : public Catalog {
   std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
 
   PrefixIndex& prefix_index() override;
-  void wait_before_write() override;
+  void wait_before_write(int64_t raw_bytes) override;
 
  private:
   std::string path_;
@@ -121,9 +123,16 @@ class SqliteCatalog : public Catalog {
   // else kNotFound "no such tenant".
   void open_tenant();
   // Objects first (sqlite_held.cpp): this catalog's writers row, once it
-  // held a chunk (0: none yet), and whether a chunk phase relaxed synchronous.
+  // held a chunk (0: none yet), whether a chunk phase relaxed synchronous,
+  // and the WAL file it flushes ahead of the link (-1: none).
   int64_t writer_id_ = 0;
   bool chunk_phase_relaxed_ = false;
+  int wal_fd_ = -1;
+  // When it last left other writers an opening, and the data_version then.
+  std::chrono::steady_clock::time_point last_opening_;
+  int64_t seen_data_version_ = -1;
+  // PRAGMA data_version: moves when another connection commits; -1 on error.
+  int64_t data_version() noexcept;
   int64_t drop_writer_holds(int64_t writer);
   // Deletes the held chunks of writers certainly dead, outside any
   // transaction; true when it deleted any (their bytes are erased).

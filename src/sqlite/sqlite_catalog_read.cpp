@@ -52,7 +52,7 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
   // (docs/benchmarks.md, "Figures moved out of code comments").
   const bool full = options_.synchronous == Synchronous::kFull;
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-  sqlite3_busy_timeout(db_.getHandle(), 0);
+  wait_when_busy(db_.getHandle(), 0);
   try {
     SQLite::Statement u(db_, "UPDATE conversations SET last_used_ms = ? WHERE tenant_id = ? AND name = ?");
     u.bind(1, now_ms);
@@ -61,7 +61,7 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
     u.exec();
   } catch (const SQLite::Exception&) {
   }
-  sqlite3_busy_timeout(db_.getHandle(), options_.busy_timeout_ms);
+  wait_when_busy(db_.getHandle(), options_.busy_timeout_ms);
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

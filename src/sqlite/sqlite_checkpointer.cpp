@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/path.h"
+#include "sqlite/sqlite_util.h"
 
 namespace colikv {
 namespace detail {
@@ -25,7 +26,7 @@ int64_t free_bytes_beside(const std::string& file) {
 
 int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(busy_timeout_ms, 1000));
-  sqlite3_busy_timeout(db, 0);
+  wait_when_busy(db, 0);
   int rc = SQLITE_OK;
   for (;;) {
     int log = -1, done = -1;
@@ -42,7 +43,7 @@ int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  sqlite3_busy_timeout(db, busy_timeout_ms);
+  wait_when_busy(db, busy_timeout_ms);
   return rc;
 }
 
@@ -63,10 +64,14 @@ Checkpointer::~Checkpointer() {
   if (db_) sqlite3_close(db_);
 }
 
-void Checkpointer::wait_before_write() {
+void Checkpointer::wait_before_write(std::optional<std::chrono::milliseconds> at_most) {
   if (wal_pages_.load() < soft_pages_ || failed_) return;
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return stop_ || (!pending_ && !busy_); });
+  const auto done = [this] { return stop_ || (!pending_ && !busy_); };
+  if (at_most)
+    cv_.wait_for(lock, *at_most, done);
+  else
+    cv_.wait(lock, done);
 }
 
 int Checkpointer::on_commit(void* arg, sqlite3* h, const char* name, int pages) {

@@ -5,9 +5,11 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -27,8 +29,10 @@ namespace detail {
 // begins on a WAL whose every frame was copied back; an append that begins
 // while the previous one's checkpoint runs makes the WAL grow instead, until
 // the hard limit stalls a commit (every few large turns; docs/benchmarks.md).
-// So an append waits for a running checkpoint before it begins (its chunks
-// keep encoding meanwhile): wait_before_write().
+// So a large write waits for a running checkpoint before it begins (its
+// chunks keep encoding meanwhile): wait_before_write(). A small one waits
+// a bounded time (SqliteCatalog::wait_before_write): a whole checkpoint of
+// another writer's turn would hold it many times its own time.
 // Copies the whole WAL back into the database file (cutting the file to the
 // size its last commit left) and resets the WAL to zero bytes, without ever
 // holding the write lock while it waits: each TRUNCATE attempt runs with no
@@ -61,8 +65,8 @@ class Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   // Waits until no checkpoint is pending or running, if the last commit left
-  // at least soft_pages in the WAL.
-  void wait_before_write();
+  // at least soft_pages in the WAL; at most `at_most` when given.
+  void wait_before_write(std::optional<std::chrono::milliseconds> at_most = std::nullopt);
 
  private:
   static int on_commit(void* arg, sqlite3* h, const char* name, int pages);

@@ -278,6 +278,7 @@ SQLite::Database open_store(const std::string& path, const Options& options) {
   SQLite::Database db = sqlite_context(what + ": open", [&] {
     return SQLite::Database(path, open_flags(path, options), options.busy_timeout_ms, options.vfs_name);
   });
+  wait_when_busy(db.getHandle(), options.busy_timeout_ms);
   if (options.read_only) exec(db, "PRAGMA query_only=1", what);
   harden(db, options, what);
   keep_temporaries_in_memory(db, what);

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "sqlite/sqlite_util.h"
+
 namespace colikv {
 namespace detail {
 
@@ -13,9 +15,9 @@ namespace {
 // timeout it had.
 template <class F>
 int without_busy_wait(sqlite3* db, int restore_ms, F f) {
-  sqlite3_busy_timeout(db, 0);
+  wait_when_busy(db, 0);
   const int rc = f();
-  sqlite3_busy_timeout(db, restore_ms);
+  wait_when_busy(db, restore_ms);
   return rc;
 }
 

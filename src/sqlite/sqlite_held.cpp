@@ -1,6 +1,7 @@
 // Objects first on SQLite (catalog.h, "Objects first"; docs/design.md): the
 // chunks a writer stored or found before its link, held in held_chunks under
 // its writers row, and the reclaim of those of writers certainly dead.
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_prefix_index.h"
@@ -19,6 +21,13 @@ namespace colikv {
 namespace detail {
 
 namespace {
+
+// How long a writer between two of its chunk transactions leaves the write
+// lock to others: a few of their busy handler's retries (wait_when_busy).
+constexpr std::chrono::microseconds kWriterOpening{300};
+// How often it does so while it sees no other writer commit: a writer that
+// waits has not committed yet, so it is let in at least this often.
+constexpr std::chrono::milliseconds kOpeningEvery{20};
 
 std::string first_line(const std::string& file) {
   std::ifstream in(file);
@@ -120,10 +129,54 @@ void SqliteCatalog::begin_chunk_phase(const std::string& what) {
   if (options_.synchronous == Synchronous::kFull) {
     sqlite_context(what, [&] { statements_.use("PRAGMA synchronous=NORMAL")->exec(); });
     chunk_phase_relaxed_ = true;
+    // The WAL exists while a connection is open, this one too; SQLite locks
+    // the -shm file, never the WAL, so closing this descriptor releases none
+    // of its locks. When it cannot be opened: no flush ahead, the link's
+    // flush does it all.
+    wal_fd_ = ::open((path_ + "-wal").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  last_opening_ = std::chrono::steady_clock::now();
+  seen_data_version_ = data_version();
+}
+
+int64_t SqliteCatalog::data_version() noexcept {
+  try {
+    auto q = statements_.use("PRAGMA data_version");
+    return q->executeStep() ? q->getColumn(0).getInt64() : -1;
+  } catch (const SQLite::Exception&) {
+    return -1;
   }
 }
 
+void SqliteCatalog::chunk_committed() noexcept {
+  // Starting the device write does not wait for it; a later fdatasync waits
+  // only for what is still under way. Every page of the file that is dirty
+  // now is the chunks' (or another writer's, written before them).
+  if (wal_fd_ >= 0) ::sync_file_range(wal_fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  // The opening: another writer's busy handler retries every 100 us
+  // (wait_when_busy); without a pause, this writer's next BEGIN IMMEDIATE
+  // follows its COMMIT within microseconds and takes the lock back. After
+  // every chunk while others commit (PRAGMA data_version moved), else now
+  // and then. It yields instead of sleeping: on a busy machine a sleeping
+  // thread waits for a core when it wakes, which cost a lone writer's large
+  // turns a tenth of their speed (docs/benchmarks.md).
+  using Clock = std::chrono::steady_clock;
+  const int64_t version = data_version();
+  const bool others_commit = version != seen_data_version_;
+  seen_data_version_ = version;
+  const Clock::time_point now = Clock::now();
+  if (!others_commit && now - last_opening_ < kOpeningEvery) return;
+  while (Clock::now() < now + kWriterOpening) std::this_thread::yield();
+  last_opening_ = Clock::now();
+}
+
 void SqliteCatalog::end_chunk_phase() noexcept {
+  if (wal_fd_ >= 0) {
+    // Errors are the link's to report: its own flush covers the same frames.
+    ::fdatasync(wal_fd_);
+    ::close(wal_fd_);
+    wal_fd_ = -1;
+  }
   if (!chunk_phase_relaxed_) return;
   chunk_phase_relaxed_ = false;
   sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);

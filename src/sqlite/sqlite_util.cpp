@@ -2,7 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "core/store_limits.h"
 
@@ -63,6 +66,30 @@ int64_t query_int(SQLite::Database& db, const std::string& sql, const std::strin
     if (!q.executeStep()) return int64_t{0};
     return q.getColumn(0).getInt64();
   });
+}
+
+namespace {
+
+int retry_until_timeout(void* timeout_ms, int tries) {
+  using Clock = std::chrono::steady_clock;
+  // A connection is used by one thread at a time, and SQLite calls this with
+  // tries == 0 when a statement first finds the lock taken.
+  thread_local Clock::time_point first_try;
+  const Clock::time_point now = Clock::now();
+  if (tries == 0) first_try = now;
+  if (now - first_try >= std::chrono::milliseconds(reinterpret_cast<intptr_t>(timeout_ms))) return 0;
+  std::this_thread::sleep_for(std::chrono::microseconds(100));
+  return 1;
+}
+
+}  // namespace
+
+void wait_when_busy(sqlite3* db, int timeout_ms) {
+  if (timeout_ms <= 0) {
+    sqlite3_busy_timeout(db, 0);
+    return;
+  }
+  sqlite3_busy_handler(db, &retry_until_timeout, reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
 }
 
 SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind, StatementCache* statements)

@@ -6,6 +6,7 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
+#include <sqlite3.h>
 
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,15 @@ ChunkHash blob_to_hash(const SQLite::Column& col);
 // chunk_meta.digest: none (NULL) for a chunk written before schema 5, whose
 // chunks.hash is its chain hash.
 std::optional<ChunkHash> digest_column(const SQLite::Column& col);
+
+// Sets db's busy handler: a statement that finds the database locked tries
+// again every 100 microseconds until timeout_ms have passed (0: it fails at
+// once with SQLITE_BUSY). SQLite's own sqlite3_busy_timeout sleeps up to
+// 100 ms between tries, and a writer whose short transactions follow one
+// another (an objects-first turn's chunks) takes the lock back each time in
+// between: the waiting writer missed every opening and waited for the whole
+// turn (docs/benchmarks.md, "Writers side by side on SQLite").
+void wait_when_busy(sqlite3* db, int timeout_ms);
 
 // BEGIN IMMEDIATE (or DEFERRED for a read snapshot) ... COMMIT; rolls back in
 // the destructor unless committed. Rollback errors are swallowed there: the

@@ -663,14 +663,14 @@ void SqliteCatalog::wait_before_write(int64_t raw_bytes) try {
   // by a large write. A small one grows it by a few pages, and a whole
   // checkpoint (another writer's large turn, copied back) would hold it
   // many times its own time; but running beside the checkpoint slows it
-  // too, so it waits for a short one.
+  // too, so it waits for a short one, once a checkpoint.
   constexpr int64_t kLargeWriteBytes = int64_t{1} << 20;
   constexpr std::chrono::milliseconds kSmallWriteWait{10};
   if (!checkpointer_) return;
   if (raw_bytes >= kLargeWriteBytes)
     checkpointer_->wait_before_write();
   else
-    checkpointer_->wait_before_write(kSmallWriteWait);
+    checkpointer_->wait_briefly_before_write(kSmallWriteWait);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }

@@ -64,14 +64,20 @@ Checkpointer::~Checkpointer() {
   if (db_) sqlite3_close(db_);
 }
 
-void Checkpointer::wait_before_write(std::optional<std::chrono::milliseconds> at_most) {
+void Checkpointer::wait_before_write() {
   if (wal_pages_.load() < soft_pages_ || failed_) return;
   std::unique_lock<std::mutex> lock(mu_);
-  const auto done = [this] { return stop_ || (!pending_ && !busy_); };
-  if (at_most)
-    cv_.wait_for(lock, *at_most, done);
-  else
-    cv_.wait(lock, done);
+  cv_.wait(lock, [this] { return stop_ || (!pending_ && !busy_); });
+}
+
+void Checkpointer::wait_briefly_before_write(std::chrono::milliseconds at_most) {
+  if (wal_pages_.load() < soft_pages_ || failed_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!pending_ && !busy_) return;
+  const uint64_t now_running = busy_ ? started_ : started_ + 1;  // a pending one gets the next number
+  if (briefly_waited_for_ == now_running) return;
+  briefly_waited_for_ = now_running;
+  cv_.wait_for(lock, at_most, [this] { return stop_ || (!pending_ && !busy_); });
 }
 
 int Checkpointer::on_commit(void* arg, sqlite3* h, const char* name, int pages) {
@@ -99,6 +105,7 @@ void Checkpointer::run() {
     if (stop_) return;
     pending_ = false;
     busy_ = true;
+    ++started_;
     lock.unlock();
     if (!db_ && !failed_) {
       if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {

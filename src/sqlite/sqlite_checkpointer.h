@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <condition_variable>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -65,8 +64,13 @@ class Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   // Waits until no checkpoint is pending or running, if the last commit left
-  // at least soft_pages in the WAL; at most `at_most` when given.
-  void wait_before_write(std::optional<std::chrono::milliseconds> at_most = std::nullopt);
+  // at least soft_pages in the WAL.
+  void wait_before_write();
+  // The same for a small write: at most `at_most`, and once for each
+  // checkpoint; while the one it waited for still runs, it returns at once.
+  // Each write waiting the bound while a long checkpoint runs would only add
+  // it to each, without the WAL starting over any sooner.
+  void wait_briefly_before_write(std::chrono::milliseconds at_most);
 
  private:
   static int on_commit(void* arg, sqlite3* h, const char* name, int pages);
@@ -79,6 +83,8 @@ class Checkpointer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, pending_ = false, busy_ = false;
+  uint64_t started_ = 0;             // checkpoints begun by run()
+  uint64_t briefly_waited_for_ = 0;  // the last one a small write waited for (see above)
   std::atomic<bool> failed_{false};
   std::atomic<int> wal_pages_{0};
   std::thread thread_;

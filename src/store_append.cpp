@@ -501,7 +501,6 @@ class Appender {
     });
   }
 
-
   void check_generation() const {
     auto now_conv = s_.find_conversation(req_.id);
     // An import or copy that lost the race to create the id: retrying cannot help.

@@ -67,17 +67,17 @@ Checkpointer::~Checkpointer() {
 void Checkpointer::wait_before_write() {
   if (wal_pages_.load() < soft_pages_ || failed_) return;
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return stop_ || (!pending_ && !busy_); });
+  cv_.wait(lock, [this] { return write_may_begin(); });
 }
 
 void Checkpointer::wait_briefly_before_write(std::chrono::milliseconds at_most) {
   if (wal_pages_.load() < soft_pages_ || failed_) return;
   std::unique_lock<std::mutex> lock(mu_);
-  if (!pending_ && !busy_) return;
+  if (write_may_begin()) return;
   const uint64_t now_running = busy_ ? started_ : started_ + 1;  // a pending one gets the next number
   if (briefly_waited_for_ == now_running) return;
   briefly_waited_for_ = now_running;
-  cv_.wait_for(lock, at_most, [this] { return stop_ || (!pending_ && !busy_); });
+  cv_.wait_for(lock, at_most, [this] { return write_may_begin(); });
 }
 
 int Checkpointer::on_commit(void* arg, sqlite3* h, const char* name, int pages) {

@@ -75,6 +75,8 @@ class Checkpointer {
  private:
   static int on_commit(void* arg, sqlite3* h, const char* name, int pages);
   void run();
+  // Under mu_: no checkpoint pending or running (or stopping).
+  bool write_may_begin() const { return stop_ || (!pending_ && !busy_); }
 
   sqlite3* main_;
   std::string path_;

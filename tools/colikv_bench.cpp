@@ -60,6 +60,7 @@
 #include "colikv/coli_kv.h"
 #include "colikv/store.h"
 #include "async_writer.h"  // the async writer's queue depth, for the "async" rows
+#include "sqlite/sqlite_connection.h"  // open_store: the bench's plain SQLite connections set up as colikv's
 #include "store_impl.h"
 #include "synthetic_engine.h"
 
@@ -926,27 +927,23 @@ void bench_tiny_store(const Config& cfg, const Shape& shape, int64_t n) {
 }
 
 // A plain SQLite connection of the benchmark's own (the prefill, the floor of
-// a small append), its statements finalized and itself closed on scope exit.
+// a small append), opened as colikv opens a store (detail::open_store: the
+// same pragmas, WAL size and busy handler); its statements are finalized on
+// scope exit, before the connection closes.
 class RawDb {
  public:
-  explicit RawDb(const std::string& path) {
-    if (sqlite3_open(path.c_str(), &h_) == SQLITE_OK) return;
-    const std::string why = "bench sqlite: open " + path + ": " + sqlite3_errmsg(h_);
-    sqlite3_close(h_);  // sqlite3_open returns a handle to close even when it fails
-    throw colikv::Error(colikv::ErrorCode::kIO, why);
-  }
+  RawDb(const std::string& path, const colikv::Options& options) : db_(colikv::detail::open_store(path, options)) {}
   ~RawDb() {
     for (sqlite3_stmt* q : statements_) sqlite3_finalize(q);
-    sqlite3_close(h_);
   }
   RawDb(const RawDb&) = delete;
   RawDb& operator=(const RawDb&) = delete;
 
-  sqlite3* handle() const { return h_; }
-  void exec(const std::string& sql) { check(sqlite3_exec(h_, sql.c_str(), nullptr, nullptr, nullptr), sql.c_str()); }
+  sqlite3* handle() const { return db_.getHandle(); }
+  void exec(const std::string& sql) { check(sqlite3_exec(handle(), sql.c_str(), nullptr, nullptr, nullptr), sql.c_str()); }
   sqlite3_stmt* prepare(const char* sql) {
     sqlite3_stmt* q = nullptr;
-    check(sqlite3_prepare_v2(h_, sql, -1, &q, nullptr), sql);
+    check(sqlite3_prepare_v2(handle(), sql, -1, &q, nullptr), sql);
     statements_.push_back(q);
     return q;
   }
@@ -959,10 +956,10 @@ class RawDb {
  private:
   void check(int rc, const char* what) const {
     if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
-      throw colikv::Error(colikv::ErrorCode::kIO, std::string("bench sqlite: ") + what + ": " + sqlite3_errmsg(h_));
+      throw colikv::Error(colikv::ErrorCode::kIO, std::string("bench sqlite: ") + what + ": " + sqlite3_errmsg(handle()));
   }
 
-  sqlite3* h_ = nullptr;
+  SQLite::Database db_;
   std::vector<sqlite3_stmt*> statements_;
 };
 
@@ -990,7 +987,7 @@ void prefill_store(const std::string& db, const colikv::ModelSignature& m, int64
     }
   }
   if (stored <= seeds) return;
-  RawDb raw(db);
+  RawDb raw(db, store_options(colikv::Synchronous::kNormal));
   struct Link {
     int64_t conv, seq, chunk, n_tokens;
   };
@@ -1054,25 +1051,16 @@ void prefill_store(const std::string& db, const colikv::ModelSignature& m, int64
 // write): `count` times the five writing statements an append of it runs
 // (the conversation, its chunk with a payload of the size colikv just stored,
 // chunk_meta, the link, the count), prepared once, one transaction each, on
-// the store colikv has just appended to and with colikv's connection
-// settings; SQLite's own checkpoint at the WAL size where colikv's background
-// checkpointer starts one. Returns each transaction's milliseconds.
+// the store colikv has just appended to, through a connection set up as
+// colikv's (RawDb); SQLite checkpoints inline, at the WAL size where colikv's
+// background checkpointer starts one. Returns each transaction's milliseconds.
 std::vector<double> time_sqlite_rows(const std::string& db, colikv::Synchronous sync, int64_t count, int64_t len,
                                      int64_t vocab) {
-  RawDb raw(db);
-  const colikv::Options defaults;
-  raw.exec("PRAGMA secure_delete=ON");
-  raw.exec("PRAGMA cache_size=-2000");
-  raw.exec("PRAGMA temp_store=MEMORY");
-  raw.exec("PRAGMA foreign_keys=ON");
-  raw.exec(sync == colikv::Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-  int64_t page_size = 0, model_id = 0, raw_size = 0, payload_bytes = 0, tenant_id = 0;
+  RawDb raw(db, store_options(sync));
+  int64_t model_id = 0, raw_size = 0, payload_bytes = 0, tenant_id = 0;
   std::string compression, prev;
   {
-    sqlite3_stmt* q = raw.prepare("PRAGMA page_size");
-    if (sqlite3_step(q) == SQLITE_ROW) page_size = sqlite3_column_int64(q, 0);
-    sqlite3_reset(q);  // no statement left open: it would hold a read snapshot through the timed writes
-    q = raw.prepare(
+    sqlite3_stmt* q = raw.prepare(
         "SELECT ch.model_id, ch.raw_size, ch.compression, length(ch.payload), m.prev_hash, c.tenant_id "
         "FROM conversation_chunks cc JOIN chunks ch USING (chunk_id) JOIN chunk_meta m USING (chunk_id) "
         "JOIN conversations c USING (conversation_id) ORDER BY cc.conversation_id DESC LIMIT 1");
@@ -1083,12 +1071,8 @@ std::vector<double> time_sqlite_rows(const std::string& db, colikv::Synchronous 
     payload_bytes = sqlite3_column_int64(q, 3);
     prev.assign(static_cast<const char*>(sqlite3_column_blob(q, 4)), static_cast<size_t>(sqlite3_column_bytes(q, 4)));
     tenant_id = sqlite3_column_int64(q, 5);
-    sqlite3_reset(q);
+    sqlite3_reset(q);  // no statement left open: it would hold a read snapshot through the timed writes
   }
-  const int64_t wal_pages = defaults.wal_checkpoint_bytes / page_size;
-  raw.exec("PRAGMA journal_size_limit=" + std::to_string(wal_pages * page_size));
-  raw.exec("PRAGMA wal_autocheckpoint=" + std::to_string(wal_pages));
-  sqlite3_busy_timeout(raw.handle(), 5000);
   sqlite3_stmt* begin = raw.prepare("BEGIN IMMEDIATE");
   sqlite3_stmt* commit = raw.prepare("COMMIT");
   sqlite3_stmt* conv = raw.prepare(

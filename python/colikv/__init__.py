@@ -26,6 +26,7 @@ from ._colikv import (  # noqa: F401  (the package's API)
     VacuumReport,
     ImportResult,
     CopyResult,
+    TenantInfo,
     read_coli_kv,
     weights_id_from_dir,
     is_postgres_location,
@@ -51,7 +52,7 @@ from ._colikv import (  # noqa: F401  (the package's API)
 __all__ = [
     "__version__", "library_schema_version", "Model", "KV", "Store", "ConversationInfo", "UsageStats",
     "StoreStats", "VerifyProblem", "UncomparedShare", "VerifyReport", "EvictionReport", "VacuumReport",
-    "ImportResult", "CopyResult", "read_coli_kv", "weights_id_from_dir", "is_postgres_location",
+    "ImportResult", "CopyResult", "TenantInfo", "read_coli_kv", "weights_id_from_dir", "is_postgres_location",
     "shown_store_location", "Error", "NotFound", "ModelMismatch", "Diverged", "Conflict", "Corrupt", "Busy",
     "DiskFull", "InvalidArgument", "IO", "ReadOnly", "TooLarge", "Version", "Internal", "Evicted",
     "Unsupported",

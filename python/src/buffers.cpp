@@ -148,27 +148,32 @@ LoadArrays make_load_arrays(const colikv::ModelSignature& m, int64_t n) {
 
 namespace {
 
-// Positions [0, got) of an array made for n along axis: a view, no copy.
-py::object first_positions(const py::array& a, int axis, int64_t got, int64_t n) {
-  if (got == n) return a;
+// Positions [from, to) of an array made for n along axis: a view, no copy.
+py::object positions(const py::array& a, int axis, int64_t from, int64_t to, int64_t n) {
+  if (from == 0 && to == n) return a;
   py::tuple idx(a.ndim());
   for (py::ssize_t i = 0; i < a.ndim(); ++i)
-    idx[static_cast<size_t>(i)] =
-        i == axis ? py::slice(0, static_cast<py::ssize_t>(got), 1) : py::slice(py::none(), py::none(), py::none());
+    idx[static_cast<size_t>(i)] = i == axis ? py::slice(static_cast<py::ssize_t>(from), static_cast<py::ssize_t>(to), 1)
+                                            : py::slice(py::none(), py::none(), py::none());
   return a[idx];
 }
 
 }  // namespace
 
 KV make_kv(const std::string& id, const colikv::ModelSignature& m, const LoadArrays& a, int64_t n, int64_t got) {
+  return make_kv_range(id, m, a, n, 0, got);
+}
+
+KV make_kv_range(const std::string& id, const colikv::ModelSignature& m, const LoadArrays& a, int64_t n, int64_t from,
+                 int64_t to) {
   KV kv;
   kv.id = id;
   kv.model = m;
-  kv.n = got;
-  kv.tokens = first_positions(a.tokens, 0, got, n);
-  kv.lc = first_positions(a.lc, 1, got, n);
-  kv.rc = first_positions(a.rc, 1, got, n);
-  kv.ic = first_positions(a.ic, 1, got, n);
+  kv.n = to - from;
+  kv.tokens = positions(a.tokens, 0, from, to, n);
+  kv.lc = positions(a.lc, 1, from, to, n);
+  kv.rc = positions(a.rc, 1, from, to, n);
+  kv.ic = positions(a.ic, 1, from, to, n);
   return kv;
 }
 

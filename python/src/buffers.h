@@ -75,6 +75,10 @@ LoadArrays make_load_arrays(const colikv::ModelSignature& m, int64_t n);
 
 // A KV of the first got of the n positions arrays were made for (views, no copy).
 KV make_kv(const std::string& id, const colikv::ModelSignature& m, const LoadArrays& a, int64_t n, int64_t got);
+// A KV of positions [from, to) of the n arrays were made for (views, no copy):
+// what load_range and adopt filled, nothing before `from`.
+KV make_kv_range(const std::string& id, const colikv::ModelSignature& m, const LoadArrays& a, int64_t n, int64_t from,
+                 int64_t to);
 
 }  // namespace colikv_py
 

@@ -20,15 +20,16 @@
 #include <vector>
 
 #include "colikv/coli_kv.h"
-#include "colikv/copy.h"
 #include "colikv/error.h"
 #include "colikv/model.h"
 #include "colikv/options.h"
 #include "colikv/store.h"
+#include "colikv/version.h"
 
 #include "buffers.h"
 #include "coli_kv_reader.h"
 #include "errors.h"
+#include "store.h"
 #include "text.h"
 
 namespace py = pybind11;
@@ -36,70 +37,6 @@ using colikv::ErrorCode;
 
 namespace colikv_py {
 namespace {
-
-// A Store that may be closed while other threads still run calls on it: each
-// call holds its own reference, so close() never frees it under them.
-class PyStore {
- public:
-  PyStore(const std::string& location, const colikv::Options& options) {
-    py::gil_scoped_release nogil;
-    store_ = std::make_shared<colikv::Store>(location, options);
-    location_ = location;
-  }
-
-  // The open store, or InvalidArgument (a ValueError, as for a closed file).
-  std::shared_ptr<colikv::Store> get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!store_)
-      throw colikv::Error(ErrorCode::kInvalidArgument,
-                          colikv::shown_store_location(location_) + ": the store is closed");
-    return store_;
-  }
-
-  bool closed() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return !store_;
-  }
-
-  const std::string& location() const { return location_; }
-
-  // Commits what append_async queued and reports its first error, then closes
-  // (also when that error is raised). Closing twice does nothing.
-  void close() {
-    std::shared_ptr<colikv::Store> s;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      s.swap(store_);
-    }
-    if (!s) return;
-    py::gil_scoped_release nogil;
-    struct Release {  // the destructor (which may wait for the writer thread) without the GIL too
-      std::shared_ptr<colikv::Store>& s;
-      ~Release() { s.reset(); }
-    } release{s};
-    s->wait();
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::shared_ptr<colikv::Store> store_;
-  std::string location_;
-};
-
-// A file path argument: str (encoded as os.fsencode does, so a name that is
-// not UTF-8 round-trips), bytes or os.PathLike; TypeError otherwise.
-std::string fs_path(py::handle obj) {
-  PyObject* out = nullptr;
-  if (!PyUnicode_FSConverter(obj.ptr(), &out)) throw py::error_already_set();
-  py::bytes b = py::reinterpret_steal<py::bytes>(out);
-  return std::string(b);
-}
-
-// A path back to Python as os.fsdecode gives it.
-py::object fs_str(const std::string& path) {
-  return py::reinterpret_steal<py::object>(
-      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
-}
 
 colikv::Synchronous parse_synchronous(const std::string& s) {
   if (s == "full") return colikv::Synchronous::kFull;
@@ -193,32 +130,6 @@ py::object match_result(const colikv::PrefixMatch& pm) {
   return py::make_tuple(text_str(pm.id), pm.tokens);
 }
 
-std::vector<colikv::ConversationInfo> list_all(colikv::Store& s, std::optional<int64_t> limit, int64_t offset) {
-  if (limit && *limit < 0)
-    throw colikv::Error(ErrorCode::kInvalidArgument, "limit must be >= 0 or None, not " + std::to_string(*limit));
-  if (offset < 0) throw colikv::Error(ErrorCode::kInvalidArgument, "offset must be >= 0, not " + std::to_string(offset));
-  std::vector<colikv::ConversationInfo> all;
-  const int64_t page = 500;
-  for (int64_t at = offset;;) {
-    colikv::ListOptions lo;
-    lo.offset = at;
-    lo.limit = limit ? std::min(page, *limit - static_cast<int64_t>(all.size())) : page;
-    if (lo.limit <= 0) break;
-    std::vector<colikv::ConversationInfo> part = s.list(lo);
-    for (auto& c : part) all.push_back(std::move(c));
-    if (static_cast<int64_t>(part.size()) < lo.limit) break;
-    at += static_cast<int64_t>(part.size());
-  }
-  return all;
-}
-
-// A call on the open store with the GIL released.
-template <class F>
-auto locked_call(PyStore& ps, F&& f) {
-  auto s = ps.get();
-  py::gil_scoped_release nogil;
-  return f(*s);
-}
 
 }  // namespace
 }  // namespace colikv_py
@@ -227,7 +138,8 @@ using namespace colikv_py;
 
 PYBIND11_MODULE(_colikv, mod) {
   mod.doc() = "colikv: LLM KV-cache conversations in SQLite or PostgreSQL (the C++ library's Python binding).";
-  mod.attr("__version__") = COLIKV_PY_VERSION;
+  // The linked library's version (colikv_version()), written once in colikv/version.h.
+  mod.attr("__version__") = colikv::version();
   mod.attr("library_schema_version") = colikv::Store::library_schema_version();
   register_errors(mod);
 
@@ -389,26 +301,24 @@ The arrays are the ones the library filled, not copies.)doc")
       .def_readonly("ignored_bytes", &colikv::ImportResult::ignored_bytes)
       .def_readonly("salvaged", &colikv::ImportResult::salvaged);
 
-  py::class_<colikv::CopyResult>(mod, "CopyResult", "One conversation Store.copy_to copied, checked byte for byte.")
-      .def_property_readonly("id", [](const colikv::CopyResult& x) { return Text(x.id); })
-      .def_readonly("model", &colikv::CopyResult::model)
-      .def_readonly("tokens", &colikv::CopyResult::tokens)
-      .def_readonly("records_sha256", &colikv::CopyResult::records_sha256)
-      .def_readonly("evicted_from", &colikv::CopyResult::evicted_from)
-      .def_readonly("skipped", &colikv::CopyResult::skipped);
-
-  py::class_<PyStore>(mod, "Store", R"doc(
+  py::class_<PyStore> store_cls(mod, "Store", R"doc(
 A store of conversations: a SQLite file path (str, bytes or os.PathLike), or
 a postgresql:// URI.
 
 Store(location, create=True, read_only=False, synchronous="full",
       busy_timeout_ms=5000, precision="f32", zstd_level=1, threads=0,
-      max_store_bytes=0, max_queued_bytes=1 GiB, tenant="")
+      max_store_bytes=0, max_queued_bytes=1 GiB, tenant="", create_tenant=True,
+      create_staged=False)
 
 tenant names the sharing domain the Store sees and writes (Options::tenant):
 conversations, chunk sharing and prefix matches of one tenant never reach
 another's; "" is the default tenant. A writable open creates a tenant the
-store does not hold yet; a read-only one raises NotFound.
+store does not hold yet (with create_tenant); otherwise it raises NotFound.
+
+create_staged=True (SQLite only) builds a new store under a temporary name
+beside the location; nothing has the location's name until publish()
+succeeds, and a Store closed without it leaves nothing behind. Raises
+Conflict when the location's file exists.
 
 A context manager: leaving the with-block closes it (committing what
 append_async queued). Every failing call raises a colikv.Error subclass and
@@ -419,12 +329,16 @@ index_hd) for tokens of shape (n,); a buffer may hold more positions than n
 (an engine's preallocated buffer), its rows past n are not read. Ids,
 titles and metadata are str or bytes; bytes a store holds that are not
 UTF-8 come back as os.fsdecode gives a path (lone surrogates), and such a
-str names the same bytes.)doc")
+str names the same bytes.)doc");
+  store_cls
       .def(py::init([](py::handle location_arg, bool create, bool read_only, const std::string& synchronous,
                        int busy_timeout_ms, const std::string& precision, int zstd_level, int threads,
-                       int64_t max_store_bytes, int64_t max_queued_bytes, const Text& tenant) {
+                       int64_t max_store_bytes, int64_t max_queued_bytes, const Text& tenant, bool create_tenant,
+                       bool create_staged) {
              colikv::Options o;
              o.tenant = tenant;
+             o.create_tenant_if_missing = create_tenant;
+             o.create_staged = create_staged;
              o.create_if_missing = create;
              o.read_only = read_only;
              o.synchronous = parse_synchronous(synchronous);
@@ -444,7 +358,8 @@ str names the same bytes.)doc")
            py::arg("location"), py::kw_only(), py::arg("create") = true, py::arg("read_only") = false,
            py::arg("synchronous") = "full", py::arg("busy_timeout_ms") = 5000, py::arg("precision") = "f32",
            py::arg("zstd_level") = 1, py::arg("threads") = 0, py::arg("max_store_bytes") = 0,
-           py::arg("max_queued_bytes") = int64_t{1} << 30, py::arg("tenant") = Text())
+           py::arg("max_queued_bytes") = int64_t{1} << 30, py::arg("tenant") = Text(),
+           py::arg("create_tenant") = true, py::arg("create_staged") = false)
       .def_property_readonly("location", [](PyStore& ps) { return fs_str(ps.location()); }, "The path or URI as given (a str).")
       .def_property_readonly("closed", &PyStore::closed)
       .def_property_readonly("schema_version", [](PyStore& ps) { return locked_call(ps, [](colikv::Store& s) { return s.schema_version(); }); })
@@ -635,63 +550,8 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           py::kw_only(), py::arg("max_bytes"),
           "Evicts the KV data of the least recently used conversations until the chunk payloads take at most "
           "max_bytes: a colikv.EvictionReport.")
-      .def(
-          "tenant_limits",
-          [](PyStore& ps) {
-            const colikv::TenantLimits l = locked_call(ps, [](colikv::Store& s) { return s.tenant_limits(); });
-            return std::make_pair(l.max_bytes, l.max_idle_ms);
-          },
-          "The Store's tenant's limits as (max_bytes, max_idle_ms), None for none (colikv tenant).")
-      .def(
-          "set_tenant_limits",
-          [](PyStore& ps, std::optional<int64_t> max_bytes, std::optional<int64_t> max_idle_ms) {
-            locked_call(ps, [&](colikv::Store& s) { s.set_tenant_limits({max_bytes, max_idle_ms}); });
-          },
-          py::kw_only(), py::arg("max_bytes") = py::none(), py::arg("max_idle_ms") = py::none(),
-          "Replaces both limits of the Store's tenant (None: none): after each append into the tenant its "
-          "conversations idle longer than max_idle_ms are deleted whole, then its least recently used ones are "
-          "evicted until it fits max_bytes; other tenants are never touched. Raises InvalidArgument for a "
-          "negative value.")
-      .def(
-          "expire",
-          [](PyStore& ps, int64_t max_idle_ms) {
-            return texts(locked_call(ps, [&](colikv::Store& s) { return s.expire(max_idle_ms); }).conversations);
-          },
-          py::kw_only(), py::arg("max_idle_ms"),
-          "Deletes whole the tenant's conversations not used for longer than max_idle_ms; returns their ids.")
       .def("vacuum", [](PyStore& ps) { return locked_call(ps, [](colikv::Store& s) { return s.vacuum(); }); },
            "Rewrites the file without its free pages: a colikv.VacuumReport.")
-      .def(
-          "copy_to",
-          [](PyStore& ps, py::object other, std::optional<std::vector<Text>> ids) {
-            auto s = ps.get();
-            std::shared_ptr<colikv::Store> dst;
-            if (py::isinstance<PyStore>(other)) {
-              dst = other.cast<PyStore&>().get();
-            } else {
-              const std::string location = fs_path(other);
-              colikv::Options o;  // a new destination: created if missing, as durable as this store
-              o.synchronous = s->options().synchronous;
-              py::gil_scoped_release nogil;
-              dst = std::make_shared<colikv::Store>(location, o);
-            }
-            if (dst.get() == s.get())
-              throw colikv::Error(ErrorCode::kInvalidArgument, "copy_to: the destination is this store");
-            py::gil_scoped_release nogil;
-            std::vector<std::string> todo;
-            if (ids) {
-              for (const Text& id : *ids) todo.push_back(id.bytes);
-            } else {
-              for (auto& c : list_all(*s, std::nullopt, 0)) todo.push_back(c.id);
-            }
-            std::vector<colikv::CopyResult> out;
-            for (const auto& id : todo) out.push_back(colikv::copy_conversation(*s, *dst, id));
-            return out;
-          },
-          py::arg("other"), py::arg("ids") = py::none(),
-          "Copies conversations (all when ids is None) into another store (a Store, a path or a URI, created if "
-          "missing), each in one transaction of the destination and compared byte for byte. Raises Conflict when "
-          "the destination has an id; conversations copied before the failing one stay copied.")
       .def(
           "import_coli_kv",
           [](PyStore& ps, py::handle path_arg, std::optional<Text> id, std::optional<Text> weights_id,
@@ -722,6 +582,9 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           py::arg("id"), py::arg("path"), py::kw_only(), py::arg("force") = false,
           "Writes the conversation as a .coli_kv file, byte for byte what the engine writes, atomically; returns "
           "the bytes written. Raises Conflict (the file exists and not force), NotFound, InvalidArgument.");
+  def_store_admin(mod, store_cls);
+  def_store_ranges(store_cls);
+
 
   mod.def(
       "read_coli_kv", [](py::handle path, std::optional<int64_t> limit) { return read_coli_kv(fs_path(path), limit); },
@@ -733,7 +596,7 @@ InvalidArgument naming the file and every format problem, NotFound, IO.)doc");
   // The classes show as colikv.X (help, repr, pickling by name), not as the extension's.
   for (const char* cls : {"Model", "KV", "ConversationInfo", "UsageStats", "StoreStats", "VerifyProblem",
                           "UncomparedShare", "VerifyReport", "EvictionReport", "VacuumReport", "ImportResult",
-                          "CopyResult", "Store"})
+                          "CopyResult", "TenantInfo", "Store"})
     mod.attr(cls).attr("__module__") = "colikv";
 
   mod.def("is_postgres_location", &colikv::is_postgres_location, py::arg("location"),

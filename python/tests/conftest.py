@@ -84,7 +84,9 @@ def location(new_location):
 @pytest.fixture
 def tool():
     path = os.environ.get("COLIKV_TOOL", "")
-    assert path and os.access(path, os.X_OK), "COLIKV_TOOL must name the built colikv tool (set by ctest)"
+    if not path:  # ctest always sets it; .ci/wheel.sh builds the module alone
+        pytest.skip("COLIKV_TOOL not set: no colikv tool built beside the module")
+    assert os.access(path, os.X_OK), "COLIKV_TOOL=%s is not an executable" % path
     return path
 
 

@@ -2,15 +2,43 @@
 module has."""
 
 import ast
+import importlib.metadata
 import inspect
 import os
 import pydoc
+import re
+
+import pytest
 
 import colikv
 
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def header_version():
+    """MAJOR.MINOR.PATCH as include/colikv/version.h, the one place it is written, says."""
+    text = open(os.path.join(SOURCE, "include", "colikv", "version.h")).read()
+    return ".".join(re.search(r"^#define COLIKV_VERSION_%s (\d+)$" % p, text, re.M).group(1)
+                    for p in ("MAJOR", "MINOR", "PATCH"))
+
 
 def test_version_is_the_library_version():
-    assert colikv.__version__ == os.environ.get("COLIKV_VERSION", "?"), "ctest passes the project's version"
+    assert colikv.__version__ == header_version()
+    if "COLIKV_VERSION" in os.environ:  # ctest passes CMake's project version
+        assert colikv.__version__ == os.environ["COLIKV_VERSION"]
+
+
+def test_installed_package_is_the_one_imported():
+    """Run by .ci/wheel.sh on the wheel installed into a venv: the import is
+    the installed package, with its metadata, stub and py.typed."""
+    prefix = os.environ.get("COLIKV_INSTALLED_PREFIX")
+    if not prefix:
+        pytest.skip("COLIKV_INSTALLED_PREFIX not set: not an installed package (.ci/wheel.sh sets it)")
+    here = os.path.dirname(os.path.realpath(colikv.__file__))
+    assert here.startswith(os.path.realpath(prefix) + os.sep), here
+    assert importlib.metadata.version("colikv") == colikv.__version__ == header_version()
+    for name in ("__init__.pyi", "py.typed"):
+        assert os.path.isfile(os.path.join(here, name)), name
 
 
 def test_help_shows_docstrings():

@@ -1,4 +1,4 @@
-"""examples/python: inspect_conversation.py and admin.py, run as a user runs them."""
+"""examples/python: inspect_conversation.py, admin.py and plot_conversation.py, run as a user runs them."""
 
 import json
 import time
@@ -56,3 +56,41 @@ def test_admin_lists_by_idle_time_and_deletes_the_idle(location):
         assert [c.id for c in s.conversations()] == ["fresh"]
     bad = run_example("admin.py", location, "--idle", "soon")
     assert bad.returncode == 2 and "--idle" in bad.stderr
+
+
+def png_pixels(path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.image
+    return matplotlib.image.imread(path)
+
+
+def test_plot_conversation_draws_the_sample_file(sample, tmp_path):
+    out = tmp_path / "sample.png"
+    r = run_example("plot_conversation.py", sample, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "51 positions, 5 layers" in r.stdout
+    pixels = png_pixels(str(out))
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    assert pixels[..., :3].var() > 1e-3, "the PNG is blank"
+
+
+def test_plot_conversation_marks_where_two_forks_diverge(sample, location, tmp_path):
+    with colikv.Store(location) as s:
+        s.import_coli_kv(sample, id="base")
+        kv = s.load("base", s.info("base").model)
+        s.fork("base", "fork", at=20)
+        lc = kv.lc.copy()
+        lc[2, 30:] += 3.0  # the fork goes on with the same tokens but other values from 30 on
+        s.append("fork", kv.model, kv.tokens, lc, kv.rc)
+    alone = tmp_path / "alone.png"
+    assert run_example("plot_conversation.py", location, "base", "-o", str(alone)).returncode == 0
+    out = tmp_path / "fork.png"
+    r = run_example("plot_conversation.py", location, "fork", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "against base: tokens equal up to position 51, values equal up to position 30" in r.stdout
+    with_fork, without = png_pixels(str(out)), png_pixels(str(alone))
+    assert with_fork[..., :3].var() > 1e-3
+    assert with_fork.shape[0] > without.shape[0], "no panel for the divergence"
+    missing = run_example("plot_conversation.py", location, "nope", "-o", str(tmp_path / "x.png"))
+    assert missing.returncode == 1 and "'nope'" in missing.stderr and not (tmp_path / "x.png").exists()

@@ -69,23 +69,28 @@ InvalidArgument unless 0 <= start <= stop <= the committed count.)doc")
             if (start < 0 || start > len)
               throw colikv::Error(ErrorCode::kInvalidArgument, "adopt: needs 0 <= start <= len(prompt) = " +
                                                                    std::to_string(len) + ", not " + std::to_string(start));
+            // The arrays are sized by the longest loadable match the store holds
+            // now, never by the prompt alone (a long prompt must not cost
+            // memory the store's data does not); adopt then looks at that much
+            // of the prompt, so its match (in its own snapshot) fits them.
+            int64_t cap = 0;
             {
               py::gil_scoped_release nogil;
               m.validate();
+              cap = s->match_loadable(m, prompt.ints(), len).tokens;
             }
-            // A match holds at most the prompt: arrays of len(prompt) positions,
-            // of which only those loaded are ever touched.
-            LoadArrays a = make_load_arrays(m, len);
+            if (cap == 0) return py::none();
+            LoadArrays a = make_load_arrays(m, cap);
             int32_t* tokens = a.tokens.mutable_data();
             const colikv::KvTarget target = a.target();
             colikv::PrefixMatch pm;
             {
               py::gil_scoped_release nogil;
-              pm = s->adopt(m, prompt.ints(), len, start, tokens, target);
+              pm = s->adopt(m, prompt.ints(), cap, std::min(start, cap), tokens, target);
             }
             if (pm.id.empty()) return py::none();
             const int64_t from = std::min(start, pm.tokens);
-            return py::make_tuple(text_str(pm.id), pm.tokens, make_kv_range(pm.id, m, a, len, from, pm.tokens));
+            return py::make_tuple(text_str(pm.id), pm.tokens, make_kv_range(pm.id, m, a, cap, from, pm.tokens));
           },
           py::arg("model"), py::arg("prompt"), py::kw_only(), py::arg("start") = 0,
           R"doc(An engine's prefix adoption in one read snapshot: finds the conversation of

@@ -62,3 +62,18 @@ def test_adopt_skips_an_evicted_match(location):
         s.gc(max_bytes=0)  # evicts all: nothing loadable
         assert s.match(MODEL, tokens)[0] == "long"
         assert s.adopt(MODEL, tokens) is None
+
+
+def test_adopt_sizes_its_arrays_by_the_match_not_the_prompt(location):
+    # A long prompt on a large model: arrays for every prompt position would
+    # be 1 TiB (MemoryError); those for the 16-token match are small.
+    big = colikv.Model(n_layers=64, kv_lora=4096, qk_rope=64, vocab=5000, weights_id="wbig")
+    tokens, lc, rc, _ = make_turn(big, 16, seed=7)
+    prompt = np.full(1 << 20, 4999, dtype=np.int32)
+    prompt[:16] = tokens
+    with colikv.Store(location) as s:
+        s.append("c", big, tokens, lc, rc)
+        id, length, kv = s.adopt(big, prompt, start=4)
+        assert (id, length, kv.lc.shape) == ("c", 16, (64, 12, 4096))
+        assert_bits_equal(kv.lc, lc[:, 4:16])
+        assert s.adopt(big, prompt[16:]) is None

@@ -62,7 +62,7 @@ def tap():
 class Gateway:
     """openai_server.py on a free loopback port, its engine behind the tap."""
 
-    def __init__(self, cdir, engine, model, slots, work, phase):
+    def __init__(self, cdir, engine, model, slots, work, phase, libdir):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.port = s.getsockname()[1]
@@ -74,7 +74,8 @@ class Gateway:
             f.write("#!/bin/sh\nexec '%s' '%s' --tap \"$@\"\n" % (sys.executable, os.path.abspath(__file__)))
         os.chmod(wrapper, 0o755)
         env = dict(os.environ, COLI_TEMP="0", CTX="512", RAM_GB="4", SEED="1", NGEN=str(NGEN),
-                   OMP_NUM_THREADS="1", TAP_ENGINE=engine, TAP_FILE=self.tapfile)
+                   OMP_NUM_THREADS="1", TAP_ENGINE=engine, TAP_FILE=self.tapfile,
+                   LD_LIBRARY_PATH=libdir)  # a shared libcolikv (SHARED=ON) is found there
         for k in ("COLIKV_STORE", "COLIKV_MAX_BYTES", "COLIKV_WEIGHTS_ID", "COLI_KV_SHARE", "KVSAVE"):
             env.pop(k, None)
         self.log = open(self.logpath, "wb")
@@ -158,7 +159,7 @@ def drive(env, cdir, engine, slots, pin, work):
              for i in range(CONVERSATIONS)]
     out, logs, stdout = {}, "", b""
     for phase, turns in ((1, (1, 2)), (2, (3,))):
-        gw = Gateway(cdir, engine, model, slots, work, phase)
+        gw = Gateway(cdir, engine, model, slots, work, phase, env.libdir)
         ids = {}
         try:
             for t in turns:

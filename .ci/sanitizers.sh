@@ -25,4 +25,4 @@ export COLIKV_TEST_PG_URI COLIKV_TEST_PG_DIR=$PG_DIR COLIKV_REQUIRE_PG=1
 # The install/link tests build programs as a user would, without the
 # sanitizer runtime an instrumented libcolikv needs (the engine test builds the
 # engine so too); the plain builds run them.
-ctest --test-dir "$BUILD_DIR" -j"$(nproc)" --output-on-failure --timeout 900 -E '^(packaging_(pkgconfig|find_package)|engine_colibri)$'
+ctest --test-dir "$BUILD_DIR" -j"$(nproc)" --output-on-failure --timeout 900 -E '^(packaging_(pkgconfig|find_package)|engine_colibri|engine_colibri_gateway)$'

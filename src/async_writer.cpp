@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -22,6 +23,11 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kSpareBuffers = 2;  // recycled staging buffers kept while idle
+
+// The bytes a StagingBuffer of floats faults in: whole huge pages.
+size_t staging_bytes(size_t floats) {
+  return std::max(kHugePage, (floats * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage);
+}
 
 // Copies n floats with stores that bypass the cache where the CPU has them:
 // a turn's rows are far larger than the cache, and a plain copy first reads
@@ -50,20 +56,20 @@ void stream_copy(float* dst, const float* src, size_t n) {
 // ---------------------------------------------------------------------------
 // Staging buffers
 
-StagingBuffer::StagingBuffer(size_t floats, const std::atomic<bool>* cancel) {
+StagingBuffer::StagingBuffer(size_t floats, const Progress& between_pages) {
   // Rounded up to whole huge pages: fewer TLB misses while the engine's thread
   // copies, and the memory is faulted in here, once, not during that copy.
-  const size_t bytes = std::max(kHugePage, (floats * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage);
+  const size_t bytes = staging_bytes(floats);
   void* p = std::aligned_alloc(kHugePage, bytes);
   if (!p) throw std::bad_alloc();
   data_.reset(static_cast<float*>(p));
   ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
   for (size_t at = 0; at < bytes; at += kHugePage) {
-    if (cancel && cancel->load()) {
+    std::memset(static_cast<char*>(p) + at, 0, kHugePage);
+    if (between_pages && !between_pages(at + kHugePage)) {
       data_.reset();
       return;
     }
-    std::memset(static_cast<char*>(p) + at, 0, kHugePage);
   }
   capacity_ = bytes / sizeof(float);
 }
@@ -115,7 +121,7 @@ void AsyncWriter::prepare() {
   // Only while the writer has no buffer yet: later turns recycle theirs.
   if (reserve_floats_ == 0 || thread_.joinable() || !spare_.empty()) return;
   reserving_ = true;
-  start_thread();
+  reserver_ = std::thread([this] { reserve_spare(); });
 }
 
 AsyncWriter::~AsyncWriter() {
@@ -126,6 +132,7 @@ AsyncWriter::~AsyncWriter() {
   }
   cancel_reserve_ = true;  // a Store closed before its first turn does not wait for the faults
   changed_.notify_all();
+  if (reserver_.joinable()) reserver_.join();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -165,8 +172,14 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   reserve(lock, job.bytes);
   try {
     if (conv.error) throw *conv.error;  // an earlier turn failed while this one waited for room
-    // A turn the reserved buffer holds waits for it: faulting memory of its own would cost as long, and twice the memory.
-    if (floats <= reserve_floats_) changed_.wait(lock, [&] { return !reserving_; });
+    // A turn the reserved buffer holds waits for it while what is left to fault of it costs no more than faulting
+    // a buffer of the turn's own (which would also double the memory). A turn smaller than what is left faults its
+    // own: waiting would hold the caller's thread for the rest of the reservation, and an engine that reads its next
+    // request only once a turn is saved would hold that request too.
+    if (floats <= reserve_floats_ && reserving_ &&
+        reserve_floats_ * sizeof(float) - std::min(reserve_faulted_.load(), reserve_floats_ * sizeof(float)) <=
+            staging_bytes(floats))
+      changed_.wait(lock, [&] { return !reserving_; });
     job.rows = take_buffer(floats);
   } catch (...) {
     queued_bytes_ -= job.bytes;
@@ -301,30 +314,42 @@ void AsyncWriter::copy_rows(const ModelSignature& m, const KvSource& kv, int64_t
   while (shared->done.load() < shared->src.size()) std::this_thread::yield();
 }
 
-// The first staging buffer, faulted in on this thread, while the engine is
-// still computing its next turn; kept as a spare one (within the bound).
+// The first staging buffer, faulted in on the reserving thread, while the
+// engine is still computing its next turn; kept as a spare one (within the bound).
 void AsyncWriter::reserve_spare() {
   StagingBuffer reserved;
   try {
-    reserved = StagingBuffer(reserve_floats_, &cancel_reserve_);
+    reserved = StagingBuffer(reserve_floats_, [this](size_t faulted) {
+      reserve_faulted_ = faulted;
+      while (reserve_held_ && !cancel_reserve_) {
+        reserve_stopped_ = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      reserve_stopped_ = false;
+      return !cancel_reserve_;
+    });
   } catch (const std::bad_alloc&) {
     // Nothing reserved: the first turn allocates its own, as without a reserve.
   }
   std::lock_guard<std::mutex> lock(mu_);
-  // A larger first turn may have come meanwhile with a buffer of its own: the spares stay within the bound.
-  if (reserved.data() && spare_.empty() && queued_bytes_ + static_cast<int64_t>(reserved.bytes()) <= max_bytes_)
-    spare_.push_back(std::move(reserved));
+  if (reserved.data()) {
+    // Smaller spares (of a first turn that came meanwhile with a buffer of its own) give way to it.
+    spare_.erase(std::remove_if(spare_.begin(), spare_.end(),
+                                [&](const StagingBuffer& b) { return b.capacity() < reserved.capacity(); }),
+                 spare_.end());
+    int64_t spare_bytes = 0;
+    for (const StagingBuffer& b : spare_) spare_bytes += static_cast<int64_t>(b.bytes());
+    // A larger first turn may have come meanwhile with a buffer of its own: the spares stay within the bound.
+    if (spare_.size() < kSpareBuffers &&
+        queued_bytes_ + spare_bytes + static_cast<int64_t>(reserved.bytes()) <= max_bytes_)
+      spare_.insert(spare_.begin(), std::move(reserved));
+  }
   reserving_ = false;
   changed_.notify_all();
 }
 
 void AsyncWriter::run() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (reserving_) {
-    lock.unlock();
-    reserve_spare();
-    lock.lock();
-  }
   for (;;) {
     changed_.wait(lock, [&] { return (!queue_.empty() && !paused_) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;  // stopping, everything committed
@@ -435,6 +460,8 @@ size_t AsyncWriter::spare_buffers() const {
   std::lock_guard<std::mutex> lock(mu_);
   return spare_.size();
 }
+
+void AsyncWriter::hold_reserve(bool held) { reserve_held_ = held; }
 
 std::vector<std::pair<const float*, size_t>> AsyncWriter::spare_memory() {
   std::unique_lock<std::mutex> lock(mu_);

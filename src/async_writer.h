@@ -30,9 +30,11 @@ namespace detail {
 class StagingBuffer {
  public:
   StagingBuffer() = default;
-  // Faulted in before it returns; once *cancel is set (checked between huge
-  // pages) it gives up and returns an empty buffer.
-  explicit StagingBuffer(size_t floats, const std::atomic<bool>* cancel = nullptr);
+  // Faulted in before it returns. between_pages(bytes faulted so far), when
+  // given, is called after each huge page; once it returns false the buffer
+  // gives up and is empty.
+  using Progress = std::function<bool(size_t faulted)>;
+  explicit StagingBuffer(size_t floats, const Progress& between_pages = nullptr);
   size_t capacity() const { return capacity_; }
   float* data() const { return data_.get(); }
   size_t bytes() const { return capacity_ * sizeof(float); }
@@ -96,9 +98,10 @@ class AsyncWriter {
   AsyncWriter(const AsyncWriter&) = delete;
   AsyncWriter& operator=(const AsyncWriter&) = delete;
 
-  // Starts the writer thread, which first allocates and faults in the
-  // reserved staging buffer as a spare one, so that the next turn's copy does
-  // not page-fault on the caller's thread; once per writer, returns at once.
+  // Starts a thread that allocates and faults in the reserved staging buffer
+  // as a spare one, so that the next turn's copy does not page-fault on the
+  // caller's thread; once per writer, returns at once. Not the writer thread:
+  // turns queued meanwhile are committed meanwhile.
   void prepare();
 
   // Validates the turn against what is stored or queued (throws without
@@ -126,6 +129,10 @@ class AsyncWriter {
   // Waits until the buffer prepare() reserves is in place (or
   // dropped), then names the spare buffers' memory and their sizes in bytes.
   std::vector<std::pair<const float*, size_t>> spare_memory();
+  // While held, the reservation stops after its next huge page (a slow one);
+  // reserve_stopped() says it is stopped there.
+  void hold_reserve(bool held);
+  bool reserve_stopped() const { return reserve_stopped_; }
   // The staging memory of id's first turn still queued (null when none).
   const float* queued_rows_of(const std::string& id) const;
 
@@ -168,11 +175,15 @@ class AsyncWriter {
   bool paused_ = false;
   bool stopping_ = false;
   bool prepared_ = false;   // prepare() was called
-  bool reserving_ = false;  // the writer thread is faulting in the reserved buffer
+  bool reserving_ = false;  // the reserving thread is faulting in the reserved buffer
+  std::atomic<size_t> reserve_faulted_{0};   // bytes of it faulted in so far
   std::atomic<bool> cancel_reserve_{false};  // closing: the reservation stops between huge pages
+  std::atomic<bool> reserve_held_{false};    // hold_reserve
+  std::atomic<bool> reserve_stopped_{false};
   int blocked_enqueues_ = 0, blocked_waits_ = 0;
   uint64_t failures_ = 0;  // failed commits so far, numbering Conversation::error_order
-  std::thread thread_;  // started by prepare() or the first enqueue
+  std::thread thread_;    // the writer: started by the first enqueue
+  std::thread reserver_;  // faults in the reserved buffer: started by prepare()
 };
 
 }  // namespace detail

@@ -38,7 +38,7 @@ def run(cmd, **kw):
 
 
 class Env:
-    def __init__(self, source, build, engine_dir, tmp):
+    def __init__(self, source, build, engine_dir, tmp, engines=("file", "colikv", "adopt"), models=("dsa", "nodsa")):
         self.tmp = tmp
         self.tool = os.path.join(build, "tools", "colikv")
         prefix = os.path.join(tmp, "prefix")
@@ -53,7 +53,7 @@ class Env:
         # Both engines from the same source, built at once (one core each).
         jobs = []
         # "adopt" is the colikv one with store-adopt.patch applied as the README says.
-        for name in ("file", "colikv", "adopt"):
+        for name in engines:
             d = os.path.join(tmp, name)
             os.makedirs(d)
             run(["tar", "xzf", os.path.join(engine_dir, "colibri.tar.gz"), "-C", d])
@@ -71,10 +71,12 @@ class Env:
             out = j.communicate()[0]
             if j.returncode != 0:
                 sys.exit("building the engine failed:\n" + out[-4000:])
-        self.engine = {n: os.path.join(tmp, n, "colibri", "c", "colibri") for n in ("file", "colikv", "adopt")}
+        self.engine = {n: os.path.join(tmp, n, "colibri", "c", "colibri") for n in engines}
         gen = os.path.join(engine_dir, "make_tiny_glm.py")
         self.models = {}
         for model, flags in (("dsa", []), ("nodsa", ["--no-dsa"])):
+            if model not in models:
+                continue
             base = os.path.join(tmp, "model-" + model)
             run([sys.executable, gen, base] + flags)
             self.models[model] = base

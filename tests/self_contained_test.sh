@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The repository works on its own: no tracked file reads or links anything
 # beside the clone, and every relative link of its Markdown files names a file
-# in the repository. The one exception is the engine integration test, which
-# may use the engine's sources in shared/engine beside the clone: only that
-# file (tests/engine_colibri_test.py) may name them.
+# in the repository. The exceptions are the engine integration
+# tests, which may use the engine's sources in shared/engine beside the clone:
+# only those files (tests/engine_colibri_test.py, tests/engine_colibri_gateway_test.py) may name them.
 # usage: self_contained_test.sh SOURCE_DIR   (a git work tree)
 set -euo pipefail
 cd "$1"
@@ -15,7 +15,7 @@ status=0
 # absolute path), or a CMake source/binary dir followed by "/..".
 # The patterns are bracketed so that this file does not match itself.
 refs=$(git grep -n -I -E '[.][.]/shared|/work/share[d]|_DIR[}]/[.][.]' -- . |
-       grep -v -E '^tests/engine_colibri_test[.]py:' || true)
+       grep -v -E '^tests/engine_colibri(_gateway)?_test[.]py:' || true)
 if [ -n "$refs" ]; then
   echo "tracked files refer to paths outside the repository:"
   echo "$refs"

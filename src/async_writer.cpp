@@ -140,7 +140,7 @@ void AsyncWriter::start_thread() {
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
 }
 
-void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+size_t AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                           const KvSource& kv, const std::string& here) {
   std::unique_lock<std::mutex> lock(mu_);
   Conversation& conv = claim(lock, id, model);
@@ -155,7 +155,7 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
   } release{*this, conv};
   if (conv.error) throw *conv.error;  // the queue of this conversation is broken until a wait reports it
   const int64_t committed = validate(*conv.expected, model, tokens, len, here);
-  if (len == committed) return;
+  if (len == committed) return 0;
 
   QueuedAppend job;
   job.id = id;
@@ -203,8 +203,10 @@ void AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, co
     throw;
   }
   lock.lock();
+  job.queued_at = std::chrono::steady_clock::now();
   queue_.push_back(std::move(job));
   start_thread();
+  return queue_.size() + (busy_ ? 1 : 0);
 }
 
 // Turns of one conversation queued from several threads go one at a time,

@@ -6,6 +6,7 @@
 #define COLIKV_SRC_ASYNC_WRITER_H
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -63,6 +64,7 @@ struct QueuedAppend {
   int64_t staged_from = 0;
   StagingBuffer rows;
   int64_t bytes = 0;  // staged bytes counted against the bound
+  std::chrono::steady_clock::time_point queued_at;  // when enqueue queued it: the time until durable
 
   // The staged rows as the engine's buffers of positions [staged_from, len) (row r is position staged_from + r).
   struct Source {
@@ -107,7 +109,8 @@ class AsyncWriter {
   // Validates the turn against what is stored or queued (throws without
   // queueing), copies positions [committed, len) out of kv, and queues them.
   // Blocks while the queued bytes would exceed the bound (unless the queue is empty).
-  void enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+  // Returns the turns queued or committing, this one included (0: nothing to queue).
+  size_t enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                const KvSource& kv, const std::string& where);
 
   // Waits until id's queued appends (all of them when id is null) are

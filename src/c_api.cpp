@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "call_gate.h"
+#include "colikv/metrics.h"
 #include "colikv/store.h"
 
 struct colikv_store {
@@ -476,6 +477,22 @@ int64_t colikv_expire(colikv_store* s, int64_t max_idle_ms) {
   return guarded<int64_t>(s, [&](colikv::Store& st) -> int64_t {
     return static_cast<int64_t>(st.expire(max_idle_ms).conversations.size());
   });
+}
+
+int64_t colikv_metrics_text(colikv_store* s, char* buf, size_t len) {
+  auto copy_out = [&](const std::string& text) -> int64_t {
+    const size_t need = text.size() + 1;
+    if (buf && len >= need) std::memcpy(buf, text.c_str(), need);
+    return static_cast<int64_t>(need);
+  };
+  if (!s) {  // the process's totals: no handle, no gate
+    try {
+      return copy_out(colikv::metrics_text(colikv::process_metrics()));
+    } catch (...) {
+      return COLIKV_ERR_INTERNAL;
+    }
+  }
+  return guarded<int64_t>(s, [&](colikv::Store& st) { return copy_out(colikv::metrics_text({st.metrics()})); });
 }
 
 const char* colikv_strerror(int code) {

@@ -278,6 +278,16 @@ struct TenantRow {
   TenantLimits limits;       // as stored, unchecked (detail::checked_limits)
 };
 
+// One tenant and model's share of the store (Store::gauges).
+struct GaugeUsageRow {
+  std::string tenant;
+  int64_t model_id = 0;
+  int64_t conversations = 0;
+  int64_t tokens = 0;
+  int64_t stored_bytes = 0;   // payload bytes of the distinct chunks its conversations use
+  int64_t evicted_bytes = 0;  // record bytes of those chunks whose payload was evicted
+};
+
 // A conversation that expired (tenant retention).
 struct IdleConversation {
   int64_t id = 0;
@@ -612,6 +622,13 @@ class Catalog {
   virtual std::vector<ModelUsageRow> model_usage() = 0;
   // Every tenant of the store, whichever this catalog's is, by name.
   virtual std::vector<TenantRow> tenant_usage() = 0;
+  // Every tenant's usage by model, whichever this catalog's is (as far as
+  // the server lets this role see), by tenant name then model id.
+  virtual std::vector<GaugeUsageRow> gauge_usage() = 0;
+  // Chunks writers hold mid-turn (hold_chunk); 0 where none are held.
+  virtual int64_t held_chunk_count() { return 0; }
+  // Bytes of the write-ahead log file beside the store (in file_bytes); 0 where none.
+  virtual int64_t wal_bytes() { return 0; }
   // Write transaction. Lets the server role `role` use this catalog's tenant
   // under row-level security (granted), or no longer (not granted): see
   // Store::grant_tenant. A backend without roles throws kUnsupported.

@@ -493,9 +493,25 @@ std::optional<PrefixMatch> read_ahead(Store::Impl& s, detail::PrefixIndex& index
   }
 }
 
+PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                                bool loadable_only);
+
+// One query, counted inside the call (once it returns the Store may be gone).
 PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
                         bool loadable_only) {
   detail::StoreCall call(s);
+  const detail::LatencyTimer timer(s.counters.match_seconds);
+  detail::StoreCounters::add(s.counters.match_queries, 1);
+  const PrefixMatch found = find_prefix_in_call(s, model, tokens, len, loadable_only);
+  if (found.tokens > 0) {
+    detail::StoreCounters::add(s.counters.match_answers, 1);
+    detail::StoreCounters::add(s.counters.match_tokens, static_cast<uint64_t>(found.tokens));
+  }
+  return found;
+}
+
+PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                                bool loadable_only) {
   model.validate();
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));
   if (len > 0 && !tokens) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: tokens is null");

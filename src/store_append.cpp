@@ -136,22 +136,28 @@ int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, co
   // Where writers run side by side (PostgreSQL), another may store the same
   // content between the lookup and the insert: its chunk is found and linked
   // on the next round. Each round needs another writer's commit; a few suffice.
+  const uint64_t raw = static_cast<uint64_t>(r.n_tokens * model.sig.record_bytes());
   for (int round = 0; round < 8; ++round) {
     if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
       if (token_only(e)) return stored->chunk_id;
       if (!stored->evicted) {
         check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);
+        s.pending.append_shared_bytes += raw;
         return stored->chunk_id;
       }
       if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
       // The same content evicted: its values come back for every conversation using it.
       set_token_lists(r, w);
       catalog.restore_payload(stored->chunk_id, r);
+      s.pending.append_stored_bytes += e.payload.size();
       return stored->chunk_id;
     }
     if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
     set_token_lists(r, w);
-    if (const int64_t id = catalog.insert_chunk(r)) return id;
+    if (const int64_t id = catalog.insert_chunk(r)) {
+      s.pending.append_stored_bytes += e.payload.size();
+      return id;
+    }
   }
   throw Error(ErrorCode::kBusy, here + ": other writers kept storing and freeing the chunk at " +
                                     range_text(w.first_pos, w.first_pos + r.n_tokens) + "; retry");
@@ -427,6 +433,7 @@ class Appender {
       expired = detail::apply_limits(s_, conv_id);
     });
     txn->commit();
+    s_.pending.add_turn(req_.len - committed_, req_.model.record_bytes());  // counted when the call returns
     // A conversation that expired is erased as remove() erases, when the
     // outermost transaction has committed (~StoreCall). Rarely: the evictions
     // above are not, which would checkpoint on every append at a budget.
@@ -609,6 +616,7 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
                    const std::string& metadata) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  detail::StoreCounters::add(s.counters.appends, 1);
   detail::AppendRequest req;
   req.id = id;
   req.model = model;
@@ -624,6 +632,8 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
                    const KvSource& kv) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  detail::StoreCounters::add(s.counters.appends, 1);
+  const detail::LatencyTimer timer(s.counters.append_seconds);
   model.validate();
   if (len > 0)
     check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),

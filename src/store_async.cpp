@@ -31,6 +31,7 @@ void commit_queued(Store::Impl& s, const QueuedAppend& job) {
   // chunks stores them first, as append does (docs/design.md, "Objects first").
   const QueuedAppend::Source rows = job.source();
   append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from, job.from);
+  s.counters.async_durable_seconds.observe_since(job.queued_at);
 }
 
 // What is stored of a conversation, from one read snapshot: what append_async validates against.
@@ -81,11 +82,10 @@ std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s) {
 
 }  // namespace detail
 
-void Store::append_async(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
-                         const KvSource& kv) {
-  Impl& s = *impl_;
-  const std::string here = s.where(id);
-  detail::CallGate::Call in_flight(s.gate, [&] { return here; });
+namespace {
+
+void queue_turn(Store::Impl& s, const std::string& here, const std::string& id, const ModelSignature& model,
+                const int32_t* tokens, int64_t len, const KvSource& kv) {
   s.require_writable("append to conversation '" + id + "'");
   model.validate();
   if (id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": conversation id is empty");
@@ -100,17 +100,50 @@ void Store::append_async(const std::string& id, const ModelSignature& model, con
                               reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
                               here);
   }
-  s.async->enqueue(id, model, tokens, len, kv, here);
+  const size_t depth = s.async->enqueue(id, model, tokens, len, kv, here);
+  if (depth > 0) s.counters.async_queue_depth.observe(static_cast<int64_t>(depth));
+}
+
+// Errors of queued turns, counted by the call that reports them.
+void counted_wait(Store::Impl& s, const std::string* id) {
+  try {
+    s.async->wait(id);
+  } catch (const Error& e) {
+    s.counters.count_error(e.code());
+    throw;
+  }
+}
+
+}  // namespace
+
+void Store::append_async(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
+                         const KvSource& kv) {
+  Impl& s = *impl_;
+  const std::string here = s.where(id);
+  detail::CallGate::Call in_flight(s.gate, [&] { return here; });
+  // Counted inside the gate: once it is left another thread may destroy the Store.
+  const auto start = std::chrono::steady_clock::now();
+  detail::StoreCounters::add(s.counters.appends, 1);
+  try {
+    queue_turn(s, here, id, model, tokens, len, kv);
+  } catch (const Error& e) {
+    s.counters.count_error(e.code());
+    throw;
+  } catch (...) {
+    s.counters.count_error(ErrorCode::kInternal);
+    throw;
+  }
+  s.counters.async_stall_seconds.observe_since(start);
 }
 
 void Store::wait(const std::string& id) {
   detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(id); });
-  if (impl_->async) impl_->async->wait(&id);
+  if (impl_->async) counted_wait(*impl_, &id);
 }
 
 void Store::wait() {
   detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(); });
-  if (impl_->async) impl_->async->wait(nullptr);
+  if (impl_->async) counted_wait(*impl_, nullptr);
 }
 
 }  // namespace colikv

@@ -1,6 +1,8 @@
 // StoreCall: the lock of one Store call (store_call.h).
 #include "store_call.h"
 
+#include <exception>
+
 #include "async_writer.h"
 #include "store_impl.h"
 
@@ -30,22 +32,47 @@ StoreCall::StoreCall(Store::Impl& s, const std::string* id) : s_(s) {
     }
   }
   lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
-  ++t_call_depth;
+  enter_counting();
 }
 
-StoreCall::StoreCall(Store::Impl& s, NoWait) : s_(s) {
+StoreCall::StoreCall(Store::Impl& s, NoWait) : s_(s), counts_errors_(false) {
   if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
   lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
   if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
+  enter_counting();
+}
+
+void StoreCall::enter_counting() noexcept {
   ++t_call_depth;
+  ++s_.calls_in;
+  exceptions_ = std::uncaught_exceptions();
+  errors_noted_ = errors_noted();
+  // The backend's lock waits and reclaims in this call are this Store's.
+  outer_counters_ = exchange_counters(&s_.counters);
 }
 
 StoreCall::~StoreCall() {
   --t_call_depth;
-  // What a tenant's retention deleted inside this call's transactions, erased
-  // from the files once the outermost of them has committed (an append may be
-  // a savepoint of write's or a queued turn's transaction). Never throws.
-  if (t_call_depth == 0) s_.erase_if_due();
+  exchange_counters(outer_counters_);
+  if (--s_.calls_in == 0) {  // this Store's outermost call (another Store's call may hold this one)
+    if (std::uncaught_exceptions() > exceptions_) {
+      s_.pending = PendingCounts();  // its transactions rolled back
+      // The error it throws was made in it (the last one noted), or is no colikv::Error.
+      const ErrorCode code = errors_noted() != errors_noted_ ? last_error_noted() : ErrorCode::kInternal;
+      if (counts_errors_)
+        s_.counters.count_error(code);
+      else if (code == ErrorCode::kConflict)
+        StoreCounters::add(s_.counters.conflicts, 1);  // a queued turn's: wait() counts the error
+    } else {
+      s_.counters.commit(s_.pending);
+    }
+  }
+  if (t_call_depth == 0) {
+    // What a tenant's retention deleted inside this call's transactions, erased
+    // from the files once the outermost of them has committed (an append may be
+    // a savepoint of write's or a queued turn's transaction). Never throws.
+    s_.erase_if_due();
+  }
   lock_ = {};
   if (gate_) gate_->leave();  // last: the Store may be destroyed as soon as the gate is left
 }

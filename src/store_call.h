@@ -6,6 +6,7 @@
 #include <string>
 
 #include "colikv/store.h"
+#include "metrics.h"
 
 namespace colikv {
 namespace detail {
@@ -20,6 +21,9 @@ class CallGate;
 // Calls made from inside another call of the same thread (and the writer
 // thread's own) do not wait: the outer call did, and waiting while holding
 // the Store's lock would deadlock the writer.
+// The outermost call on a thread commits the Store's pending counts when it
+// returns and drops them when it throws, counting the error by its code
+// (colikv/metrics.h) while it is still in the gate.
 class StoreCall {
  public:
   StoreCall(Store::Impl& s, const std::string* id);  // null: every conversation
@@ -34,9 +38,15 @@ class StoreCall {
   StoreCall(Store::Impl& s, NoWait);
 
  private:
+  void enter_counting() noexcept;
+
   Store::Impl& s_;
   std::unique_lock<std::recursive_mutex> lock_;
   CallGate* gate_ = nullptr;  // entered by an outermost call: left last, after the lock
+  bool counts_errors_ = true;  // false for the writer thread's own calls: wait() reports their errors
+  int exceptions_ = 0;         // std::uncaught_exceptions() when it began
+  uint64_t errors_noted_ = 0;  // errors_noted() when it began
+  StoreCounters* outer_counters_ = nullptr;
 };
 
 }  // namespace detail

@@ -194,6 +194,7 @@ void Store::remove(const std::string& id) {
   ConversationRow c = s.get_conversation(id);
   with_context(here, [&] { s.delete_whole(c.id); });
   txn->commit();
+  ++s.pending.erases;
   s.catalog->erase_deleted(here);  // its bytes, out of the store's files too
 }
 
@@ -234,6 +235,8 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
                   const KvSource& kv) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  detail::StoreCounters::add(s.counters.appends, 1);
+  const detail::LatencyTimer timer(s.counters.append_seconds);
   const std::string here = s.where(id);
   s.require_writable("write conversation '" + id + "'");
   model.validate();

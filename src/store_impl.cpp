@@ -106,20 +106,36 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
 
 }  // namespace detail
 
+namespace {
+
+// The open, with what it does on the database (reclaims, lock waits) counted as this Store's.
+std::unique_ptr<detail::Catalog> open_counted(detail::StoreCounters& counters, const std::string& path,
+                                              const Options& options, detail::StagedStore* staged) {
+  detail::CountersScope scope(&counters);
+  return detail::open_catalog_staged(path, options, staged);
+}
+
+}  // namespace
+
 Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
       staged(detail::stage_new_store(p, o)),
-      catalog(detail::open_catalog_staged(p, o, staged.get())),
+      catalog(open_counted(counters, p, o, staged.get())),
       pool(o.threads) {
-  if (options.read_only) return;
-  async = detail::make_async_writer(*this);
-  // An engine's first turn after a restart copies into memory already
-  // faulted in, whether or not its slot had anything stored to load.
-  if (options.prefault_async_staging) async->prepare();
+  if (!options.read_only) {
+    async = detail::make_async_writer(*this);
+    // An engine's first turn after a restart copies into memory already
+    // faulted in, whether or not its slot had anything stored to load.
+    if (options.prefault_async_staging) async->prepare();
+  }
+  detail::register_counters(&counters, options.tenant);  // last: ~Impl retires it
 }
 
-Store::Impl::~Impl() { async.reset(); }
+Store::Impl::~Impl() {
+  async.reset();  // what it commits is counted
+  detail::retire_counters(&counters);
+}
 
 std::string Store::Impl::where(const std::string& id) const {
   // A tenant's name holds no control character (require_tenant_name).

@@ -19,6 +19,7 @@
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "core/thread_pool.h"
+#include "metrics.h"
 #include "store_staging.h"
 
 namespace colikv {
@@ -129,6 +130,11 @@ class Store::Impl {
 
   std::string path;
   Options options;
+  // What this Store counts (colikv/metrics.h), registered with the process's
+  // totals while it is open; counts of the call in progress, guarded by mu.
+  detail::StoreCounters counters;
+  detail::PendingCounts pending;
+  int calls_in = 0;  // StoreCalls in progress, all on the thread holding mu
   // The new store's temporary file, with Options::create_staged until
   // publish(); declared before the catalog, so that it is removed only once
   // the catalog's connections to it are closed.

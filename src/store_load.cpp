@@ -220,10 +220,21 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
   read_rows(here, [&] { ChunkScan(*this, start, here, decode, consume).run(); });
 }
 
+namespace {
+
+void count_loaded(Store::Impl& s, const ModelSignature& model, int64_t n) {
+  detail::StoreCounters::add(s.counters.load_tokens, static_cast<uint64_t>(n));
+  detail::StoreCounters::add(s.counters.load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
+}
+
+}  // namespace
+
 int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
                     const KvTarget& kv, int64_t limit) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  const detail::LatencyTimer timer(s.counters.load_seconds);
+  detail::StoreCounters::add(s.counters.loads, 1);
   const std::string here = s.where(id);
   model.validate();
   int64_t n = 0;
@@ -263,6 +274,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
     // for another writer's lock: it is skipped when the database is busy.
     s.catalog->touch_used_if_idle(id, now_ms());
   }
+  count_loaded(s, model, n);
   return n;
 }
 
@@ -349,12 +361,16 @@ int64_t Store::load_range(const std::string& id, const ModelSignature& model, in
                           int32_t* tokens, const KvTarget& kv) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
+  const detail::LatencyTimer timer(s.counters.load_seconds);
+  detail::StoreCounters::add(s.counters.loads, 1);
   const std::string here = s.where(id);
   model.validate();
   require_range(here, from, to);
   if (to > from && (!tokens || !kv.Lc || !kv.Rc || (model.n_indexed > 0 && !kv.Ic)))
     throw Error(ErrorCode::kInvalidArgument, here + ": tokens, Lc, Rc (and Ic for a model with an indexer) must not be null");
-  return load_rows(s, id, model, from, to, tokens, kv, 0);
+  const int64_t n = load_rows(s, id, model, from, to, tokens, kv, 0);
+  count_loaded(s, model, n);
+  return n;
 }
 
 }  // namespace colikv

@@ -3,7 +3,9 @@
  * connection holding SQLite's lock), another writer changing the slot between
  * the engine's calls (the conflict case), evicted KV data, and a chunk that
  * fails its checks (an I/O-level read failure). It checks what the store holds
- * afterwards, and that the adapter logged each failure.
+ * afterwards, and that the adapter logged each failure. Scenario metrics_file
+ * has the adapter write COLIKV_METRICS_FILE and a real node_exporter (its
+ * textfile collector; the path is COLIKV_NODE_EXPORTER, required) serve it.
  *
  * usage: colikv_adapter_test DIR          runs every scenario in DIR (emptied first)
  *        colikv_adapter_test DIR SCENARIO runs one
@@ -11,8 +13,12 @@
  * state must not cross a fork): colikv_adapter_test --engine DIR SLOT STEP...
  * Exits 0 when every check passes; otherwise prints the failing check. */
 #define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -185,6 +191,7 @@ static int engine_main(int argc, char **argv) {
 static char g_dir[2048], g_store_path[2200];
 static int g_run;  /* engine runs so far: names their output files */
 static const char *g_tenant;  /* COLIKV_TENANT of the engine runs; NULL: unset */
+static const char *g_metrics_file;  /* COLIKV_METRICS_FILE of the engine runs; NULL: unset */
 
 typedef struct { pid_t pid; char out[2300], err[2300]; } engine_run;
 
@@ -217,6 +224,10 @@ static engine_run start_engine(int slot, const char *const *steps) {
       setenv("COLIKV_TENANT", g_tenant, 1);
     else
       unsetenv("COLIKV_TENANT");
+    if (g_metrics_file)
+      setenv("COLIKV_METRICS_FILE", g_metrics_file, 1);
+    else
+      unsetenv("COLIKV_METRICS_FILE");
     execv(g_self, (char *const *)args);
     _exit(127);
   }
@@ -581,6 +592,126 @@ static void tenants_no_adoption(void) {
   g_tenant = NULL;
 }
 
+/* A loopback port nothing listens on now (bound, then let go). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  socklen_t len = sizeof a;
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* GET /metrics from 127.0.0.1:port: the response (malloc'd), or NULL when nothing answers. */
+static char *http_get_metrics(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return NULL;
+  }
+  const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  CHECK(write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  CHECK(buf != NULL);
+  for (;;) {
+    if (n + 4096 > cap) {
+      char *b = realloc(buf, cap *= 2);
+      CHECK(b != NULL);
+      buf = b;
+    }
+    ssize_t got = read(fd, buf + n, cap - n - 1);
+    if (got <= 0) break;
+    n += (size_t)got;
+  }
+  close(fd);
+  buf[n] = 0;
+  return buf;
+}
+
+/* The adapter writes its process's counters to COLIKV_METRICS_FILE (at exit
+ * here: a run is shorter than the period); node_exporter's textfile
+ * collector, on a free loopback port, serves them; they are read back over HTTP. */
+static void metrics_file(void) {
+  const char *exporter = COLIKV_NODE_EXPORTER;
+  if (!*exporter) {
+    printf("no node_exporter found (Debian package prometheus-node-exporter): this test requires it\n");
+    exit(1);
+  }
+  char textdir[2300], prom[2400];
+  snprintf(textdir, sizeof textdir, "%s/textfile", g_dir);
+  snprintf(prom, sizeof prom, "%s/colikv.prom", textdir);
+  CHECK(mkdir(textdir, 0755) == 0);
+  g_metrics_file = prom;
+  char *out, *err;
+  run_engine(0, STEPS("open", "load", "serve", "1:300"), &out, &err);
+  run_engine(0, STEPS("load", "serve", "1:400"), &out, &err);
+  g_metrics_file = NULL;
+  CHECK(strstr(out, "resumed 300"));
+  char *file = kept(slurp(prom));
+  /* The second run's process: one load of 300 tokens, one append of 100 more. */
+  if (!strstr(file, "colikv_appends_total{tenant=\"\"} 1\n") ||
+      !strstr(file, "colikv_append_tokens_total{tenant=\"\"} 100\n") ||
+      !strstr(file, "colikv_load_tokens_total{tenant=\"\"} 300\n")) {
+    printf("  %s:\n%s\n  stderr:\n%s\n", prom, file, err);
+    CHECK(0);
+  }
+
+  char *page = NULL;
+  for (int attempt = 0; attempt < 5 && !page; attempt++) {  /* another process may take the free port first */
+    int port = free_port();
+    char listen[64], dirflag[2400];
+    snprintf(listen, sizeof listen, "--web.listen-address=127.0.0.1:%d", port);
+    snprintf(dirflag, sizeof dirflag, "--collector.textfile.directory=%s", textdir);
+    char log[2400];
+    snprintf(log, sizeof log, "%s/node_exporter.%d.log", g_dir, attempt);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+      int e = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (e >= 0) { dup2(e, 1); dup2(e, 2); }
+      execl(exporter, exporter, listen, "--collector.disable-defaults", "--collector.textfile", dirflag,
+            (char *)NULL);
+      _exit(127);
+    }
+    for (int i = 0; i < 200 && !page; i++) {  /* up to 10 s for it to listen */
+      int status;
+      if (waitpid(pid, &status, WNOHANG) == pid) { pid = -1; break; }  /* exited: the port was taken */
+      page = http_get_metrics(port);
+      if (!page) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+      }
+    }
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, NULL, 0);
+    }
+    if (!page) printf("  node_exporter on port %d did not answer:\n%s\n", port, kept(slurp(log)));
+  }
+  CHECK(page != NULL);
+  kept(page);
+  if (!strstr(page, "colikv_appends_total{tenant=\"\"} 1\n") ||
+      !strstr(page, "colikv_append_tokens_total{tenant=\"\"} 100\n") ||
+      !strstr(page, "colikv_append_seconds_bucket{tenant=\"\",le=\"+Inf\"}") ||
+      !strstr(page, "node_textfile_scrape_error 0\n")) {
+    printf("  node_exporter served:\n%s\n", page);
+    CHECK(0);
+  }
+}
+
 typedef struct { const char *name; void (*run)(void); } scenario;
 static const scenario kScenarios[] = {
     {"load_failed_evicted", load_failed_evicted},
@@ -592,6 +723,7 @@ static const scenario kScenarios[] = {
     {"adopt_corrupt", adopt_corrupt},
     {"adopt_evicted", adopt_evicted},
     {"tenants_no_adoption", tenants_no_adoption},
+    {"metrics_file", metrics_file},
 };
 
 static void empty_dir(const char *dir) {

@@ -1,11 +1,13 @@
 /* A store opened from an atexit handler that was registered before the
  * library's first open: the handler runs after the destructors of statics the
  * first open constructed, so the library must not keep any it uses again. The
- * engine adapter closes its store from such a handler. */
+ * engine adapter closes its store from such a handler, then writes the
+ * process's metrics, which must still hold both stores' counts. */
 #include <colikv/colikv.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static const char *g_path;
@@ -24,6 +26,14 @@ static void reopen_at_exit(void) {
     _exit(1);
   }
   colikv_close(s);
+  /* The process's totals, after both stores closed: main's append is in them. */
+  static char text[1 << 16];
+  int64_t need = colikv_metrics_text(NULL, text, sizeof text);
+  if (need <= 0 || need > (int64_t)sizeof text || !strstr(text, "colikv_appends_total{tenant=\"\"} 1\n") ||
+      !strstr(text, "colikv_append_tokens_total{tenant=\"\"} 3\n")) {
+    fprintf(stderr, "atexit: metrics %lld:\n%s\n", (long long)need, need > 0 ? text : "");
+    _exit(1);
+  }
   fprintf(stderr, "atexit: reopened, 3 tokens\n");
 }
 

@@ -356,6 +356,20 @@ COLIKV_API int64_t colikv_expire(colikv_store *s, int64_t max_idle_ms);
  * and writes the message, cut to fit, to out. */
 COLIKV_API int colikv_weights_id_from_dir(const char *model_dir, char *out, size_t out_size);
 
+/* What the handle's store counted since it opened (s NULL: this process's
+ * totals, every store it opened, closed ones included), in Prometheus's text
+ * exposition format: appends, loads, matches, evictions, lock waits, errors
+ * by code, latency histograms; the names are in the README's operators'
+ * section. The return convention is zstd's: the result is the buffer size
+ * the text needs, its terminating NUL included, whether or not it fitted;
+ * when len is at least that, buf holds the text and its NUL, otherwise buf is
+ * left unchanged. Call with buf NULL and len 0 to size it, then again with a
+ * buffer that large; counters move meanwhile, so repeat while the result
+ * exceeds len. A negative result is an error code (COLIKV_ERR_INVALID for a
+ * handle closed meanwhile or used in a forked child; COLIKV_ERR_INTERNAL out
+ * of memory) and buf is left unchanged. */
+COLIKV_API int64_t colikv_metrics_text(colikv_store *s, char *buf, size_t len);
+
 /* Stable name of an error code, e.g. "model mismatch". */
 COLIKV_API const char *colikv_strerror(int code);
 

@@ -23,6 +23,7 @@
 
 #include "colikv/error.h"
 #include "colikv/export.h"
+#include "colikv/metrics.h"
 #include "colikv/model.h"
 #include "colikv/options.h"
 
@@ -511,6 +512,17 @@ class COLIKV_API Store {
   // not own them gets kReadOnly with the server's warning, naming the tables
   // skipped. Throws kReadOnly, kBusy, kDiskFull.
   VacuumReport vacuum();
+
+  // What this Store counted since it opened (colikv/metrics.h), for its
+  // tenant; process_metrics() sums every Store of the process. Reads
+  // counters only: no query, no lock a writer holds. Throws kInvalidArgument
+  // in a forked child or while the Store is being closed, as every call does.
+  Metrics metrics();
+  // What the store holds, every tenant's (as far as a PostgreSQL role may
+  // see), by tenant and model, and its files' sizes and held chunks, from
+  // one read snapshot (colikv/metrics.h, Gauges). Waits for every queued
+  // turn, as stats() does. Throws kCorrupt, kIO.
+  Gauges gauges();
 
   class COLIKV_LOCAL Impl;
 

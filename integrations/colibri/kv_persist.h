@@ -6,7 +6,10 @@
  * COLIKV_WEIGHTS_ID (default: colikv_weights_id_from_dir of the model folder),
  * COLIKV_TENANT (the tenant whose conversations this engine sees, stores and adopts, created
  * if missing; default: the default tenant ""; engines of two tenants share no chunk and
- * never adopt each other's conversations).
+ * never adopt each other's conversations), COLIKV_METRICS_FILE (a path ending in .prom: this
+ * process's colikv counters, in Prometheus's text format, written there every KV_METRICS_PERIOD_S
+ * seconds while the engine saves or loads, and at exit, by a rename, for node_exporter's textfile
+ * collector; default: none).
  * A store error never stops the engine: it logs [KV] and runs without persistence.
  * A truncate that discards more than KV_KEEP_MIN tokens, or a start-over, first keeps
  * the conversation as the fork "<weights-id>/slot<N>/<n>", which kv_disk_adopt (called
@@ -16,8 +19,41 @@
 #define KV_PERSIST_H
 
 #include <colikv/colikv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 static int g_kvsave=1;
+
+#define KV_METRICS_PERIOD_S 5.0
+static double g_colikv_metrics_at=-1;   /* monotonic seconds of the last metrics write */
+
+/* Writes this process's counters to COLIKV_METRICS_FILE when the period has passed (always
+ * with force): a temporary file beside it, then renamed over it, so that a scrape never reads
+ * half a file. Best effort: a failure is logged and the engine goes on. */
+static void kv_colikv_metrics(int force){
+    const char *path=getenv("COLIKV_METRICS_FILE");
+    if(!path || !*path) return;
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC,&ts);
+    double now=(double)ts.tv_sec+ts.tv_nsec*1e-9;
+    if(!force && g_colikv_metrics_at>=0 && now-g_colikv_metrics_at<KV_METRICS_PERIOD_S) return;
+    g_colikv_metrics_at=now;
+    char *buf=NULL; int64_t need=colikv_metrics_text(NULL,NULL,0), got=need;
+    while(got>0){   /* counters move between the calls: until the text fits */
+        char *b=(char*)realloc(buf,(size_t)need+4096); if(!b){ got=-1; break; }
+        buf=b; need+=4096; got=colikv_metrics_text(NULL,buf,(size_t)need);
+        if(got<=need) break;
+        need=got; }
+    if(got<0){ fprintf(stderr,"[KV] colikv: metrics not written: %s\n",colikv_strerror((int)got)); free(buf); return; }
+    char tmp[4200]; snprintf(tmp,sizeof(tmp),"%s.%ld.tmp",path,(long)getpid());
+    FILE *f=fopen(tmp,"w");
+    int ok=f && fwrite(buf,1,(size_t)got-1,f)==(size_t)got-1;
+    if(f && fclose(f)!=0) ok=0;
+    if(!ok || rename(tmp,path)!=0){
+        fprintf(stderr,"[KV] colikv: metrics not written to %s\n",path); remove(tmp); }
+    free(buf);
+}
 
 static colikv_store *g_colikv;      /* opened on first use, closed at exit */
 static int g_colikv_off;            /* the store could not be opened: no persistence */
@@ -27,7 +63,8 @@ static char g_colikv_wid[256];      /* the model's weights identity */
 static void kv_colikv_close(void){
     if(g_colikv && colikv_wait(g_colikv,NULL)!=COLIKV_OK)
         fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(g_colikv));
-    colikv_close(g_colikv); g_colikv=NULL; }
+    colikv_close(g_colikv); g_colikv=NULL;
+    kv_colikv_metrics(1); }   /* the process's totals keep the closed store's counts */
 
 /* The store, opened on first use beside the slot files; NULL (logged once) if it cannot be. */
 static colikv_store *kv_colikv(KVState *k){
@@ -175,8 +212,10 @@ static void kv_disk_append(Model *m, const int *hist, int len){
         /* An earlier queued turn may have failed: the store keeps the last good one. */
         if(colikv_wait(s,id)!=COLIKV_OK) fprintf(stderr,"[KV] colikv: not saved: %s\n",colikv_errmsg(s));
         k->disk_nrec=0;   /* unknown: the next save reads the store again */
+        kv_colikv_metrics(0);
         return; }
     k->disk_nrec=len;
+    kv_colikv_metrics(0);
 }
 
 static int kv_disk_load(Model *m, int *hist, int maxctx){
@@ -206,6 +245,7 @@ static int kv_disk_load(Model *m, int *hist, int maxctx){
             nrec, now_s()-t0);
     }
     k->disk_nrec=nrec;
+    kv_colikv_metrics(0);
     return nrec;
 }
 

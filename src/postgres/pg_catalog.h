@@ -95,6 +95,7 @@ class PgCatalog : public Catalog {
   std::vector<StrandedConversation> conversations_of_no_tenant() override;
   std::vector<ModelUsageRow> model_usage() override;
   std::vector<TenantRow> tenant_usage() override;
+  std::vector<GaugeUsageRow> gauge_usage() override;
   TenantLimits tenant_limits() override;
   void set_tenant_limits(const TenantLimits& limits) override;
   std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;

@@ -3,7 +3,9 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "postgres/pg_catalog.h"
 #include "postgres/pg_migrations.h"
@@ -427,6 +429,40 @@ std::vector<TenantRow> PgCatalog::tenant_usage() {
     if (!r.is_null(i, 3)) t.limits.max_bytes = r.int64(i, 3);
     if (!r.is_null(i, 4)) t.limits.max_idle_ms = r.int64(i, 4);
     out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<GaugeUsageRow> PgCatalog::gauge_usage() {
+  // As SQLite's (sqlite_catalog_read.cpp): conversations, then distinct chunks, by tenant and model.
+  std::map<std::pair<std::string, int64_t>, GaugeUsageRow> rows;
+  PgRows convs = run("SELECT t.name, c.model_id, count(*), coalesce(sum(c.token_count), 0)::bigint FROM conversations c "
+                     "JOIN tenants t ON t.tenant_id = c.tenant_id GROUP BY t.name, c.model_id",
+                     PgParams(), "reading usage by tenant and model");
+  for (int i = 0; i < convs.size(); ++i) {
+    GaugeUsageRow& r = rows[{convs.text(i, 0), convs.int64(i, 1)}];
+    r.conversations = convs.int64(i, 2);
+    r.tokens = convs.int64(i, 3);
+  }
+  PgRows chunks = run(
+      "SELECT t.name, ch.model_id, coalesce(sum(k.payload_bytes), 0)::bigint, "
+      " coalesce(sum(CASE WHEN ch.payload IS NULL THEN ch.n_tokens * m.record_bytes ELSE 0 END), 0)::bigint "
+      "FROM (SELECT DISTINCT c.tenant_id AS tenant_id, cc.chunk_id AS chunk_id FROM conversation_chunks cc "
+      "      JOIN conversations c ON c.conversation_id = cc.conversation_id) u "
+      "JOIN chunks ch ON ch.chunk_id = u.chunk_id JOIN models m ON m.model_id = ch.model_id "
+      "JOIN tenants t ON t.tenant_id = u.tenant_id LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+      "GROUP BY t.name, ch.model_id",
+      PgParams(), "reading chunk usage by tenant and model");
+  for (int i = 0; i < chunks.size(); ++i) {
+    GaugeUsageRow& r = rows[{chunks.text(i, 0), chunks.int64(i, 1)}];
+    r.stored_bytes = chunks.int64(i, 2);
+    r.evicted_bytes = chunks.int64(i, 3);
+  }
+  std::vector<GaugeUsageRow> out;
+  for (auto& e : rows) {
+    e.second.tenant = e.first.first;
+    e.second.model_id = e.first.second;
+    out.push_back(std::move(e.second));
   }
   return out;
 }

@@ -658,6 +658,14 @@ int64_t SqliteCatalog::file_bytes() try {
   throw sqlite_error(e);
 }
 
+int64_t SqliteCatalog::wal_bytes() { return file_size_or_zero(path_ + "-wal"); }
+
+int64_t SqliteCatalog::held_chunk_count() try {
+  return query_int(db_, "SELECT count(DISTINCT chunk_id) FROM held_chunks", "counting held chunks");
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
 void SqliteCatalog::wait_before_write(int64_t raw_bytes) try {
   // The wait lets the WAL start over from its beginning instead of growing
   // by a large write. A small one grows it by a few pages, and a whole

@@ -88,6 +88,7 @@ class SqliteCatalog : public Catalog {
   std::vector<StrandedConversation> conversations_of_no_tenant() override;
   std::vector<ModelUsageRow> model_usage() override;
   std::vector<TenantRow> tenant_usage() override;
+  std::vector<GaugeUsageRow> gauge_usage() override;
   TenantLimits tenant_limits() override;
   void set_tenant_limits(const TenantLimits& limits) override;
   std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;
@@ -103,6 +104,8 @@ class SqliteCatalog : public Catalog {
   void release_free_pages(const std::string& what, int64_t step_bytes) override;
   bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
+  int64_t held_chunk_count() override;
+  int64_t wal_bytes() override;
   std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
 
   PrefixIndex& prefix_index() override;

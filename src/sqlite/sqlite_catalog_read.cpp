@@ -2,6 +2,9 @@
 // conversation updates outside appends (see sqlite_catalog.h).
 #include <sqlite3.h>
 
+#include <map>
+#include <utility>
+
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
 
@@ -337,6 +340,49 @@ std::vector<TenantRow> SqliteCatalog::tenant_usage() try {
     t.limits.max_bytes = stored_limit(q.getColumn(3), t.name);
     t.limits.max_idle_ms = stored_limit(q.getColumn(4), t.name);
     out.push_back(std::move(t));
+  }
+  return out;
+} catch (const SQLite::Exception& e) {
+  throw sqlite_error(e);
+}
+
+namespace {
+
+// The share of each tenant and model: conversations and tokens, then the
+// distinct chunks their conversations use (a shared chunk once per tenant).
+const char* const kGaugeConversations =
+    "SELECT t.name, c.model_id, count(*), coalesce(sum(c.token_count), 0) FROM conversations c "
+    "JOIN tenants t ON t.tenant_id = c.tenant_id GROUP BY c.tenant_id, c.model_id";
+const char* const kGaugeChunks =
+    "SELECT t.name, ch.model_id, coalesce(sum(k.payload_bytes), 0), "
+    " coalesce(sum(CASE WHEN ch.payload IS NULL THEN ch.n_tokens * m.record_bytes ELSE 0 END), 0) "
+    "FROM (SELECT DISTINCT c.tenant_id AS tenant_id, cc.chunk_id AS chunk_id FROM conversation_chunks cc "
+    "      JOIN conversations c ON c.conversation_id = cc.conversation_id) u "
+    "JOIN chunks ch ON ch.chunk_id = u.chunk_id JOIN models m ON m.model_id = ch.model_id "
+    "JOIN tenants t ON t.tenant_id = u.tenant_id LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
+    "GROUP BY u.tenant_id, ch.model_id";
+
+}  // namespace
+
+std::vector<GaugeUsageRow> SqliteCatalog::gauge_usage() try {
+  std::map<std::pair<std::string, int64_t>, GaugeUsageRow> rows;
+  SQLite::Statement convs(db_, kGaugeConversations);
+  while (convs.executeStep()) {
+    GaugeUsageRow& r = rows[{convs.getColumn(0).getString(), convs.getColumn(1).getInt64()}];
+    r.conversations = convs.getColumn(2).getInt64();
+    r.tokens = convs.getColumn(3).getInt64();
+  }
+  SQLite::Statement chunks(db_, kGaugeChunks);
+  while (chunks.executeStep()) {
+    GaugeUsageRow& r = rows[{chunks.getColumn(0).getString(), chunks.getColumn(1).getInt64()}];
+    r.stored_bytes = chunks.getColumn(2).getInt64();
+    r.evicted_bytes = chunks.getColumn(3).getInt64();
+  }
+  std::vector<GaugeUsageRow> out;
+  for (auto& e : rows) {
+    e.second.tenant = e.first.first;
+    e.second.model_id = e.first.second;
+    out.push_back(std::move(e.second));
   }
   return out;
 } catch (const SQLite::Exception& e) {

@@ -15,6 +15,7 @@
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
+#include "metrics.h"
 #include "store_location.h"
 
 namespace colikv {
@@ -292,7 +293,11 @@ bool SqliteCatalog::reclaim_dead_writers(const std::string& what) {
     txn.commit();
     return n;
   });
-  if (deleted > 0) erase_deleted(what);
+  if (deleted > 0) {
+    if (StoreCounters* counters = current_counters())
+      StoreCounters::add(counters->reclaimed_held_chunks, static_cast<uint64_t>(deleted));
+    erase_deleted(what);
+  }
   return deleted > 0;
 }
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/store_limits.h"
+#include "metrics.h"
 
 namespace colikv {
 namespace detail {
@@ -76,9 +77,18 @@ int retry_until_timeout(void* timeout_ms, int tries) {
   // tries == 0 when a statement first finds the lock taken.
   thread_local Clock::time_point first_try;
   const Clock::time_point now = Clock::now();
-  if (tries == 0) first_try = now;
+  // Counted as the Store's whose call this is (colikv/metrics.h): a lock wait.
+  StoreCounters* counters = current_counters();
+  if (tries == 0) {
+    first_try = now;
+    if (counters) StoreCounters::add(counters->busy_waits, 1);
+  }
   if (now - first_try >= std::chrono::milliseconds(reinterpret_cast<intptr_t>(timeout_ms))) return 0;
   std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (counters)
+    StoreCounters::add(counters->lock_wait_ns, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                                         Clock::now() - now)
+                                                                         .count()));
   return 1;
 }
 

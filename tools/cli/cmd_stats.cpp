@@ -72,6 +72,10 @@ std::string stats_text(const colikv::StoreStats& s) {
 int cmd_stats(const Args& a) {
   const std::string& store_path = a.positional[0];
   colikv::Store store(store_path, read_options(a));
+  if (a.has("--prometheus")) {  // every tenant's gauges, for a textfile collector
+    print(colikv::gauges_text(store.gauges()));
+    return kExitOk;
+  }
   const colikv::StoreStats s = store.stats();
   print(a.has("--json") ? stats_json(store_path, s).dump() : stats_text(s));
   return kExitOk;
@@ -80,19 +84,22 @@ int cmd_stats(const Args& a) {
 }  // namespace
 
 CommandSpec stats_command() {
-  return {"stats", "STORE [--json]", "show sizes per model and in total",
+  return {"stats", "STORE [--json | --prometheus]", "show sizes per model and in total",
     "Per model and in total: conversations, tokens, chunks, logical bytes (what\n"
     "the .coli_kv files of every conversation would take), unique bytes (the same,\n"
     "counting shared chunks once), stored bytes (of the compressed chunk blobs),\n"
     "the bytes saved by sharing and by compression; and the file size. The store is\n"
     "opened read-only.\n",
-    "  --json              print as JSON\n",
+    "  --json              print as JSON\n"
+    "  --prometheus        print every tenant's gauges by model, the file and WAL\n"
+    "                      sizes and the held chunks in Prometheus's text format\n"
+    "                      (for node_exporter's textfile collector; README, Operators)\n",
     std::string("  store, file_bytes (database plus WAL), models[] and total, each with\n"
                 "  conversations, tokens, chunks, logical_bytes, unique_bytes, stored_bytes,\n"
                 "  saved_by_sharing, saved_by_compression, ratio (logical / stored, or null);\n"
                 "  each element of models[] starts with model{...} and chunk_tokens\n") +
         kModelKeys,
-    1, 1, {{"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_stats};
+    1, 1, {{"--json", false}, {"--prometheus", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_stats};
 }
 
 }  // namespace colikv_cli

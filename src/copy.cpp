@@ -186,10 +186,9 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   Store::Impl& d = detail::StoreAccess::impl(dst);
   if (&s == &d) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": cannot copy a conversation into its own store");
   // Both stores' queued turns of id first, so that the copy reads and
-  // replaces what their callers wrote (a nested StoreCall would not wait).
-  if (d.async) d.async->drain(&id);
-  detail::StoreCall src_call(s, id);
-  std::lock_guard<std::recursive_mutex> dst_lock(d.mu);
+  // replaces what their callers wrote; both gates, so that closing either
+  // store waits for the copy; both locks in the one order every copy takes.
+  detail::StorePairCall call(s, d, id);
   d.require_writable("copy");
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
   const detail::ConversationRow conv = s.get_conversation(id);
@@ -240,7 +239,6 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
                       model.chunk_tokens * model.sig.record_bytes());
     d.append(req);
   }
-  d.erase_if_due();  // the destination's StoreCall is not this one (src_call's)
 
   // What a load of the copy gives up to the first evicted position (of the
   // source, or earlier where a chunk of the copy spans evicted positions).

@@ -1,5 +1,5 @@
 // Internal hooks of eviction under the byte budget (eviction.cpp), called
-// from store_append.cpp and store.cpp; retention (TenantLimits::max_idle_ms) too.
+// from store_append.cpp, store_cut.cpp and store.cpp; retention (TenantLimits::max_idle_ms) too.
 // Not installed.
 #ifndef COLIKV_SRC_EVICTION_H
 #define COLIKV_SRC_EVICTION_H
@@ -32,8 +32,9 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
 // bytes (Catalog::erase_deleted) once it has committed.
 ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id);
 
-// Inside an append's write transaction, after its chunks are linked to the
-// conversation `written`: the tenant's retention (expire_idle), the tenant's
+// Inside the write transaction of every call that stores bytes (an append,
+// and with it write, copy and import; a fork's or a truncate's piece), after
+// its chunks are linked to the conversation `written`: the tenant's retention (expire_idle), the tenant's
 // quota (evict_to_fit within the tenant), then the store-wide budget
 // (Options::max_store_bytes, across tenants), each only when set. Returns
 // whether it deleted a conversation: the caller then erases after its commit.

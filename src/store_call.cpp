@@ -2,6 +2,7 @@
 #include "store_call.h"
 
 #include <exception>
+#include <functional>
 
 #include "async_writer.h"
 #include "store_impl.h"
@@ -75,6 +76,53 @@ StoreCall::~StoreCall() {
   }
   lock_ = {};
   if (gate_) gate_->leave();  // last: the Store may be destroyed as soon as the gate is left
+}
+
+namespace {
+
+Store::Impl* lower(Store::Impl& a, Store::Impl& b) { return std::less<Store::Impl*>()(&a, &b) ? &a : &b; }
+
+}  // namespace
+
+StorePairCall::StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& id)
+    : first_(lower(a, b)), second_(first_ == &a ? &b : &a) {
+  if (t_call_depth == 0) {
+    first_->gate.enter([&] { return first_->where(id); });
+    try {
+      second_->gate.enter([&] { return second_->where(id); });
+    } catch (...) {
+      first_->gate.leave();
+      throw;
+    }
+    entered_ = true;
+    // The queues are drained before either lock is taken: the writer thread
+    // of each takes its Store's lock to commit.
+    try {
+      if (first_->async) first_->async->drain(&id);
+      if (second_->async) second_->async->drain(&id);
+    } catch (...) {
+      second_->gate.leave();
+      first_->gate.leave();
+      throw;
+    }
+  }
+  first_lock_ = std::unique_lock<std::recursive_mutex>(first_->mu);
+  second_lock_ = std::unique_lock<std::recursive_mutex>(second_->mu);
+  ++t_call_depth;
+}
+
+StorePairCall::~StorePairCall() {
+  --t_call_depth;
+  if (t_call_depth == 0) {  // as ~StoreCall, for each Store
+    first_->erase_if_due();
+    second_->erase_if_due();
+  }
+  second_lock_ = {};
+  first_lock_ = {};
+  if (entered_) {
+    second_->gate.leave();
+    first_->gate.leave();  // last: either Store may be destroyed as soon as its gate is left
+  }
 }
 
 void close_store(std::unique_ptr<Store::Impl>& impl) noexcept {

@@ -49,6 +49,26 @@ class StoreCall {
   StoreCounters* outer_counters_ = nullptr;
 };
 
+// The lock of one call on two Stores (copy_conversation), as StoreCall's
+// on each: both gates entered, both queues of `id` drained, both locks
+// taken. Gates and locks are taken in one order, the Stores' addresses', so
+// that two calls in opposite directions cannot each hold one lock and wait
+// for the other; and closing either Store waits for the call.
+class StorePairCall {
+ public:
+  StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& id);
+  ~StorePairCall();
+  StorePairCall(const StorePairCall&) = delete;
+  StorePairCall& operator=(const StorePairCall&) = delete;
+
+ private:
+  Store::Impl* first_;
+  Store::Impl* second_;
+  bool entered_ = false;  // the gates, by an outermost call: left last, after the locks
+  std::unique_lock<std::recursive_mutex> first_lock_;
+  std::unique_lock<std::recursive_mutex> second_lock_;
+};
+
 }  // namespace detail
 }  // namespace colikv
 

@@ -10,6 +10,7 @@
 #include "chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "core/store_limits.h"
+#include "eviction.h"
 #include "kv_planes.h"
 #include "store_call.h"
 
@@ -171,6 +172,7 @@ void Store::truncate(const std::string& id, int64_t len) {
   const Cut cut = cut_at(chunks, len);
   std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+  bool expired = false;
   with_context(here, [&] {
     auto now = s.find_conversation(id);
     if (!now || now->generation != c.generation)
@@ -181,8 +183,12 @@ void Store::truncate(const std::string& id, int64_t len) {
     if (tail) link_cut_piece(s, state, cut, *tail, c.id);
     s.catalog->set_count(c.id, len, now_ms(), /*used=*/false);
     s.free_unused_chunks(dropped);
+    // The piece is new bytes (the chunk it was cut from may stay, linked by
+    // a fork): the limits an append applies, never to this conversation.
+    if (tail) expired = detail::apply_limits(s, c.id);
   });
   txn->commit();
+  if (expired) s.erase_due = true;  // erased once the outermost call has committed (~StoreCall)
 }
 
 void Store::remove(const std::string& id) {
@@ -216,6 +222,7 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
   const Cut cut = cut_at(chunks, len);  // the chunks before the cut are shared as they are
   std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+  bool expired = false;
   with_context(here, [&] {
     auto now = s.find_conversation(src);
     if (!now || now->generation != c.generation)
@@ -227,8 +234,13 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
     for (size_t k = 0; k < cut.whole; ++k) s.catalog->insert_link(dst_id, static_cast<int64_t>(k), chunks[k].chunk_id);
     if (tail) link_cut_piece(s, state, cut, *tail, dst_id);
     s.catalog->touch_used(c.id, t);
+    // A fork that ends inside a chunk stores a piece: new bytes, under the
+    // limits an append applies (never to the fork itself). One that ends at a
+    // chunk boundary only links chunks the tenant holds already.
+    if (tail) expired = detail::apply_limits(s, dst_id);
   });
   txn->commit();
+  if (expired) s.erase_due = true;  // erased once the outermost call has committed (~StoreCall)
 }
 
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,

@@ -13,26 +13,22 @@
 #include <string>
 #include <utility>
 
-#include "store_append.h"
+#include "append_hook.h"
 
 namespace colikv_test {
 
 class ChunkPause {
  public:
-  ChunkPause(std::string id, int64_t seq) : id_(std::move(id)), seq_(seq) {
-    colikv::detail::append_chunk_hook() = [this](const std::string& conv, int64_t at) {
-      if (conv != id_ || at != seq_) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      if (reached_) return;  // only the first turn
-      reached_ = true;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return released_; });
-    };
-  }
-  ~ChunkPause() {
-    release();
-    colikv::detail::append_chunk_hook() = nullptr;
-  }
+  ChunkPause(std::string id, int64_t seq)
+      : id_(std::move(id)), seq_(seq), hook_([this](const std::string& conv, int64_t at) {
+          if (conv != id_ || at != seq_) return;
+          std::unique_lock<std::mutex> lock(mu_);
+          if (reached_) return;  // only the first turn
+          reached_ = true;
+          cv_.notify_all();
+          cv_.wait(lock, [&] { return released_; });
+        }) {}
+  ~ChunkPause() { release(); }  // then hook_, the last member, is cleared first
   ChunkPause(const ChunkPause&) = delete;
   ChunkPause& operator=(const ChunkPause&) = delete;
   // Returns once the append has stopped there.
@@ -53,6 +49,7 @@ class ChunkPause {
   std::mutex mu_;
   std::condition_variable cv_;
   bool reached_ = false, released_ = false;
+  AppendHook hook_;  // last: set once the members it uses exist, cleared before they go
 };
 
 }  // namespace colikv_test

@@ -18,9 +18,11 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "append_hook.h"
 #include "backend.h"
 #include "chunk_pause.h"
 #include "colikv/error.h"
@@ -117,12 +119,12 @@ TEST_CASE("objects first: a writer arriving while another streams its chunks com
     std::mutex mu;
     std::condition_variable cv;
     bool b_may_start = false;
-    colikv::detail::append_chunk_hook() = [&](const std::string& id, int64_t seq) {
+    const colikv_test::AppendHook hook([&](const std::string& id, int64_t seq) {
       if (id != "a" || seq != 3) return;  // A goes on streaming: only B is told
       std::lock_guard<std::mutex> lock(mu);
       b_may_start = true;
       cv.notify_all();
-    };
+    });
     std::atomic<bool> a_done{false};
     Outcome ra;
     std::thread ta([&] {
@@ -136,7 +138,6 @@ TEST_CASE("objects first: a writer arriving while another streams its chunks com
     const Outcome rb = outcome_of([&] { append(host_b, "b", b, b_len); });
     const bool b_first = !a_done;
     ta.join();
-    colikv::detail::append_chunk_hook() = nullptr;
     INFO("synchronous " << (sync == colikv::Synchronous::kFull ? "FULL" : "NORMAL") << ": " << rb.message << " "
                         << ra.message);
     CHECK(rb.code == ErrorCode::kOk);
@@ -459,4 +460,20 @@ TEST_CASE("objects first: the reclaim of a dead writer's chunks erases their byt
     CHECK(reopened.verify().ok());
   }
   CHECK(colikv_test::found_in_store_files(path, windows) == 0);
+}
+
+// The hook a case sets by hand is process-global: it must be gone when the
+// case ends by an exception (a failed REQUIRE), or the next case's appends
+// would call it with its captures destroyed.
+TEST_CASE("objects first: the append hook a case sets is cleared when the case throws", "[objects]") {
+  REQUIRE_FALSE(colikv::detail::append_chunk_hook());
+  bool called = false;
+  try {
+    const colikv_test::AppendHook hook([&](const std::string&, int64_t) { called = true; });
+    REQUIRE(colikv::detail::append_chunk_hook());
+    throw std::runtime_error("as a failed REQUIRE throws");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK_FALSE(colikv::detail::append_chunk_hook());
+  CHECK_FALSE(called);
 }

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "colikv/export.h"
+#include "colikv/version.h" /* COLIKV_VERSION_NUMBER, COLIKV_VERSION_STRING */
 
 #ifdef __cplusplus
 extern "C" {
@@ -375,7 +376,7 @@ COLIKV_API const char *colikv_strerror(int code);
 
 /* The linked library's version, "MAJOR.MINOR.PATCH" (static, never NULL), and
  * MAJOR * 10000 + MINOR * 100 + PATCH: compare with COLIKV_VERSION_STRING and
- * COLIKV_VERSION_NUMBER of colikv/version.h, the header built against. */
+ * COLIKV_VERSION_NUMBER of colikv/version.h (included here), the header built against. */
 COLIKV_API const char *colikv_version(void);
 COLIKV_API int colikv_version_number(void);
 

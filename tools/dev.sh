@@ -14,7 +14,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 read -r -a EXTRA_CMAKE_ARGS <<< "${CMAKE_ARGS:-}"
 PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3 python3
-  libpq-dev postgresql pybind11-dev python3-dev python3-numpy python3-pytest)
+  libpq-dev postgresql pybind11-dev python3-dev python3-numpy python3-pytest util-linux)
 
 SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
 

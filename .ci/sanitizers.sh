@@ -22,6 +22,8 @@ PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/colikv-pg.XXXXXX")
 trap 'tools/postgres.sh stop "$PG_DIR" || true' EXIT
 COLIKV_TEST_PG_URI=$(tools/postgres.sh start "$PG_DIR")
 export COLIKV_TEST_PG_URI COLIKV_TEST_PG_DIR=$PG_DIR COLIKV_REQUIRE_PG=1
+# CI runs as root: the root: cases (mounts, namespaces) must run, not be skipped.
+export COLIKV_REQUIRE_ROOT=1
 # The install/link tests build programs as a user would, without the
 # sanitizer runtime an instrumented libcolikv needs (the engine test builds the
 # engine so too); the plain builds run them.

@@ -585,6 +585,15 @@ class Catalog {
   // Write transaction. Gives a chunk its chunk_meta row, from `c` and the
   // stored payload's size, unless it has one (one inserted with defer_index).
   virtual void index_chunk(int64_t chunk_id, const ChunkRecord& c) { (void)chunk_id, (void)c; }
+  // Write transaction (the link's), before it links them: throws kConflict
+  // saying the turn's chunks were taken unless each of chunk_ids is still
+  // held by this writer and is the content records[i] describes (a reclaim
+  // that took this writer for dead may have freed it, and another writer
+  // reused its id since).
+  virtual void check_held(const std::vector<int64_t>& chunk_ids, const std::vector<ChunkRecord>& records,
+                          const std::string& what) {
+    (void)chunk_ids, (void)records, (void)what;
+  }
   // Write transaction (the link's). This writer's holds on the chunks end.
   virtual void release_held(const std::vector<int64_t>& chunk_ids) { (void)chunk_ids; }
   // Outside any transaction, never throws: a turn failed after its chunk

@@ -499,6 +499,7 @@ class Appender {
   void link_transaction() {
     commit_turn(0, [&](const ModelRow&, int64_t conv_id) {  // rows only: the chunks are stored
       detail::Catalog& catalog = *s_.catalog;
+      catalog.check_held(held_ids_, held_records_, here_);
       if (rewrite_tail_) catalog.unlink_from(conv_id, keep_chunks_);
       for (size_t i = 0; i < plan_.size(); ++i) {
         catalog.index_chunk(held_ids_[i], held_records_[i]);

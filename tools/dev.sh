@@ -16,7 +16,7 @@ read -r -a EXTRA_CMAKE_ARGS <<< "${CMAKE_ARGS:-}"
 PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3 python3
   libpq-dev postgresql pybind11-dev python3-dev python3-numpy python3-pytest
   python3-venv python3-pip python3-setuptools python3-wheel python3-mypy python3-matplotlib
-  prometheus prometheus-node-exporter)
+  prometheus prometheus-node-exporter util-linux)
 
 SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
 

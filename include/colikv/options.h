@@ -215,6 +215,19 @@ struct TenantLimits {
   // longer than this: its row, chunk list, token ids and the chunks no other
   // conversation links, erased from the files as remove() erases. none: kept
   // however long idle.
+  //
+  // What counts as a use (sets last_used_ms): an append, a fork from it, a
+  // load (load, load_range) through a writable Store. A match or an
+  // adoption does not count (load what you keep), nor does anything done
+  // through a read-only Store, which never writes. A load's use that could
+  // not be written at once, because another connection held the write lock,
+  // is kept by its Store and written by that Store's next write transaction,
+  // before anything else in it, or at its close. So retention and expire()
+  // run through the Store that loaded never take a conversation whose load
+  // returned before them. Through another Store or process (SQLite), a
+  // use still pending in the loading Store is not seen until written; on
+  // PostgreSQL a load's use is written unless the row is locked by a writer
+  // at that instant.
   std::optional<int64_t> max_idle_ms;
   bool operator==(const TenantLimits& o) const { return max_bytes == o.max_bytes && max_idle_ms == o.max_idle_ms; }
 };

@@ -151,7 +151,12 @@ class SqliteChunkCursor : public ChunkCursor {
 }  // namespace
 
 std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
-  return std::make_unique<SqliteTransaction>(db_, statements_, what, access);
+  const bool outermost = sqlite3_get_autocommit(db_.getHandle()) != 0;
+  auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access);
+  // First of all in the transaction: a use a load could not record is
+  // written before any retention or expiry of this catalog reads last_used_ms.
+  if (access == Access::kWrite && outermost && !pending_uses_.empty()) record_pending_uses();
+  return txn;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -548,6 +553,7 @@ void SqliteCatalog::open_tenant() {
 }
 
 SqliteCatalog::~SqliteCatalog() {
+  record_pending_uses_at_close();
   close_writer();
   // An erase a reader held up is tried once more, without waiting, once the
   // background checkpointer (which would make it busy) has stopped.

@@ -7,20 +7,21 @@
 #include <SQLiteCpp/Database.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 
 #include "catalog.h"
 #include "colikv/options.h"
 #include "sqlite/sqlite_checkpointer.h"
 #include "sqlite/sqlite_statement_cache.h"
+#include "sqlite/sqlite_writer_lock.h"
 
 namespace colikv {
 namespace detail {
 
 // For tests only, not API: when not empty, the boot id writers are recorded
-// with and compared against instead of the kernel's, so that a test can
-// simulate the reboot after a power loss (every writer of the old boot id is
-// then certainly dead).
+// with and compared against instead of the kernel's (which decides only for
+// a writers row of a library before the lock file, sqlite_held.cpp).
 std::string& simulated_boot_id();
 
 class SqliteCatalog : public Catalog {
@@ -75,6 +76,8 @@ class SqliteCatalog : public Catalog {
   void end_chunk_phase() noexcept override;
   void hold_chunk(int64_t chunk_id) override;
   void index_chunk(int64_t chunk_id, const ChunkRecord& c) override;
+  void check_held(const std::vector<int64_t>& chunk_ids, const std::vector<ChunkRecord>& records,
+                  const std::string& what) override;
   void release_held(const std::vector<int64_t>& chunk_ids) override;
   void drop_held() noexcept override;
   std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) override;
@@ -106,7 +109,7 @@ class SqliteCatalog : public Catalog {
   int64_t file_bytes() override;
   int64_t held_chunk_count() override;
   int64_t wal_bytes() override;
-  std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal"}; }
+  std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal", "-writers"}; }
 
   PrefixIndex& prefix_index() override;
   void wait_before_write(int64_t raw_bytes) override;
@@ -122,6 +125,17 @@ class SqliteCatalog : public Catalog {
   // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).
   int64_t tenant_id_ = 0;
   std::string anchor_;
+  // Uses (loads) a caller saw succeed whose last_used_ms could not be written
+  // at once (another connection held the write lock), by conversation name:
+  // written by this catalog's next write transaction before anything else it
+  // does (so its retention and expire() see them), or at its close. Retention
+  // must never take a conversation a caller was just given.
+  std::map<std::string, int64_t> pending_uses_;
+  // In a write transaction: writes pending_uses_ (a later time only) and empties it.
+  void record_pending_uses();
+  // At close, outside any transaction, never throws: the same in a write
+  // transaction of its own.
+  void record_pending_uses_at_close() noexcept;
   // Finds the tenant, creating it on a writable open with create_tenant_if_missing;
   // else kNotFound "no such tenant".
   void open_tenant();
@@ -129,6 +143,12 @@ class SqliteCatalog : public Catalog {
   // held a chunk (0: none yet), whether a chunk phase relaxed synchronous,
   // and the WAL file it flushes ahead of the link (-1: none).
   int64_t writer_id_ = 0;
+  // Held from the writers row's insert to its delete: while it is held,
+  // no other process takes this writer for dead (sqlite_writer_lock.h).
+  WriterLock writer_lock_;
+  // In a transaction: whether this writer's row is still there (a reclaim
+  // that took it for dead deletes it).
+  bool registered();
   bool chunk_phase_relaxed_ = false;
   int wal_fd_ = -1;
   // When it last left other writers an opening, and the data_version then.

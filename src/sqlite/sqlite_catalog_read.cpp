@@ -4,6 +4,7 @@
 
 #include <map>
 #include <utility>
+#include <algorithm>
 
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
@@ -62,12 +63,41 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
     u.bind(2, tenant_id_);
     u.bind(3, name);
     u.exec();
+    pending_uses_.erase(name);
   } catch (const SQLite::Exception&) {
+    // Another connection holds the write lock: the use is kept, and this
+    // catalog's next write transaction (or its close) writes it
+    // (record_pending_uses), before its own retention or expiry looks.
+    int64_t& pending = pending_uses_[name];
+    pending = std::max(pending, now_ms);
   }
   wait_when_busy(db_.getHandle(), options_.busy_timeout_ms);
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
+}
+
+void SqliteCatalog::record_pending_uses() {
+  auto u = statements_.use(
+      "UPDATE conversations SET last_used_ms = max(last_used_ms, ?) WHERE tenant_id = ? AND name = ?");
+  for (const auto& [name, used_ms] : pending_uses_) {
+    u->bind(1, used_ms);
+    u->bind(2, tenant_id_);
+    u->bind(3, name);
+    u->exec();
+    u->reset();
+  }
+  pending_uses_.clear();
+}
+
+void SqliteCatalog::record_pending_uses_at_close() noexcept {
+  if (pending_uses_.empty() || options_.read_only) return;
+  try {  // waits for the write lock as any write does; what it cannot write then is lost with the handle
+    SqlTransaction txn(db_, "recording the last uses", SqlTransaction::kWrite, &statements_);
+    record_pending_uses();
+    txn.commit();
+  } catch (...) {
+  }
 }
 
 bool SqliteCatalog::set_text(const std::string& name, ConversationText column, const std::string& value,

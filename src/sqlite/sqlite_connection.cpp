@@ -86,6 +86,7 @@ void check_store_path(const std::string& path, const Options& o) {
       throw Error(ErrorCode::kNotFound, what + ": cannot create it: directory " + dir + ": " + std::strerror(errno));
     if (!S_ISDIR(ds.st_mode))
       throw Error(ErrorCode::kInvalidArgument, what + ": cannot create it: " + dir + " is not a directory");
+    refuse_leftover_companions(path, what);
     return;
   }
   if (!S_ISREG(st.st_mode))
@@ -269,6 +270,32 @@ int wal_checkpoint_pages(SQLite::Database& db, const Options& options) {
 int64_t file_size_or_zero(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+void refuse_leftover_companions(const std::string& path, const std::string& what) {
+  struct Companion {
+    const char* suffix;
+    const char* is;
+  };
+  static constexpr Companion kCompanions[] = {
+      {"-wal", "the write-ahead log (WAL)"},
+      {"-journal", "the rollback journal"},
+      {"-shm", "the WAL's shared-memory index"},
+  };
+  for (const Companion& c : kCompanions) {
+    const std::string side = path + c.suffix;
+    struct stat st;
+    if (::lstat(side.c_str(), &st) != 0) continue;
+    // The database may have been given its name meanwhile (another process
+    // created the store): then the file is that store's.
+    if (::lstat(path.c_str(), &st) == 0) return;
+    throw Error(ErrorCode::kConflict,
+                what + ": cannot create it: " + side + " exists without its database: it is " + c.is +
+                    " of a store deleted from this name, which SQLite would replay into the new store at its first "
+                    "open (the deleted store's data would come back over the new one's). It was left as it is: it "
+                    "may hold that store's last transactions. Move it away, or delete it if that data is not "
+                    "wanted, then create the store again");
+  }
 }
 
 SQLite::Database open_store(const std::string& path, const Options& options) {

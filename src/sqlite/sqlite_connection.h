@@ -28,6 +28,15 @@ int wal_checkpoint_pages(SQLite::Database& db, const Options& options);
 // Bytes of a file; 0 when it does not exist.
 int64_t file_size_or_zero(const std::string& path);
 
+// Before a store file is created at `path` (a plain open that creates, a
+// staged creation and its publish): throws kConflict when path-wal,
+// path-shm or path-journal exists while path does not. Such a file is what a
+// deleted store left behind, and SQLite would replay it (a WAL or a rollback
+// journal) into the new store at its first open, bringing the deleted
+// store's data back over the new one. It is never deleted here: it may be
+// the only copy of that store's last transactions.
+void refuse_leftover_companions(const std::string& path, const std::string& what);
+
 }  // namespace detail
 }  // namespace colikv
 

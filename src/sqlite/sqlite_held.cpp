@@ -16,6 +16,7 @@
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
 #include "metrics.h"
+#include "sqlite/sqlite_writer_lock.h"
 #include "store_location.h"
 
 namespace colikv {
@@ -44,9 +45,8 @@ std::string link_text(const char* path) {
 }
 
 // Field 22 of /proc/PID/stat, the process start time in clock ticks since
-// boot; -1 when there is no such process (or no /proc). The command name
-// (field 2) may hold spaces and parentheses: the fields after it are counted
-// from the last ')'.
+// boot; -1 when unknown. Recorded for a person reading the writers table:
+// no decision is taken on it (see certainly_dead).
 int64_t start_ticks(const std::string& pid) {
   const std::string stat = first_line("/proc/" + pid + "/stat");
   const size_t close = stat.rfind(')');
@@ -62,8 +62,14 @@ int64_t start_ticks(const std::string& pid) {
   }
 }
 
+// The pid_ns of a writer that holds its byte in the lock file
+// (sqlite_writer_lock.h) starts with this: no /proc link text does, so a
+// library before the lock file, which compared pid_ns with its own to
+// decide, takes such a writer for one of another pid namespace: never dead.
+constexpr char kLockedMark[] = "locked ";
+
 struct Identity {
-  std::string boot_id;  // empty: unknown (no /proc): then no writer is ever certainly dead
+  std::string boot_id;  // empty: unknown
   std::string pid_ns;
   int64_t pid = 0;
   int64_t start = -1;
@@ -78,16 +84,17 @@ Identity self_identity() {
   return me;
 }
 
-// Whether the writer recorded as `w` certainly no longer runs, as seen from
-// this process: the machine booted since (another boot id), or, in our own
-// pid namespace, no process has its pid with its start time. A writer of
-// another pid namespace may run still: never certainly dead (until a boot).
-bool certainly_dead(const Identity& w, const Identity& me) {
-  if (me.boot_id.empty() || w.boot_id.empty()) return false;
-  if (w.boot_id != me.boot_id) return true;
-  if (me.pid_ns.empty() || w.pid_ns != me.pid_ns) return false;
-  if (w.pid == me.pid) return w.start != me.start;  // this process is alive: its own rows are live
-  return start_ticks(std::to_string(w.pid)) != w.start;
+// Whether the writer `id` recorded as `w` certainly no longer runs. What
+// /proc shows is no proof: a process of another pid namespace may have its
+// pid, and a /proc mounted with hidepid or of another namespace hides it
+// (both took a live writer's chunks before). A writer holding its lock
+// byte: gone when the kernel says nobody holds it; "cannot tell" is alive.
+// A writer of a library before the lock file (no mark): only when the
+// machine booted since (another boot id), which /proc tells of no process.
+bool certainly_dead(const std::string& store, int64_t id, const Identity& w, const Identity& me) {
+  if (w.pid_ns.compare(0, sizeof kLockedMark - 1, kLockedMark) == 0)
+    return writer_liveness(store, id) == WriterLiveness::kGone;
+  return !me.boot_id.empty() && !w.boot_id.empty() && w.boot_id != me.boot_id;
 }
 
 int64_t wall_ms() {
@@ -107,6 +114,12 @@ bool SqliteCatalog::can_hold_chunks() {
 }
 
 void SqliteCatalog::begin_chunk_phase(const std::string& what) {
+  // A reclaim that took this writer for dead between two turns took its row
+  // (it held nothing then): it registers again.
+  if (writer_id_ != 0 && !sqlite_context(what, [&] { return registered(); })) {
+    writer_id_ = 0;
+    writer_lock_.release();
+  }
   if (writer_id_ == 0) {
     const Identity me = self_identity();
     writer_id_ = sqlite_context(what + ": recording this writer", [&] {
@@ -120,7 +133,22 @@ void SqliteCatalog::begin_chunk_phase(const std::string& what) {
       ins.bind(5, wall_ms());
       ins.exec();
       const int64_t id = db_.getLastInsertRowid();
-      txn.commit();
+      // The lock before the row is visible: a reclaim never sees this
+      // writer's row without its lock held. Without the lock (a file system
+      // without such locks, an unwritable lock file) the row is unmarked,
+      // and no other process takes this writer for dead before a reboot.
+      if (writer_lock_.acquire(path_, id)) {
+        SQLite::Statement mark(db_, "UPDATE writers SET pid_ns = ? || pid_ns WHERE writer_id = ?");
+        mark.bind(1, kLockedMark);
+        mark.bind(2, id);
+        mark.exec();
+      }
+      try {
+        txn.commit();
+      } catch (...) {
+        writer_lock_.release();
+        throw;
+      }
       return id;
     });
   }
@@ -183,7 +211,52 @@ void SqliteCatalog::end_chunk_phase() noexcept {
   sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
 }
 
+namespace {
+
+Error chunks_taken(const std::string& what) {
+  return Error(ErrorCode::kConflict,
+               what + ": this turn's chunks were taken while it ran: another process took this writer for dead "
+                      "and reclaimed the chunks it held (docs/design.md, \"Objects first\"); nothing of the turn "
+                      "was linked, the conversation is as it was; retry the append");
+}
+
+}  // namespace
+
+bool SqliteCatalog::registered() {
+  auto q = statements_.use("SELECT 1 FROM writers WHERE writer_id = ?");
+  q->bind(1, writer_id_);
+  const bool found = q->executeStep();
+  q->reset();
+  return found;
+}
+
+void SqliteCatalog::check_held(const std::vector<int64_t>& chunk_ids, const std::vector<ChunkRecord>& records,
+                               const std::string& what) {
+  // In the link's write transaction: every chunk the turn names is still
+  // held by this writer and is the content it stored or found, never a
+  // chunk id freed by a reclaim and given to another writer's chunk since.
+  const bool intact = sqlite_context(what, [&] {
+    auto q = statements_.use(
+        "SELECT ch.model_id = ?3 AND ch.hash = ?4 AND EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = "
+        "ch.chunk_id AND h.writer_id = ?2) FROM chunks ch WHERE ch.chunk_id = ?1");
+    for (size_t i = 0; i < chunk_ids.size(); ++i) {
+      q->bind(1, chunk_ids[i]);
+      q->bind(2, writer_id_);
+      q->bind(3, records[i].model_id);
+      q->bind(4, records[i].key.data(), static_cast<int>(records[i].key.size()));
+      const bool ok = q->executeStep() && q->getColumn(0).getInt() == 1;
+      q->reset();
+      if (!ok) return false;
+    }
+    return true;
+  });
+  if (!intact) throw chunks_taken(what);
+}
+
 void SqliteCatalog::hold_chunk(int64_t chunk_id) try {
+  // Mid-turn, in the chunk's write transaction: a writer taken for dead has
+  // lost the chunks it held before this one.
+  if (!registered()) throw chunks_taken("store " + shown_location(path_));
   auto q = statements_.use("INSERT OR IGNORE INTO held_chunks (chunk_id, writer_id) VALUES (?, ?)");
   q->bind(1, chunk_id);
   q->bind(2, writer_id_);
@@ -259,8 +332,14 @@ void SqliteCatalog::close_writer() noexcept {
     SQLite::Statement del(db_, "DELETE FROM writers WHERE writer_id = ?");
     del.bind(1, writer_id_);
     del.exec();
+    // The last writer goes: the lock file goes too, under the write lock,
+    // which every writer holds while it takes its byte and every reclaim
+    // while it decides, so no live writer's lock is in the file removed.
+    if (db_.execAndGet("SELECT count(*) FROM writers").getInt64() == 0 && writer_lock_.held())
+      ::unlink(writer_lock_file(path_).c_str());
     txn.commit();
     writer_id_ = 0;
+    writer_lock_.release();
     if (deleted > 0) erase_pending_ = true;  // erased by the destructor, which calls this first
   } catch (...) {  // its rows stay for a reclaim once this process is gone
   }
@@ -275,7 +354,7 @@ bool SqliteCatalog::reclaim_dead_writers(const std::string& what) {
       const int64_t id = q.getColumn(0).getInt64();
       const Identity who{q.getColumn(1).getString(), q.getColumn(2).getString(), q.getColumn(3).getInt64(),
                          q.getColumn(4).getInt64()};
-      if (id != writer_id_ && certainly_dead(who, me)) dead.push_back(id);
+      if (id != writer_id_ && certainly_dead(path_, id, who, me)) dead.push_back(id);
     }
     return dead;
   };

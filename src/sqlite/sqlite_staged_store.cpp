@@ -56,7 +56,7 @@ std::string uri_path(const std::string& uri) {
 }
 
 const char kTempPrefix[] = ".colikv-import-";
-const char* const kCompanions[] = {"-wal", "-shm", "-journal"};
+const char* const kCompanions[] = {"-wal", "-shm", "-journal", "-writers"};
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
@@ -119,6 +119,7 @@ StagedStore::StagedStore(const std::string& location, int file_mode)
   if (::lstat(target_.c_str(), &st) == 0)
     throw Error(ErrorCode::kConflict, what + ": exists already; a staged creation (Options::create_staged) only "
                                              "makes a new store, open it without that option");
+  refuse_leftover_companions(target_, what);
   const std::string dir = directory_of(target_);
   remove_stale_temps(dir);
   for (int attempt = 0; attempt < 8 && held_ < 0; ++attempt) {
@@ -168,6 +169,9 @@ void StagedStore::publish() {
                                           free_space_note(target_) +
                                           "; a new store needs room for its data twice while it is created; "
                                           "nothing was stored");
+  // Checked again: one may have appeared while the store was built (and
+  // link() would not see it).
+  refuse_leftover_companions(target_, what);
   if (::link(temp_.c_str(), target_.c_str()) == 0) {
     ::unlink(temp_.c_str());
   } else if (errno == EEXIST) {

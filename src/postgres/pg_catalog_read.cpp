@@ -80,10 +80,7 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
                 p, "recording a load");
     conn_.exec("COMMIT", "recording a load");
   } catch (const PgError&) {
-    try {
-      if (conn_.in_transaction()) conn_.exec("ROLLBACK", "recording a load");
-    } catch (const PgError&) {
-    }
+    conn_.abandon_transaction();  // a lost connection too: the next call reconnects
   }
 }
 

@@ -300,7 +300,7 @@ std::vector<ModelUsageRow> PgCatalog::model_usage() {
                  COLIKV_TENANT_CHUNK "), "
                  " (SELECT coalesce(sum(octet_length(payload)), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id "
                  "    AND " COLIKV_TENANT_CHUNK ") "
-                 "FROM models m ORDER BY m.model_id",
+                 "FROM models m WHERE m.tenant_id = $1 ORDER BY m.model_id",
                  PgParams().add(tenant_id_), "reading model usage");
   std::vector<ModelUsageRow> out;
   for (int i = 0; i < r.size(); ++i) {

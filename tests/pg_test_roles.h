@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backend.h"
+#include "cli_run.h"
 #include "postgres/pg_connection.h"
 #include "test_support.h"
 
@@ -58,6 +59,20 @@ class TestRole {
  private:
   std::string name_, password_;
 };
+
+// psql, unaligned and quiet, stopping at the first error.
+inline Run psql(const std::string& uri, const std::string& sql) {
+  const std::string shell = COLIKV_PSQL_SHELL;
+  REQUIRE_FALSE(shell.empty());  // psql (Debian postgresql-client) is needed for these tests
+  return run_program(shell, {"-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", uri, "-c", sql});
+}
+
+inline int64_t psql_int(const std::string& uri, const std::string& sql) {
+  const Run r = psql(uri, sql);
+  INFO(describe({"psql", sql}, r));
+  REQUIRE(r.code == 0);
+  return std::stoll(r.out);
+}
 
 // Runs first and second on threads of their own while a third connection to
 // `uri` holds what `lock_sql` (a SELECT ... FOR UPDATE) locks, until both

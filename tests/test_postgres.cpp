@@ -186,6 +186,47 @@ TEST_CASE("postgres: a server stopped mid-append and restarted loses nothing ack
   CHECK(s.verify().ok());
 }
 
+// A call finding its connection gone reconnects, reads included; while the
+// server is restarting it tries again until the busy timeout, never longer.
+TEST_CASE("postgres: a call during a server restart waits for it up to the busy timeout, and no longer", "[postgres]") {
+  const std::string uri = colikv_test::fresh_pg_store();
+  const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 12, 6);
+  colikv::Options patient = child_options();
+  patient.busy_timeout_ms = 60000;
+  colikv::Store s(uri, patient);
+  s.append("c", h.model, h.tokens.data(), 12, h.source());
+  colikv::Options quick = child_options();
+  quick.busy_timeout_ms = 300;
+  colikv::Store q(uri, quick);
+  CHECK(q.count("c") == 12);
+
+  pg_ctl("stop -m fast -w");
+  const std::string start = std::string(COLIKV_SOURCE_DIR) + "/tools/postgres.sh pg_ctl " +
+                            std::getenv("COLIKV_TEST_PG_DIR") + " start -w -t 60 > /dev/null";
+  int started = -1;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    started = std::system(start.c_str());
+  });
+  const Failure waited = failure_of([&] { CHECK(s.count("c") == 12); });
+  starter.join();
+  REQUIRE(started == 0);
+  INFO(waited.message);
+  CHECK(waited.code == ErrorCode::kOk);
+
+  pg_ctl("stop -m fast -w");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Failure gave_up = failure_of([&] { q.count("c"); });
+  const auto took = std::chrono::steady_clock::now() - t0;
+  pg_ctl("start -w -t 60");
+  INFO(gave_up.message);
+  CHECK(gave_up.code == ErrorCode::kIO);
+  CHECK(gave_up.message.find("reconnecting") != std::string::npos);
+  CHECK(took >= std::chrono::milliseconds(100));
+  CHECK(took < std::chrono::seconds(5));
+  CHECK(q.count("c") == 12);
+}
+
 TEST_CASE("postgres: colikv copy moves a store onto the server and back, byte for byte", "[postgres]") {
   colikv_test::TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();

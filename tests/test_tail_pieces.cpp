@@ -536,10 +536,12 @@ TEST_CASE("tail pieces: a PostgreSQL store of schema 1 upgrades, loads and appen
     turns(s, "old", h, {21});
   }
   colikv_test::store_exec(loc, "UPDATE colikv_schema SET version = 1");
-  // Nor schema 6's queue of chunks to free, nor schema 4's tenant roles
+  // Nor schema 7's models per tenant, nor schema 6's queue of chunks to free, nor schema 4's tenant roles
   // (their policies go with tenant_roles and the columns), nor schema 3's
   // tenants (the view that reads tenant_id goes with it; 0003 makes it again).
-  for (const char* undo : {"DROP TABLE chunks_to_free", "DROP TABLE tenant_roles CASCADE", "ALTER TABLE chunks DROP COLUMN tenant_id CASCADE",
+  for (const char* undo : {"DROP FUNCTION colikv_grant_tenant_writes(text)", "ALTER TABLE models DROP COLUMN tenant_id CASCADE",
+                           "ALTER TABLE models ADD CONSTRAINT models_signature_key UNIQUE (signature)",
+                           "DROP TABLE chunks_to_free", "DROP TABLE tenant_roles CASCADE", "ALTER TABLE chunks DROP COLUMN tenant_id CASCADE",
                            "ALTER TABLE chunk_meta DROP COLUMN tenant_id CASCADE",
                            "ALTER TABLE chunks ADD CONSTRAINT chunks_model_id_hash_key UNIQUE (model_id, hash)",
                            "ALTER TABLE conversations DROP COLUMN tenant_id CASCADE", "DROP TABLE tenants",

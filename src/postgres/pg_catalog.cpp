@@ -284,8 +284,9 @@ void PgCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
 
 std::optional<int64_t> PgCatalog::find_model_id(const std::string& signature) {
   PgParams p;
-  p.add(signature);
-  PgRows r = run("SELECT model_id FROM models WHERE signature = $1", p, "reading a model");
+  p.add(signature).add(tenant_id_);
+  // A tenant's model rows are its own (0007_tenant_writes.sql).
+  PgRows r = run("SELECT model_id FROM models WHERE signature = $1 AND tenant_id = $2", p, "reading a model");
   if (r.size() == 0) return std::nullopt;
   return r.int64(0, 0);
 }
@@ -314,11 +315,12 @@ void PgCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, in
   PgParams p;
   p.add(sig.to_string()).add(sig.n_layers).add(sig.kv_lora).add(sig.qk_rope).add(sig.index_hd).add(sig.n_indexed);
   p.add(sig.vocab).add(sig.weights_id).add(static_cast<int64_t>(sig.record_bytes())).add(chunk_tokens).add(now_ms);
-  // Another writer may record the same model at the same time: either's row
-  // serves (the core compares its chunk size).
+  p.add(tenant_id_);
+  // Another writer of the tenant may record the same model at the same
+  // time: either's row serves (the core compares its chunk size).
   run("INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
-      "record_bytes, chunk_tokens, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-      "ON CONFLICT (signature) DO NOTHING",
+      "record_bytes, chunk_tokens, created_ms, tenant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
+      "ON CONFLICT (tenant_id, signature) DO NOTHING",
       p, "recording a model");
 }
 

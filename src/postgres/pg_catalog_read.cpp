@@ -82,10 +82,7 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
                 p, "recording a load");
     conn_.exec("COMMIT", "recording a load");
   } catch (const PgError&) {
-    try {
-      if (conn_.in_transaction()) conn_.exec("ROLLBACK", "recording a load");
-    } catch (const PgError&) {
-    }
+    conn_.abandon_transaction();  // a lost connection too: the next call reconnects
   }
 }
 
@@ -305,7 +302,7 @@ std::vector<ModelUsageRow> PgCatalog::model_usage() {
                  COLIKV_TENANT_CHUNK "), "
                  " (SELECT coalesce(sum(octet_length(payload)), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id "
                  "    AND " COLIKV_TENANT_CHUNK ") "
-                 "FROM models m ORDER BY m.model_id",
+                 "FROM models m WHERE m.tenant_id = $1 ORDER BY m.model_id",
                  PgParams().add(tenant_id_), "reading model usage");
   std::vector<ModelUsageRow> out;
   for (int i = 0; i < r.size(); ++i) {

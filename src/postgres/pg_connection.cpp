@@ -2,7 +2,10 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace colikv {
 namespace detail {
@@ -252,7 +255,20 @@ bool PgConnection::closed_by_server() {
 
 void PgConnection::ensure_connected(const std::string& what) {
   if (!closed_by_server()) return;
-  connect(what + ": reconnecting");
+  // A server restarting refuses connections for a moment: tried again until
+  // the busy timeout, as a lock is waited for, and never longer.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.lock_timeout_ms);
+  auto pause = std::chrono::milliseconds(20);
+  for (;;) {
+    try {
+      connect(what + ": reconnecting");
+      return;
+    } catch (const PgError& e) {
+      if (e.code() != ErrorCode::kIO || std::chrono::steady_clock::now() + pause >= deadline) throw;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(250));
+  }
 }
 
 void PgConnection::fail(const PGresult* r, const std::string& what) {
@@ -271,16 +287,30 @@ void PgConnection::fail(const PGresult* r, const std::string& what) {
   throw PgError(code, what + ": " + server_ + ": " + msg);
 }
 
+namespace {
+
+// A statement that ends the transaction whatever it does: after it, the
+// transaction is over even when the connection went with it.
+bool ends_transaction(const std::string& sql) {
+  if (sql.rfind("COMMIT", 0) == 0) return true;
+  return sql.rfind("ROLLBACK", 0) == 0 && sql.rfind("ROLLBACK TO", 0) != 0;
+}
+
+}  // namespace
+
 bool PgConnection::ready_to_send(const std::string& sql, const std::string& what) {
   if (streaming_)
     throw PgError(ErrorCode::kInternal, what + ": " + server_ + ": a statement was sent while another's rows were still coming");
   if (lost_in_transaction_) {
     // The server rolled the transaction back with the connection: only its
-    // ROLLBACK (nothing left to send) or a new BEGIN may follow, never its
+    // end (nothing left to send) or a new BEGIN may follow, never its
     // remaining statements on a new connection outside any transaction.
-    if (sql.rfind("ROLLBACK", 0) == 0) {
+    if (ends_transaction(sql)) {
       lost_in_transaction_ = false;
-      return false;
+      if (sql.rfind("ROLLBACK", 0) == 0) return false;
+      throw PgError(ErrorCode::kIO, what + ": " + server_ +
+                                        ": the connection was lost inside the transaction, which the server rolled "
+                                        "back; nothing of it was committed (the next call reconnects)");
     }
     if (sql.rfind("BEGIN", 0) != 0)
       throw PgError(ErrorCode::kIO, what + ": " + server_ +
@@ -288,8 +318,22 @@ bool PgConnection::ready_to_send(const std::string& sql, const std::string& what
     lost_in_transaction_ = false;
   }
   if (!in_transaction()) ensure_connected(what);
-  sent_in_transaction_ = in_transaction();
+  // A COMMIT or ROLLBACK that loses the connection still ends the
+  // transaction: the next call starts afresh instead of failing as its rest.
+  sent_in_transaction_ = in_transaction() && !ends_transaction(sql);
   return true;
+}
+
+void PgConnection::abandon_transaction() noexcept {
+  if (lost_in_transaction_) {
+    lost_in_transaction_ = false;
+    return;
+  }
+  if (!in_transaction()) return;
+  try {
+    exec("ROLLBACK", "rolling back");
+  } catch (const PgError&) {  // lost: the server rolled it back
+  }
 }
 
 const std::string& PgConnection::prepared(const std::string& sql, const PgParams& params, const std::string& what) {

@@ -122,7 +122,13 @@ class PgConnection {
   // PgError(kIO) naming the server when that fails. query() and exec() call
   // it before sending a statement outside a transaction, so that only a
   // transaction in flight fails with the connection.
+  // A lost connection is tried again until the busy timeout (lock_timeout_ms)
+  // has passed, then its error is thrown.
   void ensure_connected(const std::string& what);
+  // For a caller that gives up a transaction it began with its own BEGIN:
+  // rolls it back, or forgets it when the connection was lost with it, so
+  // that the next statement reconnects instead of failing as its rest.
+  void abandon_transaction() noexcept;
 
   // The schema the store's tables live in: the one holding colikv_schema as
   // the connection's search_path found it at the first connect, or for a new

@@ -222,15 +222,15 @@ void PgPrefixIndex::visit_users_of_prefix(int64_t model_id, const std::string& p
 
 namespace {
 
-// The model of the signature in $S and the precisions next_precision
+// The model of the signature in $S (tenant $T's) and the precisions next_precision
 // finds, skipping from one to the next along chunk_meta_by_prev: one row
 // per precision then a last whose precision is null, each with the model's
 // id (null: no such model) and the precision's place. In the column's own
 // collation, which that index is ordered by (next_precision's bytewise
 // order cannot use it and reads every chunk of the model): the set is the
 // same, and a lookup's answer does not depend on the order of its walks.
-std::string precisions_sql(const std::string& S) {
-  return "m AS (SELECT model_id FROM models WHERE signature = " + S + "::text), "
+std::string precisions_sql(const std::string& S, const std::string& T) {
+  return "m AS (SELECT model_id FROM models WHERE signature = " + S + "::text AND tenant_id = " + T + "::bigint), "
          "p(precision, n) AS ("
          "  SELECT (SELECT precision FROM chunk_meta WHERE model_id = (SELECT model_id FROM m) "
          "    AND precision > ''::text ORDER BY precision LIMIT 1), 0::bigint "
@@ -342,8 +342,8 @@ std::string walk_sql(int block, const std::string& P, const std::string& H) {
 
 bool PgPrefixIndex::start_lookup(const std::string& signature, LookupStart& out) {
   PgParams p;
-  p.add(signature);
-  const PgRows r = conn_.query("WITH RECURSIVE " + precisions_sql("$1") +
+  p.add(signature).add(tenant_id_);
+  const PgRows r = conn_.query("WITH RECURSIVE " + precisions_sql("$1", "$2") +
                                    "SELECT (SELECT model_id FROM m)::bigint, p.precision, p.n FROM p ORDER BY p.n",
                                p, "matching");
   out = LookupStart();
@@ -361,7 +361,7 @@ bool PgPrefixIndex::read_lookup(const LookupRequest& req, LookupAnswers& out) {
   PgParams p;
   p.add(req.model_id).add(tokens).add(req.chunk_tokens).add_bytes(anchor_.data(), anchor_.size()).add(tenant_id_);
   p.add(req.candidates + 1).add(req.pieces).add(req.signature).add(req.candidates);
-  std::string sql = "WITH RECURSIVE " + precisions_sql("$8") +
+  std::string sql = "WITH RECURSIVE " + precisions_sql("$8", "$5") +
                     "SELECT -1::int, 3::int, p.n, (SELECT model_id FROM m)::bigint, p.precision, NULL::bigint, "
                     "NULL::bigint, NULL::bigint, NULL::bigint, NULL::bytea, NULL::bytea, NULL::bytea, NULL::text, "
                     "NULL::text FROM p";

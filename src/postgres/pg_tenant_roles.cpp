@@ -11,10 +11,12 @@ namespace {
 // Row-level security is turned on for these at the first grant (before it
 // the migration's policies are inert, so that a store that grants no tenant
 // behaves as before for every role).
-const char* const kPolicyTables[] = {"tenant_roles", "tenants", "conversations", "chunks", "chunk_meta",
+const char* const kPolicyTables[] = {"tenant_roles", "tenants", "models", "conversations", "chunks", "chunk_meta",
                                      "conversation_chunks", "chunks_to_free"};
-// What a tenant's role reads and writes: its rows of these, under the policies.
-const char* const kTenantTables = "conversations, chunks, chunk_meta, conversation_chunks, chunks_to_free";
+// What a tenant's role reads and writes: its rows of these, under the
+// policies (colikv_grant_tenant_writes, 0007_tenant_writes.sql, gives it
+// no identity column).
+const char* const kTenantTables = "models, conversations, chunks, chunk_meta, conversation_chunks, chunks_to_free";
 // Read under the policies too: the views, once they read as their caller.
 const char* const kReadTables =
     "tenants, tenant_roles, colikv_schema, conversation_summary, conversation_tokens, model_summary";
@@ -75,7 +77,7 @@ void PgCatalog::set_tenant_role(const std::string& role, bool granted, int64_t n
     o.add(role_oid);
     // Its last tenant of this store: the privileges the grants gave go too.
     if (run("SELECT count(*) FROM tenant_roles WHERE role_oid = $1::bigint::oid", o, what).int64(0, 0) == 0)
-      conn_.exec("REVOKE ALL ON models, " + std::string(kTenantTables) + ", " + kReadTables + " FROM " + quoted_role +
+      conn_.exec("REVOKE ALL ON " + std::string(kTenantTables) + ", " + kReadTables + " FROM " + quoted_role +
                      "; REVOKE USAGE ON SCHEMA " + quoted_schema + " FROM " + quoted_role,
                  what);
     return;
@@ -94,10 +96,11 @@ void PgCatalog::set_tenant_role(const std::string& role, bool granted, int64_t n
   for (int i = 0; i < off.size(); ++i) ddl += "ALTER TABLE " + off.text(i, 0) + " ENABLE ROW LEVEL SECURITY; ";
   for (const char* v : kViews) ddl += "ALTER VIEW " + std::string(v) + " SET (security_invoker = true); ";
   ddl += "GRANT USAGE ON SCHEMA " + quoted_schema + " TO " + quoted_role + "; ";
-  ddl += "GRANT SELECT, INSERT, UPDATE, DELETE ON " + std::string(kTenantTables) + " TO " + quoted_role + "; ";
-  ddl += "GRANT SELECT, INSERT ON models TO " + quoted_role + "; ";
   ddl += "GRANT SELECT ON " + std::string(kReadTables) + " TO " + quoted_role;
   conn_.exec(ddl, what);
+  PgParams w;
+  w.add(role);
+  run("SELECT colikv_grant_tenant_writes($1::text)::text", w, what);
 }
 
 }  // namespace detail

@@ -46,7 +46,7 @@ std::string promtool_problems(const TempDir& dir, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("metrics: a Store counts appends, loads and matches of its tenant; the process keeps them after close") {
+TEST_CASE("metrics: a Store counts appends, loads and matches of its tenant, and the process keeps them after close") {
   TempDir dir;
   const colikv::ModelSignature m = tiny_model();
   const uint64_t raw = static_cast<uint64_t>(m.record_bytes());

@@ -31,6 +31,7 @@ from ._colikv import (  # noqa: F401  (the package's API)
     weights_id_from_dir,
     is_postgres_location,
     shown_store_location,
+    process_metrics,
     Error,
     NotFound,
     ModelMismatch,
@@ -53,7 +54,7 @@ __all__ = [
     "__version__", "library_schema_version", "Model", "KV", "Store", "ConversationInfo", "UsageStats",
     "StoreStats", "VerifyProblem", "UncomparedShare", "VerifyReport", "EvictionReport", "VacuumReport",
     "ImportResult", "CopyResult", "TenantInfo", "read_coli_kv", "weights_id_from_dir", "is_postgres_location",
-    "shown_store_location", "Error", "NotFound", "ModelMismatch", "Diverged", "Conflict", "Corrupt", "Busy",
+    "shown_store_location", "process_metrics", "Error", "NotFound", "ModelMismatch", "Diverged", "Conflict", "Corrupt", "Busy",
     "DiskFull", "InvalidArgument", "IO", "ReadOnly", "TooLarge", "Version", "Internal", "Evicted",
     "Unsupported",
 ]

@@ -583,6 +583,7 @@ ModelMismatch (naming both signatures), Corrupt, Evicted (with .position).)doc")
           "Writes the conversation as a .coli_kv file, byte for byte what the engine writes, atomically; returns "
           "the bytes written. Raises Conflict (the file exists and not force), NotFound, InvalidArgument.");
   def_store_admin(mod, store_cls);
+  def_store_metrics(mod, store_cls);
   def_store_ranges(store_cls);
 
 

@@ -109,6 +109,8 @@ std::vector<colikv::ConversationInfo> list_all(colikv::Store& s, std::optional<i
 
 void def_store_admin(py::module_& mod, py::class_<PyStore>& cls);
 void def_store_ranges(py::class_<PyStore>& cls);
+// store_metrics.cpp: Store.metrics, gauges, metrics_text; colikv.process_metrics.
+void def_store_metrics(py::module_& mod, py::class_<PyStore>& cls);
 
 }  // namespace colikv_py
 

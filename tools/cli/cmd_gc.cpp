@@ -71,7 +71,7 @@ int cmd_gc(const Args& a) {
   const std::string& store_path = a.positional[0];
   // Parsed before the store is opened: bad input changes nothing.
   std::optional<int64_t> max_bytes, max_idle_ms;
-  if (a.has("--max-bytes")) max_bytes = parse_count(a.value("--max-bytes"), "--max-bytes");
+  if (a.has("--max-bytes")) max_bytes = parse_size(a.value("--max-bytes"), "--max-bytes");
   if (a.has("--max-idle")) max_idle_ms = parse_duration_ms(a.value("--max-idle"), "--max-idle");
   colikv::Store store(store_path, write_options(a));
   // What the command line leaves out, the tenant's own limits give.
@@ -116,7 +116,7 @@ CommandSpec gc_command() {
     "stay. One transaction. The freed pages are given back in steps; 'colikv\n"
     "vacuum' gives back the rest.\n"
     "Other tenants' conversations are never touched.\n",
-    "  --max-bytes N       the budget in bytes of KV data\n"
+    "  --max-bytes N       the budget of KV data: bytes, or a size (512MiB, 1G)\n"
     "  --max-idle D        delete what was idle longer: a whole number and a unit,\n"
     "                      s, m, h or d (90s, 15m, 12h, 30d)\n"
     "  --json              print as JSON\n",

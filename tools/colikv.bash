@@ -28,28 +28,13 @@ _colikv() {
     return 0
   fi
 
-  # An option's value: what it takes, where that can be listed.
-  case $prev in
-    --sync) COMPREPLY=($(compgen -W 'normal full' -- "$cur")); return 0 ;;
-    --max-bytes|--max-idle|--at|--limit|--tokens|--busy-timeout|--file-mode|--id|--tenant|--to-tenant|--grant|--revoke|--weights-id)
-      return 0 ;;
-    --model-of|--weights-id-from)
-      COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-  esac
-
-  if [[ $cur == -* ]]; then
-    COMPREPLY=($(compgen -W "$("$tool" help --options "$cmd" 2>/dev/null)" -- "$cur"))
-    return 0
-  fi
-
-  # Positional arguments: which one is being typed (options and their values skipped).
+  # Positional arguments: which one is being typed (options and their values
+  # skipped), and the store named first.
   local i word n=0 store= tenant=
   local takes_value=" --sync --max-bytes --max-idle --at --limit --tokens --busy-timeout --file-mode --id --tenant --to-tenant --grant --revoke --weights-id --model-of --weights-id-from "
   for ((i = 2; i < COMP_CWORD; i++)); do
     word=${COMP_WORDS[i]}
-    if [[ $word == --tenant ]]; then
-      tenant=${COMP_WORDS[i + 1]}
-    fi
+    [[ $word == --tenant ]] && tenant=${COMP_WORDS[i + 1]}
     if [[ $word == -* ]]; then
       [[ $takes_value == *" $word "* ]] && ((i++))
       continue
@@ -58,28 +43,48 @@ _colikv() {
     ((n++))
   done
 
-  case $cmd in
-    import|export|inspect|copy|ls|stats|vacuum|gc|tenants|tenant)
-      # Files (a store, a .coli_kv file), but never ids.
-      ((n == 0)) || [[ $cmd == import || $cmd == inspect || $cmd == export ]] && COMPREPLY=($(compgen -f -- "$cur"))
-      ;;
+  # What is typed: an option's value, an option, a file, or an id of the store.
+  local want=none
+  case $prev in
+    --sync) COMPREPLY=($(compgen -W 'normal full' -- "$cur")); return 0 ;;
+    --model-of) want=id ;;
+    --tokens|--weights-id-from) [[ $cmd == match || $prev == --weights-id-from ]] && want=file ;;
+    --max-bytes|--max-idle|--at|--limit|--busy-timeout|--file-mode|--id|--tenant|--to-tenant|--grant|--revoke|--weights-id)
+      return 0 ;;
     *)
-      if ((n == 0)); then
-        COMPREPLY=($(compgen -f -- "$cur"))
-      elif [[ -n $store ]]; then
-        # The store's conversation ids (rm takes several). A store that cannot
-        # be read completes nothing, and says nothing.
-        local ids
-        if [[ -n $tenant ]]; then
-          ids=$("$tool" ls "$store" --ids --tenant "$tenant" 2>/dev/null)
-        else
-          ids=$("$tool" ls "$store" --ids 2>/dev/null)
-        fi
-        local IFS=$'\n'
-        COMPREPLY=($(compgen -W "$ids" -- "$cur"))
+      if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$("$tool" help --options "$cmd" 2>/dev/null)" -- "$cur"))
+        return 0
       fi
+      case $cmd:$n in
+        inspect:0|import:1|export:2|*:0) want=file ;;
+        export:1|info:1|verify:1|rename:1|fork:1|truncate:1|rm:*) want=id ;;
+        copy:*) ((n >= 2)) && want=id ;;
+      esac
       ;;
   esac
+
+  if [[ $want == file ]]; then
+    COMPREPLY=($(compgen -f -- "$cur"))
+  elif [[ $want == id && -n $store ]]; then
+    # The store's conversation ids, most recently used first. A store that
+    # cannot be read completes nothing, and says nothing.
+    local ids
+    if [[ -n $tenant ]]; then
+      ids=$("$tool" ls "$store" --ids --tenant "$tenant" 2>/dev/null)
+    else
+      ids=$("$tool" ls "$store" --ids 2>/dev/null)
+    fi
+    # Not compgen -W: it would expand a $(...) or a `...` inside an id, and
+    # ids are whatever the store holds. Each is offered quoted for the shell
+    # (printf %q), and matched as typed so far in that form.
+    local id quoted
+    while IFS= read -r id; do
+      [[ -n $id ]] || continue
+      printf -v quoted '%q' "$id"
+      [[ $quoted == "$cur"* || $id == "$cur"* ]] && COMPREPLY+=("$quoted")
+    done <<<"$ids"
+  fi
   return 0
 }
 complete -o default -F _colikv colikv

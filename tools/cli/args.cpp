@@ -202,6 +202,12 @@ bool is_new_store_file(const std::string& store) {
   return ::stat(colikv::store_file_of(store).c_str(), &st) != 0;
 }
 
+int64_t store_file_bytes(const std::string& store) {
+  if (colikv::is_postgres_location(store)) return 0;
+  struct stat st;
+  return ::stat(colikv::store_file_of(store).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
 colikv::Options base_options(const Args& a) {
   colikv::Options o;
   if (a.has("--busy-timeout")) {

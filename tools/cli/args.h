@@ -110,6 +110,10 @@ colikv::Options write_options(const Args& a);
 // its first transaction, has no file to build aside).
 bool is_new_store_file(const std::string& store);
 
+// The size of a file store's database file, for whether progress is shown by
+// default; 0 for a server's store or a file that cannot be read.
+int64_t store_file_bytes(const std::string& store);
+
 }  // namespace colikv_cli
 
 #endif  // COLIKV_TOOLS_CLI_ARGS_H

@@ -1,5 +1,6 @@
 // colikv rm: conversations deleted, one id after another.
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>

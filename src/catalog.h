@@ -696,11 +696,15 @@ class Catalog {
   // (SQLite: incremental vacuum; a store made before it converts with one full
   // VACUUM, which writers wait for). Needs free disk space about the store's
   // size for that full VACUUM (kDiskFull).
-  virtual CompactOutcome compact(const std::string& what, int64_t step_bytes) = 0;
+  // progress(done, total) as it goes, in bytes given back (a server's
+  // rewrite: once, at its end); may be empty.
+  virtual CompactOutcome compact(const std::string& what, int64_t step_bytes,
+                                 const std::function<void(int64_t, int64_t)>& progress) = 0;
   // Outside any transaction, after a gc's transaction: gives free pages back in
   // steps as compact does, without its full rewrite. Nothing for a server,
   // which manages its files.
-  virtual void release_free_pages(const std::string& what, int64_t step_bytes) = 0;
+  virtual void release_free_pages(const std::string& what, int64_t step_bytes,
+                                  const std::function<void(int64_t, int64_t)>& progress) = 0;
   // After a commit that deleted rows (delete, gc): makes their bytes
   // unreadable in the store's files, as far as the backend allows (SQLite:
   // sqlite/sqlite_erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns

@@ -58,7 +58,8 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
               first_gone);
 }
 
-EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope) {
+EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope,
+                            const ProgressFn* progress) {
   EvictionReport r;
   const std::string here = s.where();
   return with_context(here, [&] {
@@ -100,6 +101,10 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
           ++r.chunks;
         }
         victims.push_back(std::move(v));
+        if (progress && *progress) {
+          const int64_t over = r.stored_bytes_before - max_bytes;  // the last victim may free more than that
+          (*progress)(std::min(r.stored_bytes_before - total, over), over);
+        }
         return total <= max_bytes;
       });
       // A conversation that lost KV data is evicted. Its generation stays:
@@ -122,10 +127,11 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
   });
 }
 
-ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id) {
+ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id, const ProgressFn* progress) {
   ExpiryReport r;
   Catalog& catalog = *s.catalog;
-  for (const IdleConversation& c : catalog.idle_conversations(used_before_ms)) {
+  const std::vector<IdleConversation> idle = catalog.idle_conversations(used_before_ms);
+  for (const IdleConversation& c : idle) {
     if (c.id == protect_id) continue;
     std::map<int64_t, int64_t> bytes;
     for (const PayloadChunk& p : catalog.payload_chunks(c.id)) bytes[p.chunk_id] = p.bytes;
@@ -139,6 +145,8 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
       if (b != bytes.end()) r.freed_bytes += b->second;
     }
     r.conversations.push_back(c.name);
+    if (progress && *progress)
+      (*progress)(static_cast<int64_t>(r.conversations.size()), static_cast<int64_t>(idle.size()));
   }
   s.pending.expirations += r.conversations.size();  // committed with the call (StoreCall)
   return r;
@@ -177,11 +185,7 @@ void fill_eviction_stats(Store::Impl& s, StoreStats& out) {
   });
 }
 
-}  // namespace detail
-
-EvictionReport Store::gc(int64_t max_bytes) {
-  detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
+EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progress) {
   s.require_writable("gc");
   if (max_bytes < 0)
     throw Error(ErrorCode::kInvalidArgument, s.where() + ": gc: negative byte budget " + std::to_string(max_bytes));
@@ -190,16 +194,57 @@ EvictionReport Store::gc(int64_t max_bytes) {
   {
     const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
     // Only this tenant's conversations: another tenant's are no call of this one's.
-    r = detail::evict_to_fit(s, max_bytes, -1, detail::Catalog::Scope::kTenant);
+    r = detail::evict_to_fit(s, max_bytes, -1, detail::Catalog::Scope::kTenant, &progress);
     txn->commit();
   }
   // The freed pages back to the filesystem, a chunk's worth per transaction:
   // writers go in between, and the file follows the budget down.
-  with_context(s.where() + ": gc", [&] { s.catalog->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes); });
+  with_context(s.where() + ": gc", [&] {
+    s.catalog->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
+  });
   // The evicted values, out of the store's files too. Not after the budget's
   // eviction in an append: that would checkpoint on every append at the budget.
   if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
   return r;
+}
+
+ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& progress) {
+  const std::string here = s.where() + ": expire";
+  s.require_writable("expire");
+  if (max_idle_ms < 0)
+    throw Error(ErrorCode::kInvalidArgument, here + ": negative idle time " + std::to_string(max_idle_ms) + " ms");
+  ExpiryReport r;
+  {
+    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+    r = with_context(here, [&] { return detail::expire_idle(s, detail::now_ms() - max_idle_ms, -1, &progress); });
+    txn->commit();
+  }
+  // What it deleted, out of the store's files as remove() erases.
+  if (!r.conversations.empty()) s.catalog->erase_deleted(here);
+  return r;
+}
+
+GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) {
+  const std::string here = s.where() + ": gc --dry-run";
+  // A write transaction, as gc's: the plan sees what gc would, and no writer
+  // changes it meanwhile. It is rolled back, never committed.
+  s.require_writable("gc --dry-run");
+  if ((max_bytes && *max_bytes < 0) || (max_idle_ms && *max_idle_ms < 0))
+    throw Error(ErrorCode::kInvalidArgument, here + ": a negative byte budget or idle time");
+  GcPlan plan;
+  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+  // In gc's order: expiry first, so the budget counts without what it deletes.
+  if (max_idle_ms)
+    plan.expiry = with_context(here, [&] { return detail::expire_idle(s, detail::now_ms() - *max_idle_ms, -1); });
+  if (max_bytes) plan.eviction = detail::evict_to_fit(s, *max_bytes, -1, detail::Catalog::Scope::kTenant);
+  return plan;  // txn goes out of scope uncommitted: rolled back
+}
+
+}  // namespace detail
+
+EvictionReport Store::gc(int64_t max_bytes) {
+  detail::StoreCall call(*impl_);
+  return detail::run_gc(*impl_, max_bytes, ProgressFn());
 }
 
 TenantLimits Store::tenant_limits() {
@@ -237,20 +282,25 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
 
 ExpiryReport Store::expire(int64_t max_idle_ms) {
   detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  const std::string here = s.where() + ": expire";
-  s.require_writable("expire");
-  if (max_idle_ms < 0)
-    throw Error(ErrorCode::kInvalidArgument, here + ": negative idle time " + std::to_string(max_idle_ms) + " ms");
-  ExpiryReport r;
-  {
-    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-    r = with_context(here, [&] { return detail::expire_idle(s, detail::now_ms() - max_idle_ms, -1); });
-    txn->commit();
-  }
-  // What it deleted, out of the store's files as remove() erases.
-  if (!r.conversations.empty()) s.catalog->erase_deleted(here);
-  return r;
+  return detail::run_expire(*impl_, max_idle_ms, ProgressFn());
+}
+
+EvictionReport gc(Store& store, int64_t max_bytes, const ProgressFn& progress) {
+  Store::Impl& s = detail::StoreAccess::impl(store);
+  detail::StoreCall call(s);
+  return detail::run_gc(s, max_bytes, progress);
+}
+
+ExpiryReport expire(Store& store, int64_t max_idle_ms, const ProgressFn& progress) {
+  Store::Impl& s = detail::StoreAccess::impl(store);
+  detail::StoreCall call(s);
+  return detail::run_expire(s, max_idle_ms, progress);
+}
+
+GcPlan plan_gc(Store& store, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) {
+  Store::Impl& s = detail::StoreAccess::impl(store);
+  detail::StoreCall call(s);
+  return detail::plan_gc(s, max_bytes, max_idle_ms);
 }
 
 }  // namespace colikv

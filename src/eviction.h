@@ -5,9 +5,11 @@
 #define COLIKV_SRC_EVICTION_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/chunk_codec.h"
+#include "colikv/maintenance.h"
 #include "colikv/store.h"
 #include "store_impl.h"
 
@@ -24,13 +26,26 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens);
 // conversations and chunks (the store-wide budget) or the Store's tenant's
 // (gc). The conversation `protect_id` (a conversations.conversation_id; -1
 // for none) is never evicted.
-EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope);
+// progress (may be null): bytes evicted so far, of the bytes over the budget.
+EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope,
+                            const ProgressFn* progress = nullptr);
 
 // Inside an open write transaction: deletes, whole, the Store's tenant's
 // conversations last used before used_before_ms (but `protect_id`), their
 // chunk lists and the chunks nothing else links. The caller erases their
 // bytes (Catalog::erase_deleted) once it has committed.
-ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id);
+// progress (may be null): conversations deleted so far, of those found idle.
+ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id,
+                         const ProgressFn* progress = nullptr);
+
+// Store::gc and Store::expire, with progress (colikv/maintenance.h).
+EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progress);
+ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& progress);
+// plan_gc (colikv/maintenance.h): run_expire's and run_gc's work, by the same
+// functions, in one write transaction rolled back.
+GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms);
+// Store::vacuum, with progress (store_vacuum.cpp).
+VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress);
 
 // Inside the write transaction of every call that stores bytes (an append,
 // and with it write, copy and import; a fork's or a truncate's piece), after

@@ -209,7 +209,7 @@ TEST_CASE("cli tenant: --max-bytes and --max-idle persist, show in tenants, and 
 
   // Bad input: a usage error, nothing changed.
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--max-bytes", "-1"}, {"--max-bytes", "12k"}, {"--max-idle", "30"},
+       {std::vector<std::string>{"--max-bytes", "-1"}, {"--max-bytes", "12X"}, {"--max-idle", "30"},
         {"--max-idle", "-5m"}, {"--max-idle", "1.5h"}, {"--max-idle", "3w"}, {"--max-idle", "99999999999999999d"},
         {"--max-bytes", "5", "--max-idle", "x"}}) {
     std::vector<std::string> cmd = {"tenant", store, "alice"};

@@ -282,7 +282,7 @@ void undo_tenants(const std::string& path, int version) {
   db.exec("INSERT INTO conversations SELECT conversation_id, name, model_id, token_count, precision, title, metadata, "
           "parent_id, forked_at, generation, created_ms, updated_ms, last_used_ms FROM conversations_v7; "
           "DROP TABLE conversations_v7; DROP TABLE tenants; DROP TABLE IF EXISTS held_chunks; "
-          "DROP TABLE IF EXISTS writers");
+          "DROP TABLE IF EXISTS writers; DROP VIEW IF EXISTS tenant_summary");
   for (const char* name : {"conversations_by_last_used", "conversation_summary", "conversation_tokens", "model_summary"})
     make(name);
   db.exec("COMMIT");

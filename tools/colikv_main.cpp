@@ -49,18 +49,52 @@ void error_line(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "%s\n", colikv_cli::shown(line).c_str());
 }
 
+// " (did you mean NAME?)" for the command nearest a mistyped one, or "".
+std::string command_hint(const std::string& typed) {
+  std::vector<std::string> names;
+  for (const auto& c : colikv_cli::commands()) names.push_back(c.name);
+  if (!typed.empty() && typed[0] == '-') names = {"--help", "--version"};
+  const std::string near = colikv_cli::nearest(typed, names);
+  return near.empty() ? "" : " (did you mean " + near + "?)";
+}
+
+int unknown_command(const std::string& typed) {
+  const char* what = !typed.empty() && typed[0] == '-' ? "unknown option '" : "unknown command '";
+  error_line("", what + typed + "'" + command_hint(typed) + " (see colikv --help)");
+  return kExitUsage;
+}
+
+// `colikv help --commands`, `--options NAME`, `--man`: what the completion
+// script and the build's man page read, from the same tables as --help.
+int run_help_listing(const std::vector<std::string>& args) {
+  const std::string& what = args[1];
+  if (what == "--commands" && args.size() == 2) {
+    colikv_cli::print(colikv_cli::command_names());
+  } else if (what == "--man" && args.size() == 2) {
+    colikv_cli::print(colikv_cli::man_page());
+  } else if (what == "--options" && args.size() == 3) {
+    const CommandSpec* c = colikv_cli::find_command(args[2]);
+    if (!c) return unknown_command(args[2]);
+    colikv_cli::print(colikv_cli::option_names(*c));
+  } else {
+    error_line("help", "expected 'colikv help [COMMAND]', 'colikv help --commands', 'colikv help --options COMMAND' "
+                       "or 'colikv help --man'");
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
 // `colikv`, `colikv --help`, `colikv help [COMMAND]`.
 int run_help(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::fputs(colikv_cli::main_help().c_str(), stderr);
     return kExitUsage;
   }
+  if (args.size() > 1 && args[0] == "help" && args[1].size() > 2 && args[1].compare(0, 2, "--") == 0)
+    return run_help_listing(args);
   if (args.size() > 1 && args[0] == "help") {
     const CommandSpec* c = colikv_cli::find_command(args[1]);
-    if (!c) {
-      error_line("", "unknown command '" + args[1] + "' (see colikv --help)");
-      return kExitUsage;
-    }
+    if (!c) return unknown_command(args[1]);
     colikv_cli::print(colikv_cli::command_help(*c));
   } else {
     colikv_cli::print(colikv_cli::main_help());
@@ -122,12 +156,16 @@ int run(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (is_help_request(args)) return run_help(args);
   const std::string& first = args[0];
-  const CommandSpec* c = colikv_cli::find_command(first);
-  if (!c) {
-    const char* what = first.size() > 0 && first[0] == '-' ? "unknown option '" : "unknown command '";
-    error_line("", what + first + "' (see colikv --help)");
-    return kExitUsage;
+  if (first == "--version" || first == "-V") {
+    if (args.size() > 1) {
+      error_line("", "unexpected argument '" + args[1] + "' after " + first + " (colikv version --json gives JSON)");
+      return kExitUsage;
+    }
+    colikv_cli::print(colikv_cli::version_line());
+    return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
   }
+  const CommandSpec* c = colikv_cli::find_command(first);
+  if (!c) return unknown_command(first);
   return run_command(*c, std::vector<std::string>(args.begin() + 1, args.end()));
 }
 

@@ -110,8 +110,10 @@ class PgCatalog : public Catalog {
   void evict_payload(int64_t chunk_id) override;
   int64_t evicted_chunk_count() override;
   int64_t evicted_conversation_count() override;
-  CompactOutcome compact(const std::string& what, int64_t step_bytes) override;
-  void release_free_pages(const std::string& what, int64_t step_bytes) override;
+  CompactOutcome compact(const std::string& what, int64_t step_bytes,
+                         const std::function<void(int64_t, int64_t)>& progress) override;
+  void release_free_pages(const std::string& what, int64_t step_bytes,
+                          const std::function<void(int64_t, int64_t)>& progress) override;
   bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
 

@@ -504,15 +504,18 @@ std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_
   return out;
 }
 
-Catalog::CompactOutcome PgCatalog::compact(const std::string& what, int64_t) {
+Catalog::CompactOutcome PgCatalog::compact(const std::string& what, int64_t,
+                                           const std::function<void(int64_t, int64_t)>& progress) {
   // VACUUM FULL rewrites each table without its dead rows and gives the space
   // back to the file system (plain VACUUM only marks it reusable).
   // One table at a time, so that a table the role may not vacuum is named.
   conn_.vacuum_full({"models", "conversations", "chunks", "chunk_meta", "conversation_chunks"}, what);
+  // The server says nothing while it rewrites: done, at the end.
+  if (progress) progress(1, 1);
   return {};
 }
 
-void PgCatalog::release_free_pages(const std::string&, int64_t) {}  // the server's autovacuum does
+void PgCatalog::release_free_pages(const std::string&, int64_t, const std::function<void(int64_t, int64_t)>&) {}  // the server's autovacuum does
 
 bool PgCatalog::erase_deleted(const std::string& what) {
   // What a client may do: a plain VACUUM (which also vacuums each table's

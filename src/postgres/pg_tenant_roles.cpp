@@ -19,8 +19,8 @@ const char* const kPolicyTables[] = {"tenant_roles", "tenants", "models", "conve
 const char* const kTenantTables = "models, conversations, chunks, chunk_meta, conversation_chunks, chunks_to_free";
 // Read under the policies too: the views, once they read as their caller.
 const char* const kReadTables =
-    "tenants, tenant_roles, colikv_schema, conversation_summary, conversation_tokens, model_summary";
-const char* const kViews[] = {"conversation_summary", "conversation_tokens", "model_summary"};
+    "tenants, tenant_roles, colikv_schema, conversation_summary, conversation_tokens, model_summary, tenant_summary";
+const char* const kViews[] = {"conversation_summary", "conversation_tokens", "model_summary", "tenant_summary"};
 
 std::string quoted_list(const char* const* names, size_t n) {
   std::string out = "{";

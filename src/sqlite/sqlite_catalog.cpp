@@ -639,14 +639,16 @@ int64_t SqliteCatalog::evicted_conversation_count() try {
   throw sqlite_error(e);
 }
 
-Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes) try {
-  return compact_store(db_, options_.busy_timeout_ms, step_bytes, what);
+Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes,
+                                               const std::function<void(int64_t, int64_t)>& progress) try {
+  return compact_store(db_, options_.busy_timeout_ms, step_bytes, what, progress);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes) try {
-  give_back_free_pages(db_, step_bytes, what);
+void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes,
+                                       const std::function<void(int64_t, int64_t)>& progress) try {
+  give_back_free_pages(db_, step_bytes, what, progress);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }

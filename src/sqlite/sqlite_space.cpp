@@ -90,11 +90,13 @@ constexpr int64_t kIncremental = 2;  // PRAGMA auto_vacuum's INCREMENTAL
 
 }  // namespace
 
-void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::string& what) {
+void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::string& what,
+                          const std::function<void(int64_t, int64_t)>& progress) {
   if (query_int(db, "PRAGMA auto_vacuum", what) != kIncremental) return;
   const int64_t page_size = query_int(db, "PRAGMA page_size", what);
   const int64_t step = std::clamp<int64_t>(step_bytes / page_size, 1, int64_t{1} << 30);
-  for (int64_t left = query_int(db, "PRAGMA freelist_count", what); left > 0;) {
+  const int64_t at_start = query_int(db, "PRAGMA freelist_count", what);
+  for (int64_t left = at_start; left > 0;) {
     SqlTransaction txn(db, what);
     sqlite_context(what, [&] {
       // One result row per page given back: stepped to the end.
@@ -104,23 +106,26 @@ void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::s
     });
     const int64_t now = query_int(db, "PRAGMA freelist_count", what);
     txn.commit();
+    if (progress) progress((at_start - std::min(now, at_start)) * page_size, at_start * page_size);
     if (now >= left) return;  // nothing moved (cannot happen with SQLite's own pages): no endless loop
     left = now;
   }
 }
 
 Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms, int64_t step_bytes,
-                                      const std::string& what) {
+                                      const std::string& what, const std::function<void(int64_t, int64_t)>& progress) {
   Catalog::CompactOutcome out;
   const int64_t page_size = query_int(db, "PRAGMA page_size", what);
   out.reclaimable_bytes = query_int(db, "PRAGMA freelist_count", what) * page_size;
   if (query_int(db, "PRAGMA auto_vacuum", what) == kIncremental) {
-    give_back_free_pages(db, step_bytes, what);
+    give_back_free_pages(db, step_bytes, what, progress);
   } else {
     const int64_t db_bytes = query_int(db, "PRAGMA page_count", what) * page_size;
     try {
       exec(db, "PRAGMA auto_vacuum = INCREMENTAL", what);
       exec(db, "VACUUM", what);
+      // SQLite says nothing while it rewrites the file: done, at the end.
+      if (progress) progress(db_bytes, db_bytes);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kDiskFull) throw;
       throw Error(ErrorCode::kDiskFull, std::string(e.what()) + "; this vacuum rewrites the whole store once (it " +

@@ -7,6 +7,7 @@
 #include <SQLiteCpp/Database.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "catalog.h"
@@ -30,14 +31,16 @@ void evict_chunk_payload(SQLite::Database& db, StatementCache& statements, int64
 // its free pages back, step_bytes' worth of pages per write transaction so
 // that a writer waits for one step at most, until none is left. Nothing for
 // a store without it.
-void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::string& what);
+// progress (may be empty): bytes given back so far, of the free bytes at the start.
+void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::string& what,
+                          const std::function<void(int64_t, int64_t)>& progress);
 
 // Store::vacuum on SQLite: give_back_free_pages, or for a store made without
 // incremental auto-vacuum one full VACUUM that turns it on (writers wait for
 // that rewrite, once); then the WAL reset without waiting for readers
 // (truncate_wal_without_waiting). kDiskFull names the free space a rewrite needs.
 Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms, int64_t step_bytes,
-                                      const std::string& what);
+                                      const std::string& what, const std::function<void(int64_t, int64_t)>& progress);
 
 }  // namespace detail
 }  // namespace colikv

@@ -2,8 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 
 #include "colikv/store.h"
 
@@ -31,7 +33,10 @@ void parse_option(const Syntax& syntax, const std::vector<std::string>& argv, si
   const OptionSpec* spec = find_option(syntax.options, name);
   if (!spec) {
     if (s[1] >= '0' && s[1] <= '9') throw UsageError{"bad number '" + s + "' (expected a non-negative integer)"};
-    throw UsageError{"unknown option '" + name + "'"};
+    std::vector<std::string> names{"--help"};
+    for (const auto& o : syntax.options) names.push_back(o.name);
+    const std::string near = nearest(name, names);
+    throw UsageError{"unknown option '" + name + "'" + (near.empty() ? "" : " (did you mean " + near + "?)")};
   }
   if (spec->takes_value && !inline_value) {
     if (i + 1 >= argv.size()) throw UsageError{"option " + name + " needs a value"};
@@ -86,6 +91,78 @@ int64_t parse_count(const std::string& text, const std::string& what) {
   return v;
 }
 
+const char* const kSizeUnitsHelp =
+    "sizes: a whole number of bytes, or with a unit: k, M, G, T are powers of\n"
+    "1000 (1G = 10^9 bytes; 1GB the same), KiB, MiB, GiB, TiB powers of 1024\n"
+    "(1GiB = 2^30 bytes)\n";
+
+int64_t parse_size(const std::string& text, const std::string& what) {
+  const std::string bad = "bad size '" + text + "' for " + what +
+                          " (expected a whole number of bytes, optionally with a unit: 512MiB, 1G, 64k)";
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) throw UsageError{bad};
+  int64_t n = 0;
+  auto r = std::from_chars(text.data(), text.data() + digits, n);
+  if (r.ec == std::errc::result_out_of_range) throw UsageError{"size '" + text + "' for " + what + " is too large"};
+  if (r.ec != std::errc()) throw UsageError{bad};
+  const std::string unit = text.substr(digits);
+  struct Unit {
+    const char* name;
+    int64_t factor;
+  };
+  static const Unit kUnits[] = {
+      {"", 1},           {"B", 1},
+      {"k", 1000},       {"K", 1000},       {"kB", 1000},      {"KB", 1000},
+      {"M", 1000000},    {"MB", 1000000},   {"G", 1000000000}, {"GB", 1000000000},
+      {"T", 1000000000000}, {"TB", 1000000000000},
+      {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20}, {"GiB", int64_t{1} << 30}, {"TiB", int64_t{1} << 40},
+  };
+  for (const Unit& u : kUnits) {
+    if (unit != u.name) continue;
+    if (n > INT64_MAX / u.factor) throw UsageError{"size '" + text + "' for " + what + " is too large"};
+    return n * u.factor;
+  }
+  throw UsageError{bad};
+}
+
+namespace {
+
+// Optimal string alignment distance: insertions, deletions, substitutions
+// and swaps of two neighbours each cost one.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string nearest(const std::string& typed, const std::vector<std::string>& candidates) {
+  // What a typed word can be compared with without quadratic cost on garbage.
+  if (typed.size() > 64) return "";
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(typed, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  // A typo is a couple of edits, fewer in a short word; past that the nearest
+  // name would be a guess, not a correction.
+  const size_t allowed = std::max<size_t>(1, std::min<size_t>(2, typed.size() / 3));
+  return best_distance <= allowed ? best : "";
+}
+
 int64_t parse_duration_ms(const std::string& text, const std::string& what) {
   const std::string bad = "bad duration '" + text + "' for " + what + " (expected a whole number and a unit: 90s, 15m, 12h, 30d)";
   if (text.size() < 2) throw UsageError{bad};
@@ -123,6 +200,12 @@ bool is_new_store_file(const std::string& store) {
   if (colikv::is_postgres_location(store)) return false;
   struct stat st;
   return ::stat(colikv::store_file_of(store).c_str(), &st) != 0;
+}
+
+int64_t store_file_bytes(const std::string& store) {
+  if (colikv::is_postgres_location(store)) return 0;
+  struct stat st;
+  return ::stat(colikv::store_file_of(store).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
 colikv::Options base_options(const Args& a) {

@@ -6,6 +6,8 @@
 #include "args.h"
 #include "cli_output.h"
 #include "commands.h"
+#include "json.h"
+#include "store_json.h"
 
 namespace colikv_cli {
 namespace {
@@ -15,6 +17,14 @@ int cmd_fork(const Args& a) {
   colikv::Store store(a.positional[0], write_options(a));
   store.fork(a.positional[1], a.positional[2], at);
   int64_t n = store.count(a.positional[2]);
+  if (a.has("--json")) {
+    print(change_json(a)
+              .set("id", Json::string(a.positional[2]))
+              .set("forked_from", Json::string(a.positional[1]))
+              .set("tokens", Json::integer(n))
+              .dump());
+    return kExitOk;
+  }
   print("forked '" + shown(a.positional[1]) + "' into '" + shown(a.positional[2]) + "' at " + plural(n, "token", "tokens") + "\n");
   return kExitOk;
 }
@@ -22,11 +32,13 @@ int cmd_fork(const Args& a) {
 }  // namespace
 
 CommandSpec fork_command() {
-  return {"fork", "STORE SRC NEW [--at N]", "create NEW from the first N tokens of SRC",
+  return {"fork", "STORE SRC NEW [--at N] [--json]", "create NEW from the first N tokens of SRC",
     "Creates the conversation NEW holding the first N tokens of SRC (default: all),\n"
     "sharing SRC's chunks instead of copying them.\n",
-    "  --at N              take the first N tokens (N <= SRC's token count)\n", "", 3, 3,
-    {{"--at", true}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_fork};
+    "  --at N              take the first N tokens (N <= SRC's token count)\n"
+    "  --json              print as JSON\n",
+    std::string("  ") + kChangeKeys + ", id (NEW), forked_from (SRC), tokens (NEW's)\n", 3, 3,
+    {{"--at", true}, {"--json", false}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_fork};
 }
 
 }  // namespace colikv_cli

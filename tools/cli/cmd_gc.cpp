@@ -6,20 +6,23 @@
 #include <utility>
 #include <vector>
 
+#include "colikv/maintenance.h"
 #include "colikv/store.h"
 #include "args.h"
 #include "cli_output.h"
 #include "commands.h"
 #include "json.h"
+#include "progress.h"
+#include "store_json.h"
 
 namespace colikv_cli {
 namespace {
 
 // The byte budget's keys (when one was applied) and retention's (when one was).
-Json gc_json(const std::string& store_path, const std::optional<int64_t>& max_bytes, const colikv::EvictionReport& r,
+Json gc_json(const Args& a, const std::optional<int64_t>& max_bytes, const colikv::EvictionReport& r,
              const std::optional<int64_t>& max_idle_ms, const colikv::ExpiryReport& x) {
-  Json j = Json::object();
-  j.set("store", Json::string(colikv::shown_store_location(store_path)));
+  Json j = change_json(a);
+  j.set("dry_run", Json::boolean(a.has("--dry-run")));
   if (max_bytes) {
     j.set("max_bytes", Json::integer(*max_bytes));
     j.set("stored_bytes_before", Json::integer(r.stored_bytes_before));
@@ -51,9 +54,9 @@ std::string some_ids(const std::vector<std::string>& ids) {
 }
 
 // Sizes before and after, and the first evicted conversations by name.
-std::string gc_text(int64_t max_bytes, const colikv::EvictionReport& r) {
+std::string gc_text(int64_t max_bytes, const colikv::EvictionReport& r, bool dry_run) {
   std::string out = "KV data " + bytes_both(r.stored_bytes_before) + " -> " + bytes_both(r.stored_bytes_after) +
-                    " (budget " + bytes_both(max_bytes) + "): evicted " +
+                    " (budget " + bytes_both(max_bytes) + "): " + (dry_run ? "would evict " : "evicted ") +
                     plural(r.chunks, "chunk", "chunks") + " of " +
                     plural(static_cast<int64_t>(r.conversations.size()), "conversation", "conversations") +
                     some_ids(r.conversations) + "\n";
@@ -61,8 +64,8 @@ std::string gc_text(int64_t max_bytes, const colikv::EvictionReport& r) {
   return out;
 }
 
-std::string expiry_text(int64_t max_idle_ms, const colikv::ExpiryReport& x) {
-  return "deleted " + plural(static_cast<int64_t>(x.conversations.size()), "conversation", "conversations") +
+std::string expiry_text(int64_t max_idle_ms, const colikv::ExpiryReport& x, bool dry_run) {
+  return std::string(dry_run ? "would delete " : "deleted ") + plural(static_cast<int64_t>(x.conversations.size()), "conversation", "conversations") +
          " idle longer than " + duration_text(max_idle_ms) + " (" + plural(x.chunks, "chunk", "chunks") + ", " +
          bytes_both(x.freed_bytes) + " of KV data)" + some_ids(x.conversations) + "\n";
 }
@@ -71,7 +74,7 @@ int cmd_gc(const Args& a) {
   const std::string& store_path = a.positional[0];
   // Parsed before the store is opened: bad input changes nothing.
   std::optional<int64_t> max_bytes, max_idle_ms;
-  if (a.has("--max-bytes")) max_bytes = parse_count(a.value("--max-bytes"), "--max-bytes");
+  if (a.has("--max-bytes")) max_bytes = parse_size(a.value("--max-bytes"), "--max-bytes");
   if (a.has("--max-idle")) max_idle_ms = parse_duration_ms(a.value("--max-idle"), "--max-idle");
   colikv::Store store(store_path, write_options(a));
   // What the command line leaves out, the tenant's own limits give.
@@ -81,17 +84,33 @@ int cmd_gc(const Args& a) {
   if (!max_bytes && !max_idle_ms)
     throw UsageError{"--max-bytes N or --max-idle DURATION is required (the tenant has no limits of its own: "
                      "colikv tenant STORE NAME --max-bytes N --max-idle DURATION sets them)"};
-  // Expiry first: what it deletes need not be evicted.
+  const bool dry_run = a.has("--dry-run");
   colikv::ExpiryReport x;
-  if (max_idle_ms) x = store.expire(*max_idle_ms);
   colikv::EvictionReport r;
-  if (max_bytes) r = store.gc(*max_bytes);
-  if (a.has("--json")) {
-    print(gc_json(store_path, max_bytes, r, max_idle_ms, x).dump());
+  if (dry_run) {
+    // The same expiry and eviction code, in a transaction rolled back.
+    const colikv::GcPlan plan = colikv::plan_gc(store, max_bytes, max_idle_ms);
+    x = plan.expiry;
+    r = plan.eviction;
   } else {
-    std::string out;
-    if (max_idle_ms) out += expiry_text(*max_idle_ms, x);
-    if (max_bytes) out += gc_text(*max_bytes, r);
+    const ProgressMode mode = progress_mode(a);
+    const int64_t size = store_file_bytes(store_path);
+    // Expiry first: what it deletes need not be evicted.
+    if (max_idle_ms) {
+      Progress p("gc: deleting idle conversations", size, mode, "conversations");
+      x = colikv::expire(store, *max_idle_ms, p.fn());
+    }
+    if (max_bytes) {
+      Progress p("gc: evicting, then giving pages back", size, mode, "bytes");
+      r = colikv::gc(store, *max_bytes, p.fn());
+    }
+  }
+  if (a.has("--json")) {
+    print(gc_json(a, max_bytes, r, max_idle_ms, x).dump());
+  } else {
+    std::string out = dry_run ? "dry run: nothing was changed\n" : "";
+    if (max_idle_ms) out += expiry_text(*max_idle_ms, x, dry_run);
+    if (max_bytes) out += gc_text(*max_bytes, r, dry_run);
     print(out);
   }
   return kExitOk;
@@ -100,7 +119,7 @@ int cmd_gc(const Args& a) {
 }  // namespace
 
 CommandSpec gc_command() {
-  return {"gc", "STORE [--max-bytes N] [--max-idle DURATION] [--json]",
+  return {"gc", "STORE [--max-bytes N] [--max-idle DURATION] [--dry-run] [--json]",
     "evict KV data to fit a byte budget, delete idle conversations",
     "Applies a tenant's limits at once, to the tenant --tenant names (the default\n"
     "one otherwise); an option given replaces the tenant's own limit of that kind\n"
@@ -115,19 +134,24 @@ CommandSpec gc_command() {
     "appending it again re-saves it. Chunks still used by a kept conversation\n"
     "stay. One transaction. The freed pages are given back in steps; 'colikv\n"
     "vacuum' gives back the rest.\n"
-    "Other tenants' conversations are never touched.\n",
-    "  --max-bytes N       the budget in bytes of KV data\n"
+    "Other tenants' conversations are never touched.\n"
+    "--dry-run: says what it would delete and evict, decided by the same code\n"
+    "in a write transaction that is rolled back: nothing changes (the write lock\n"
+    "is taken meanwhile, as gc takes it).\n",
+    "  --max-bytes N       the budget of KV data: bytes, or a size (512MiB, 1G)\n"
     "  --max-idle D        delete what was idle longer: a whole number and a unit,\n"
     "                      s, m, h or d (90s, 15m, 12h, 30d)\n"
+    "  --dry-run           only say what it would do\n"
     "  --json              print as JSON\n",
-    "  store; with a byte budget: max_bytes, stored_bytes_before,\n"
+    std::string("  ") + kChangeKeys + ", dry_run (true: nothing was changed, the rest\n"
+    "  says what would be); with a byte budget: max_bytes, stored_bytes_before,\n"
     "  stored_bytes_after, freed_bytes, chunks (payloads evicted), evicted[] (ids\n"
     "  of the conversations that lost KV data, least recently used first), fits\n"
     "  (stored_bytes_after <= max_bytes); with an idle time: max_idle_ms,\n"
     "  expired[] (ids deleted, least recently used first), expired_chunks,\n"
     "  expired_bytes\n",
-    1, 1, {{"--max-bytes", true}, {"--max-idle", true}, {"--json", false}, {"--sync", true}, {"--busy-timeout", true},
-           {"--tenant", true}}, cmd_gc};
+    1, 1, {{"--max-bytes", true}, {"--max-idle", true}, {"--dry-run", false}, {"--json", false}, {"--progress", false},
+           {"--quiet", false}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_gc};
 }
 
 }  // namespace colikv_cli

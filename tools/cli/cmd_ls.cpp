@@ -58,7 +58,12 @@ int cmd_ls(const Args& a) {
   int64_t limit = a.has("--limit") ? parse_count(a.value("--limit"), "--limit") : -1;
   colikv::Store store(store_path, read_options(a));
   const std::vector<colikv::ConversationInfo> all = list_conversations(store, limit);
-  if (a.has("--json"))
+  if (a.has("--json") && a.has("--ids")) throw UsageError{"--json and --ids exclude each other"};
+  if (a.has("--ids")) {
+    std::string out;
+    for (const auto& c : all) out += shown(c.id) + "\n";
+    print(out);
+  } else if (a.has("--json"))
     print(ls_json(store_path, all).dump());
   else if (limit == 0)  // nothing listed, as asked; the store is not necessarily empty
     print("0 of " + plural(store.conversation_count(), "conversation", "conversations") + " listed (--limit 0)\n");
@@ -72,14 +77,16 @@ int cmd_ls(const Args& a) {
 }  // namespace
 
 CommandSpec ls_command() {
-  return {"ls", "STORE [--limit N] [--json]", "list the conversations, most recently used first",
+  return {"ls", "STORE [--limit N] [--json | --ids]", "list the conversations, most recently used first",
     "Lists every conversation (or the first N) with its tokens, sizes, ratio, last\n"
     "use, fork parent and model. The store is opened read-only.\n",
     "  --limit N           list at most N conversations (default: all; 0 lists none\n"
     "                      and says how many there are)\n"
-    "  --json              print as JSON\n",
+    "  --json              print as JSON\n"
+    "  --ids               print only the ids, one a line (control characters\n"
+    "                      escaped as in the table): for scripts and completion\n",
     std::string("  store, conversations[], each with:\n") + kConversationKeys + kModelKeys, 1, 1,
-    {{"--limit", true}, {"--json", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_ls};
+    {{"--limit", true}, {"--json", false}, {"--ids", false}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_ls};
 }
 
 }  // namespace colikv_cli

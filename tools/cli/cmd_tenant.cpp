@@ -57,7 +57,7 @@ int cmd_tenant(const Args& a) {
   if (roles && a.value(grant ? "--grant" : "--revoke").empty())
     throw UsageError{std::string("the role after ") + (grant ? "--grant" : "--revoke") + " is empty"};
   std::optional<int64_t> max_bytes, max_idle_ms;
-  if (a.has("--max-bytes")) max_bytes = parse_limit(a.value("--max-bytes"), "--max-bytes", parse_count);
+  if (a.has("--max-bytes")) max_bytes = parse_limit(a.value("--max-bytes"), "--max-bytes", parse_size);
   if (a.has("--max-idle")) max_idle_ms = parse_limit(a.value("--max-idle"), "--max-idle", parse_duration_ms);
   colikv::Options o = roles || sets ? write_options(a) : read_options(a);
   o.tenant = tenant;
@@ -111,7 +111,8 @@ CommandSpec tenant_command() {
     "its privileges on the store's tables. A SQLite store has no roles:\n"
     "'unsupported'. See docs/postgres.md, \"One role per tenant\".\n"
     "A tenant the store does not hold is refused by a change unless --create.\n",
-    "  --max-bytes N       the tenant's byte quota (N >= 0), or none\n"
+    "  --max-bytes N       the tenant's byte quota (N >= 0; a size: 512MiB, 1G), or\n"
+    "                      none\n"
     "  --max-idle D        the tenant's retention: a whole number and a unit, s, m,\n"
     "                      h or d (90s, 15m, 12h, 30d), or none\n"
     "  --grant ROLE        let ROLE use the tenant (an existing role, not the owner)\n"

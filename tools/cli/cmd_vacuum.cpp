@@ -1,11 +1,13 @@
 // colikv vacuum: the store's free space given back to the filesystem.
 #include <string>
 
+#include "colikv/maintenance.h"
 #include "colikv/store.h"
 #include "args.h"
 #include "cli_output.h"
 #include "commands.h"
 #include "json.h"
+#include "progress.h"
 
 namespace colikv_cli {
 namespace {
@@ -13,7 +15,11 @@ namespace {
 int cmd_vacuum(const Args& a) {
   const std::string& store_path = a.positional[0];
   colikv::Store store(store_path, write_options(a));
-  colikv::VacuumReport r = store.vacuum();
+  colikv::VacuumReport r;
+  {
+    Progress p("vacuum: giving free space back", store_file_bytes(store_path), progress_mode(a), "bytes");
+    r = colikv::vacuum(store, p.fn());
+  }
   // Space held back (a reader's snapshot) is no error of the store, but the
   // file did not follow: a script sees it in the exit status.
   const int status = r.held_back.empty() ? kExitOk : kExitFailure;
@@ -48,7 +54,8 @@ CommandSpec vacuum_command() {
     "  store, file_bytes_before, file_bytes_after (database plus WAL), reclaimable_bytes\n"
     "  (free inside the store before; null: not known), held_back (null, or why the\n"
     "  files were not cut)\n",
-    1, 1, {{"--json", false}, {"--sync", true}, {"--busy-timeout", true}, {"--tenant", true}}, cmd_vacuum};
+    1, 1, {{"--json", false}, {"--progress", false}, {"--quiet", false}, {"--sync", true}, {"--busy-timeout", true},
+           {"--tenant", true}}, cmd_vacuum};
 }
 
 }  // namespace colikv_cli

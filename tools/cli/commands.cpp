@@ -37,6 +37,7 @@ const std::vector<CommandSpec>& commands() {
       stats_command(),  match_command(),  gc_command(),      vacuum_command(),   copy_command(),
       tenants_command(),
       tenant_command(),
+      version_command(),
   };
   return all;
 }
@@ -61,6 +62,7 @@ std::string command_help(const CommandSpec& c) {
   if (has_option(c, "--busy-timeout")) h += kBusyHelp;
   if (has_option(c, "--tenant")) h += kTenantHelp;
   h += "  -h, --help          show this help\n";
+  if (has_option(c, "--max-bytes")) h += std::string("\n") + kSizeUnitsHelp;
   if (!c.json_help.empty()) h += "\n--json keys (stable; new keys may be added):\n" + c.json_help;
   h += "\nexit status: 0 success, 1 failure, 2 wrong usage\n";
   return h;
@@ -70,18 +72,37 @@ std::string main_help() {
   std::string h =
       "usage: colikv COMMAND ARGS... [OPTIONS]\n"
       "\n"
-      "colikv keeps the KV caches of LLM conversations in one SQLite file (a store),\n"
-      "and imports and exports the engine's .coli_kv files byte for byte.\n"
+      "colikv keeps the KV caches of LLM conversations in a store, and imports and\n"
+      "exports the engine's .coli_kv files byte for byte.\n"
+      "\n"
+      "STORE is a SQLite file (a path: created by import or copy when missing) or\n"
+      "a PostgreSQL connection URI (postgresql://USER@HOST:PORT/DB or postgres://...;\n"
+      "the password from ~/.pgpass or PGPASSWORD, never the command line).\n"
       "\n"
       "commands:\n";
   for (const auto& c : commands())
     h += std::string("  ") + c.name + " " + c.synopsis + "\n      " + c.summary + "\n";
   h +=
       "\n"
-      "Run 'colikv COMMAND --help' for a command's options and its --json keys.\n"
+      "Run 'colikv COMMAND --help' for a command's options and its --json keys;\n"
+      "'colikv --version' for the versions. Sizes (--max-bytes) take units: 1G is\n"
+      "10^9 bytes, 1GiB 2^30. 'colikv help --commands' and 'colikv help --options\n"
+      "COMMAND' list names one a line, for completion scripts.\n"
       "Exit status: 0 success; 1 failure (including problems found by verify or\n"
       "inspect); 2 wrong usage. Errors are one line on stderr: 'colikv: COMMAND: ...'.\n";
   return h;
+}
+
+std::string command_names() {
+  std::string out;
+  for (const auto& c : commands()) out += std::string(c.name) + "\n";
+  return out;
+}
+
+std::string option_names(const CommandSpec& c) {
+  std::string out;
+  for (const auto& o : c.options) out += std::string(o.name) + "\n";
+  return out + "--help\n";
 }
 
 }  // namespace colikv_cli

@@ -63,6 +63,19 @@ CommandSpec vacuum_command();
 CommandSpec copy_command();
 CommandSpec tenants_command();
 CommandSpec tenant_command();
+CommandSpec version_command();
+
+// "colikv 0.1.0 (library 0.1.0, SQLite schema N)\n": colikv --version.
+std::string version_line();
+
+// Names for a completion script: every command, one a line; a command's
+// options, one a line (colikv help --commands, colikv help --options NAME).
+std::string command_names();
+std::string option_names(const CommandSpec& c);
+
+// The man page colikv(1) in roff, made of main_help() and every
+// command_help() (man_page.cpp): generated at build time, it cannot drift.
+std::string man_page();
 
 }  // namespace colikv_cli
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace colikv_cli {
 namespace {
@@ -19,8 +20,15 @@ Progress::Progress(std::string label, int64_t total_bytes, ProgressMode mode)
              (mode == ProgressMode::kAuto && isatty(STDERR_FILENO) && total_bytes > kProgressThresholdBytes);
 }
 
+Progress::Progress(std::string label, int64_t total_bytes, ProgressMode mode, std::string unit)
+    : Progress(std::move(label), total_bytes, mode) {
+  unit_ = std::move(unit);
+}
+
 void Progress::update(int64_t done, int64_t total) {
   if (!enabled_) return;
+  done_ = done;
+  total_ = total;
   auto now = Clock::now();
   bool final_update = total > 0 && done >= total;
   if (shown_ && !final_update && now - last_ < std::chrono::milliseconds(100)) return;
@@ -38,6 +46,13 @@ void Progress::update(int64_t done, int64_t total) {
 
 // "\rLABEL:  42.0%  1.0/2.0 MB  3.0 MB/s"
 std::string Progress::line(double fraction, Clock::time_point now) const {
+  if (!unit_.empty()) {
+    // "\rgc: evicting:  42.0%  1200/3000 bytes"
+    char buf[256];
+    int n = std::snprintf(buf, sizeof buf, "\r%s: %5.1f%%  %lld/%lld %s", label_.c_str(), fraction * 100.0,
+                          static_cast<long long>(done_), static_cast<long long>(total_), unit_.c_str());
+    return std::string(buf, static_cast<size_t>(std::max(0, std::min(n, static_cast<int>(sizeof buf) - 1))));
+  }
   double mb_done = fraction * static_cast<double>(total_bytes_) / 1e6;
   double secs = std::chrono::duration<double>(now - start_).count();
   double rate = secs > 0 ? mb_done / secs : 0.0;

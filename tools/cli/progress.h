@@ -18,6 +18,9 @@ class Progress {
   // total_bytes: the bytes that 100% stands for; enabled when forced, or in
   // auto mode when stderr is a terminal and total_bytes is large.
   Progress(std::string label, int64_t total_bytes, ProgressMode mode);
+  // A step counted in its own unit ("conversations", "bytes"): the line shows
+  // update's done/total in it; total_bytes only decides whether auto mode shows it.
+  Progress(std::string label, int64_t total_bytes, ProgressMode mode, std::string unit);
   ~Progress() { end(); }
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -36,6 +39,8 @@ class Progress {
   std::string line(double fraction, Clock::time_point now) const;
 
   std::string label_;
+  std::string unit_;  // empty: the line shows MB of total_bytes
+  int64_t done_ = 0, total_ = 0;
   int64_t total_bytes_;
   bool enabled_ = false;
   bool shown_ = false;

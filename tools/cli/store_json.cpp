@@ -55,6 +55,15 @@ std::vector<std::string> tenant_row(const colikv::TenantInfo& t) {
           t.limits.max_idle_ms ? duration_text(*t.limits.max_idle_ms) : "-"};
 }
 
+Json change_json(const Args& a) {
+  Json j = Json::object();
+  j.set("store", Json::string(colikv::shown_store_location(a.positional.at(0))));
+  j.set("tenant", Json::string(a.value("--tenant")));
+  return j;
+}
+
+const char* const kChangeKeys = "store, tenant (\"\" for the default one)";
+
 const char* const kTenantKeys =
     "name (\"\" for the default tenant), conversations, stored_bytes (payload bytes of\n"
     "  the chunks its conversations use), max_bytes (its quota) and max_idle_ms (its\n"

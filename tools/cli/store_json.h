@@ -9,6 +9,7 @@
 
 #include "colikv/model.h"
 #include "colikv/store.h"
+#include "args.h"
 #include "json.h"
 
 namespace colikv_cli {
@@ -26,6 +27,12 @@ Json tenant_json(const colikv::TenantInfo& t);
 // The same as a human reads it, the columns of `colikv tenants`: the name
 // ("" shown as such), conversations, stored bytes, quota and retention ("-": none).
 std::vector<std::string> tenant_row(const colikv::TenantInfo& t);
+
+// What the --json of a command that changes a store starts with: store (its
+// location as shown, without a password) and tenant (--tenant's, "" for the
+// default one). kChangeKeys lists them for --help.
+Json change_json(const Args& a);
+extern const char* const kChangeKeys;
 
 // The keys of model_json and conversation_json, for --help.
 extern const char* const kModelKeys;

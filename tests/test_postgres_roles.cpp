@@ -230,7 +230,7 @@ TEST_CASE("postgres: a column whose type was changed by hand is refused naming i
     s.append("c", h.model, h.tokens.data(), 20, h.source());
   }
   // (The convenience view depends on the column: whoever changes it by hand drops the view first.)
-  colikv_test::store_exec(uri, "DROP VIEW conversation_summary, model_summary");
+  colikv_test::store_exec(uri, "DROP VIEW conversation_summary, model_summary, tenant_summary");
   colikv_test::store_exec(uri, "ALTER TABLE conversations ALTER COLUMN token_count TYPE double precision");
   colikv::Store s(uri, small_chunks());
   const Outcome r = outcome_of([&] { s.count("c"); });

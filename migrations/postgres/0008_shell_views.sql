@@ -48,7 +48,7 @@ SELECT c.name                                   AS conversation,
   JOIN tenants t ON t.tenant_id = c.tenant_id
   LEFT JOIN conversations p ON p.conversation_id = c.parent_id;
 
-CREATE VIEW tenant_summary AS
+CREATE OR REPLACE VIEW tenant_summary AS
 SELECT t.name                                   AS tenant,
        CASE WHEN t.name = '' THEN '(default)' ELSE t.name END AS tenant_name,
        (SELECT count(*) FROM conversations c WHERE c.tenant_id = t.tenant_id) AS conversations,

@@ -294,7 +294,9 @@ TEST_CASE("quotas: a PostgreSQL store of schema 4 gains tenant limits, none set,
     Store t1(loc, tenant_options(m, "t1"));
     append(t1, "x", h, 9);
   }
-  // Schema 4's tenants table: without the limits of 0005 (nor 0006's queue).
+  // Schema 4's tenants table: without the limits of 0005 (nor 0006's queue,
+  // nor schema 8's view of the tenants).
+  colikv_test::store_exec(loc, "DROP VIEW tenant_summary");
   colikv_test::store_exec(loc, "DROP TABLE chunks_to_free");
   colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_bytes");
   colikv_test::store_exec(loc, "ALTER TABLE tenants DROP COLUMN max_idle_ms");

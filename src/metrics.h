@@ -114,6 +114,8 @@ class CountersScope {
 
 // The errors constructed on this thread so far, and the last one's code
 // (Error's constructor notes it): which error a call that is unwinding throws.
+// Notes the code of an Error made on this thread (Error's constructor).
+void note_error(ErrorCode code) noexcept;
 uint64_t errors_noted() noexcept;
 ErrorCode last_error_noted() noexcept;
 

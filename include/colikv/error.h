@@ -39,18 +39,11 @@ enum class ErrorCode : int {
 // The stable name of a code, e.g. "not found", "model mismatch".
 COLIKV_API const char* error_code_name(ErrorCode code) noexcept;
 
-namespace detail {
-// Notes the code of an Error made on this thread: the library's metrics count
-// a failing call by the code of the error it throws.
-COLIKV_API void note_error(ErrorCode code) noexcept;
-}  // namespace detail
-
 class COLIKV_API Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message, int64_t position = -1)
-      : std::runtime_error(message), code_(code), position_(position) {
-    detail::note_error(code);
-  }
+  // Out of line: the library's metrics count a failing call by the code of
+  // the Error it throws, noted on the thread that makes it.
+  Error(ErrorCode code, const std::string& message, int64_t position = -1);
 
   ErrorCode code() const noexcept { return code_; }
   // For kDiverged: the first position whose token differs; for kEvicted: the

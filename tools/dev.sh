@@ -5,14 +5,16 @@
 #                              (against SQLite and a throwaway PostgreSQL server: tools/postgres.sh)
 #   tools/dev.sh build         install and build only
 #   tools/dev.sh sanitizers    ASan+UBSan suite, TSan on the threaded tests, a short fuzz run (clang)
-# BUILD_DIR (default: build), BUILD_TYPE (default: RelWithDebInfo) and CMAKE_ARGS
-# (more configure options, e.g. -DBUILD_SHARED_LIBS=ON) may be set.
+# BUILD_DIR (default: build), BUILD_TYPE (default: RelWithDebInfo), CMAKE_ARGS
+# (more configure options, e.g. -DBUILD_SHARED_LIBS=ON) and CTEST_ARGS (which
+# tests `test` runs, e.g. -R 'c_api_') may be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 read -r -a EXTRA_CMAKE_ARGS <<< "${CMAKE_ARGS:-}"
+read -r -a EXTRA_CTEST_ARGS <<< "${CTEST_ARGS:-}"
 PACKAGES=(cmake g++ make pkg-config libsqlite3-dev libsqlitecpp-dev libzstd-dev catch2 sqlite3 python3
   libpq-dev postgresql pybind11-dev python3-dev python3-numpy python3-pytest
   python3-venv python3-pip python3-setuptools python3-wheel python3-mypy python3-matplotlib
@@ -60,7 +62,7 @@ case "$cmd" in
   test)
     install_deps
     build
-    with_postgres ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+    with_postgres ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" "${EXTRA_CTEST_ARGS[@]}"
     ;;
   build)
     install_deps

@@ -1,5 +1,5 @@
 // Engine-shaped KV buffers filled with activation-like values, shared by the
-// demo (examples/demo.cpp) and the benchmark (tools/colikv_bench.cpp), so that
+// demo (examples/demo.cpp) and the benchmark (tools/bench/), so that
 // both write the same data: Lc[layer][pos * kv_lora + j], likewise Rc, no
 // indexer, as colikv::KvSource / KvTarget expect them.
 #ifndef COLIKV_EXAMPLES_SYNTHETIC_ENGINE_H

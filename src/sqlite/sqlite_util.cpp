@@ -104,8 +104,24 @@ void wait_when_busy(sqlite3* db, int timeout_ms) {
 
 SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind, StatementCache* statements)
     : db_(db), statements_(statements), what_(what), nested_(sqlite3_get_autocommit(db.getHandle()) == 0) {
-  run(nested_ ? "SAVEPOINT colikv_nested" : kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
+  // A read snapshot refuses writes (kReadOnly), as a server's READ ONLY
+  // transaction does, instead of taking the write lock in the middle of it
+  // (catalog.h, "Transactions"). Set before BEGIN, so that no transaction is
+  // left open if it fails.
+  query_only_ = !nested_ && kind == kRead;
+  if (query_only_) run("PRAGMA query_only=1");
+  try {
+    run(nested_ ? "SAVEPOINT colikv_nested" : kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
+  } catch (...) {
+    end_query_only();
+    throw;
+  }
   open_ = true;
+}
+
+void SqlTransaction::end_query_only() noexcept {
+  if (query_only_) sqlite3_exec(db_.getHandle(), "PRAGMA query_only=0", nullptr, nullptr, nullptr);
+  query_only_ = false;
 }
 
 void SqlTransaction::run(const char* sql) {
@@ -118,17 +134,19 @@ SqlTransaction::~SqlTransaction() {
   if (nested_ || !statements_) {
     const char* undo = nested_ ? "ROLLBACK TO colikv_nested; RELEASE colikv_nested" : "ROLLBACK";
     sqlite3_exec(db_.getHandle(), undo, nullptr, nullptr, nullptr);
-    return;
+  } else {
+    try {
+      statements_->use("ROLLBACK")->exec();
+    } catch (...) {
+    }
   }
-  try {
-    statements_->use("ROLLBACK")->exec();
-  } catch (...) {
-  }
+  end_query_only();
 }
 
 void SqlTransaction::commit() {
   run(nested_ ? "RELEASE colikv_nested" : "COMMIT");
   open_ = false;
+  end_query_only();
 }
 
 int64_t stored_int(const SQLite::Column& col, const char* column) {

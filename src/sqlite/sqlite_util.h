@@ -92,11 +92,13 @@ class SqlTransaction {
 
  private:
   void run(const char* sql);
+  void end_query_only() noexcept;
   SQLite::Database& db_;
   StatementCache* statements_;
   std::string what_;
   bool open_ = false;
   bool nested_ = false;  // a SAVEPOINT inside an open transaction
+  bool query_only_ = false;  // an outermost read: PRAGMA query_only until it ends
 };
 
 }  // namespace detail

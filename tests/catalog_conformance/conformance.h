@@ -1,0 +1,176 @@
+// The catalog conformance suite (tests/catalog_conformance/, one file per
+// role of src/catalog.h): what each call returns, what it refuses, and what
+// it leaves untouched when it fails, stated once and run on every backend.
+// Its cases are tagged [backends], so that tests/CMakeLists.txt runs each on
+// SQLite and again, named "postgres: ...", on the test server; a new backend
+// starts by passing them.
+//
+// The cases reach the store through catalog.h alone, except for chunks: those
+// come in through the public Store (append, fork), so that the suite does not
+// depend on how a backend's writes of a turn are shaped. This header is the
+// only place that knows how a case gets its catalog and its chunks, so that
+// the cases stay as they are when those interfaces change.
+#ifndef COLIKV_TESTS_CATALOG_CONFORMANCE_CONFORMANCE_H
+#define COLIKV_TESTS_CATALOG_CONFORMANCE_CONFORMANCE_H
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "catalog.h"
+#include "colikv/error.h"
+#include "colikv/store.h"
+#include "test_support.h"
+
+namespace conformance {
+
+using colikv::ErrorCode;
+using colikv::detail::Catalog;
+using colikv::detail::ChunkSummary;
+using colikv::detail::ConversationInfoRow;
+using colikv::detail::NewConversation;
+using colikv::detail::NewFork;
+using Access = colikv::detail::Catalog::Access;
+
+// The code of the colikv::Error that f throws, in a savepoint of its own that
+// is then rolled back (a server's transaction takes no statement after an
+// error until then); kOk when f throws nothing. Fails the case when f throws
+// anything but a colikv::Error: no backend's own exception crosses catalog.h.
+template <class F>
+ErrorCode refused(Catalog& catalog, F&& f) {
+  const auto savepoint = catalog.begin(Access::kWrite, "conformance: a call that may fail");
+  try {
+    f();
+  } catch (const colikv::Error& e) {
+    return e.code();
+  } catch (const std::exception& e) {
+    FAIL("not a colikv::Error crossed catalog.h: " << e.what());
+  }
+  return ErrorCode::kOk;
+}
+
+// A store on the backend under test (tests/backend.h) of tiny_model, chunks of
+// 4 positions: a catalog opened on it, and chunks written into it through a
+// Store. The two are never open at once: each closes the other first.
+class Conformance : public colikv_test::StoreFixture {
+ public:
+  Conformance() : StoreFixture(colikv_test::tiny_model(), 4, "conformance.db") {}
+
+  // The catalog at `path` with `options`, opened on first use.
+  Catalog& catalog() {
+    if (!catalog_) {
+      close();
+      catalog_ = open(options);
+    }
+    return *catalog_;
+  }
+  void close_catalog() { catalog_.reset(); }
+  // Another catalog on the same store (another tenant's, a second connection).
+  std::unique_ptr<Catalog> open(const colikv::Options& o) { return colikv::detail::open_catalog(path, o); }
+  // The options of tenant `tenant` on this store.
+  colikv::Options tenant(const std::string& name) const {
+    colikv::Options o = options;
+    o.tenant = name;
+    return o;
+  }
+
+  // Positions [0, n) of history(n, seed) stored as conversation `id` (appended
+  // after what it holds) through a Store of `o` (this store's by default).
+  void put(const std::string& id, int64_t n, uint32_t seed) { put_as(options, id, n, seed); }
+  void put_as(const colikv::Options& o, const std::string& id, int64_t n, uint32_t seed) {
+    close_catalog();
+    close();
+    colikv::Store s(path, o);
+    const colikv_test::EngineBuffers h = history(n, seed);
+    s.append(id, model, h.tokens.data(), n, h.source());
+  }
+  void fork(const std::string& src, const std::string& dst, int64_t len) {
+    close_catalog();
+    close();
+    colikv::Store(path, options).fork(src, dst, len);
+  }
+  // The token ids history(n, seed) stores, as chunk_tokens_json reads them.
+  std::string tokens_json(int64_t n, uint32_t seed, int64_t from, int64_t count) const {
+    const colikv_test::EngineBuffers h = history(n, seed);
+    std::string s = "[";
+    for (int64_t i = from; i < from + count; ++i) s += (i > from ? "," : "") + std::to_string(h.tokens[i]);
+    return s + "]";
+  }
+
+  // The model's id, recorded (committed) when the store has none.
+  int64_t model_id() {
+    Catalog& c = catalog();
+    if (auto id = c.find_model_id(model.to_string())) return *id;
+    auto txn = c.begin(Access::kWrite, "conformance: recording the model");
+    c.insert_model(model, 4, 1);
+    txn->commit();
+    const auto id = c.find_model_id(model.to_string());
+    REQUIRE(id);
+    return *id;
+  }
+  NewConversation conversation(const std::string& name, int64_t now_ms = 1000) {
+    NewConversation n;
+    n.name = name;
+    n.model_id = model_id();
+    n.precision = "f32";
+    n.title = "title of " + name;
+    n.metadata = "{\"k\":1}";
+    n.now_ms = now_ms;
+    return n;
+  }
+  // Inserts a conversation in a write transaction of its own; its id.
+  int64_t insert(const NewConversation& n) {
+    auto txn = catalog().begin(Access::kWrite, "conformance: inserting a conversation");
+    const int64_t id = catalog().insert_conversation(n);
+    txn->commit();
+    return id;
+  }
+  // A conversation's id; fails the case when there is none.
+  int64_t id_of(const std::string& name) {
+    const auto row = catalog().find_conversation(name);
+    REQUIRE(row);
+    return row->id;
+  }
+  // Sets a conversation's last-used time, committed.
+  void used_at(const std::string& name, int64_t ms) {
+    const int64_t id = id_of(name);
+    auto txn = catalog().begin(Access::kWrite, "conformance: setting a last use");
+    catalog().touch_used(id, ms);
+    txn->commit();
+  }
+
+ private:
+  std::unique_ptr<Catalog> catalog_;
+};
+
+// A conversation's rows as text, to compare before and after a call that failed.
+inline std::string shown(const std::optional<ConversationInfoRow>& r) {
+  if (!r) return "(none)";
+  return r->name + "|" + std::to_string(r->model_id) + "|" + std::to_string(r->count) + "|" + r->title + "|" +
+         r->metadata + "|" + r->parent + "|" + std::to_string(r->forked_at) + "|" + std::to_string(r->created_ms) +
+         "|" + std::to_string(r->updated_ms) + "|" + std::to_string(r->last_used_ms) + "|" +
+         std::to_string(r->stored_bytes) + "|" + (r->evicted ? "evicted" : "kept") + "|" + r->precision;
+}
+inline std::string shown(const std::vector<ChunkSummary>& list) {
+  std::string s;
+  for (const ChunkSummary& c : list)
+    s += std::to_string(c.seq) + ":" + std::to_string(c.chunk_id) + "@" + std::to_string(c.first_pos) + "+" +
+         std::to_string(c.n_tokens) + (c.evicted ? "e" : "") + " ";
+  return s;
+}
+// What Catalog::conversation_info and find_conversation say of `name`, and its chunk list.
+inline std::string shown(Catalog& c, const std::string& name) {
+  const auto row = c.find_conversation(name);
+  if (!row) return shown(c.conversation_info(name));
+  return shown(c.conversation_info(name)) + " gen " + std::to_string(row->generation) + " list " +
+         shown(c.chunk_list(row->id));
+}
+
+}  // namespace conformance
+
+#endif  // COLIKV_TESTS_CATALOG_CONFORMANCE_CONFORMANCE_H

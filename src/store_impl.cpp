@@ -165,6 +165,15 @@ ConversationRow Store::Impl::get_conversation(const std::string& id) {
 }
 
 ModelRow Store::Impl::model_by_id(int64_t model_id) {
+  // A model row this Store's own write recorded, then rolled back, may be
+  // kept here, and SQLite gives its id to the next model recorded: the
+  // conversations of that one would be read as the gone model's (their token
+  // ids and chain hashes checked against another signature).
+  const uint64_t rollbacks = catalog->write_rollbacks();
+  if (rollbacks != models_rollbacks_) {
+    models_by_id_.clear();
+    models_rollbacks_ = rollbacks;
+  }
   auto it = models_by_id_.find(model_id);
   if (it != models_by_id_.end()) return it->second;
   const std::optional<detail::StoredModel> stored = with_context(where(), [&] { return catalog->read_model(model_id); });

@@ -191,6 +191,10 @@ class Store::Impl {
  private:
   static constexpr size_t kMaxLinkedChecked = 1 << 16;
   std::map<int64_t, detail::ModelRow> models_by_id_;
+  // The catalog's write_rollbacks() when models_by_id_ was last known good: a
+  // model row read in a write that was then rolled back may be gone and its
+  // id another model's.
+  uint64_t models_rollbacks_ = 0;
   std::set<std::pair<int64_t, detail::ChunkHash>> linked_checked_;
 };
 

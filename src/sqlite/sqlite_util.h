@@ -8,6 +8,7 @@
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -83,8 +84,9 @@ class SqlTransaction {
   enum Kind { kWrite, kRead };
   // With statements, BEGIN, COMMIT and the like are prepared once there
   // instead of on every transaction (a catalog's, which takes several per append).
+  // With write_rollbacks, a write that ends without its commit counts there.
   SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind = kWrite,
-                 StatementCache* statements = nullptr);
+                 StatementCache* statements = nullptr, std::atomic<uint64_t>* write_rollbacks = nullptr);
   ~SqlTransaction();
   SqlTransaction(const SqlTransaction&) = delete;
   SqlTransaction& operator=(const SqlTransaction&) = delete;
@@ -97,6 +99,7 @@ class SqlTransaction {
   std::string what_;
   bool open_ = false;
   bool nested_ = false;  // a SAVEPOINT inside an open transaction
+  std::atomic<uint64_t>* write_rollbacks_;
 };
 
 }  // namespace detail

@@ -33,7 +33,13 @@ namespace detail {
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
-      .count();
+             .count() +
+         wall_clock_skew_ms().load(std::memory_order_relaxed);
+}
+
+std::atomic<int64_t>& wall_clock_skew_ms() {
+  static std::atomic<int64_t> skew{0};
+  return skew;
 }
 
 // The largest power of two of tokens whose chunk stays within target bytes.

@@ -172,11 +172,27 @@ inline void store_one(const uint8_t* data, size_t size) {
   for (const std::string& t : tenants) store_tenant_one(path, t);
 }
 
+// What chunk_decode_one made of its input: the chunk's shape as the input
+// gave it, and either its decoded values (plane after plane) or the
+// colikv::Error's code and message. An input too short to name a shape is
+// neither (decoded false, code kOk).
+struct ChunkDecodeResult {
+  int64_t n_tokens = 0;
+  int planes = 0;
+  int64_t width = 0;
+  int64_t raw_size = 0;
+  bool decoded = false;
+  std::vector<float> values;
+  colikv::ErrorCode code = colikv::ErrorCode::kOk;
+  std::string message;
+};
+
 // Input: 1 byte flags (bit 0 compressed), 1 byte n_tokens (1..16), 1 byte
 // shape (planes 1..4 of width 1..8), 4 bytes checksum, 4 bytes raw_size
 // delta, then token ids are derived, then the payload.
-inline void chunk_decode_one(const uint8_t* data, size_t size) {
-  if (size < 11) return;
+inline ChunkDecodeResult chunk_decode_one(const uint8_t* data, size_t size) {
+  ChunkDecodeResult out;
+  if (size < 11) return out;
   const bool compressed = data[0] & 1;
   const int64_t n_tokens = 1 + data[1] % 16;
   const int planes_n = 1 + data[2] % 4;
@@ -195,11 +211,20 @@ inline void chunk_decode_one(const uint8_t* data, size_t size) {
   // Mostly the right size, sometimes a hostile one.
   if (raw_delta % 4 == 1) raw_size += static_cast<int32_t>(raw_delta) >> 2;
   if (raw_delta % 4 == 2) raw_size = static_cast<int64_t>(raw_delta) << 20;
+  out.n_tokens = n_tokens;
+  out.planes = planes_n;
+  out.width = width;
+  out.raw_size = raw_size;
   try {
     colikv::detail::decode_chunk(payload, payload_size, compressed, raw_size, checksum, n_tokens, tokens.data(),
                                  planes);
-  } catch (const colikv::Error&) {
+    out.decoded = true;
+    out.values = std::move(buf);
+  } catch (const colikv::Error& e) {
+    out.code = e.code();
+    out.message = e.what();
   }
+  return out;
 }
 
 }  // namespace colikv_fuzz

@@ -66,6 +66,12 @@ class Catalog {
   // are savepoints of the open transaction: an inner rollback undoes only
   // the inner work.
   virtual std::unique_ptr<Transaction> begin(Access access, const std::string& what) = 0;
+  // How many write transactions and savepoints of this catalog ended without
+  // their commit. A row read inside one may be gone, and its id another
+  // row's: SQLite gives a rolled-back row's id to the next row inserted. A
+  // backend whose ids are never handed out twice (PostgreSQL's sequences)
+  // need not count.
+  virtual uint64_t write_rollbacks() const { return 0; }
 
   // Conversations
   // The conversation named `name`; none when there is none. In a write

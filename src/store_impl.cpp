@@ -33,7 +33,13 @@ namespace detail {
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
-      .count();
+             .count() +
+         wall_clock_skew_ms().load(std::memory_order_relaxed);
+}
+
+std::atomic<int64_t>& wall_clock_skew_ms() {
+  static std::atomic<int64_t> skew{0};
+  return skew;
 }
 
 // The largest power of two of tokens whose chunk stays within target bytes.
@@ -165,6 +171,15 @@ ConversationRow Store::Impl::get_conversation(const std::string& id) {
 }
 
 ModelRow Store::Impl::model_by_id(int64_t model_id) {
+  // A model row this Store's own write recorded, then rolled back, may be
+  // kept here, and SQLite gives its id to the next model recorded: the
+  // conversations of that one would be read as the gone model's (their token
+  // ids and chain hashes checked against another signature).
+  const uint64_t rollbacks = catalog->write_rollbacks();
+  if (rollbacks != models_rollbacks_) {
+    models_by_id_.clear();
+    models_rollbacks_ = rollbacks;
+  }
   auto it = models_by_id_.find(model_id);
   if (it != models_by_id_.end()) return it->second;
   const std::optional<detail::StoredModel> stored = with_context(where(), [&] { return catalog->read_model(model_id); });

@@ -19,6 +19,7 @@
 #include "core/chunk_codec.h"
 #include "colikv/store.h"
 #include "core/thread_pool.h"
+#include "core/wall_clock.h"
 #include "metrics.h"
 #include "store_staging.h"
 
@@ -191,6 +192,10 @@ class Store::Impl {
  private:
   static constexpr size_t kMaxLinkedChecked = 1 << 16;
   std::map<int64_t, detail::ModelRow> models_by_id_;
+  // The catalog's write_rollbacks() when models_by_id_ was last known good: a
+  // model row read in a write that was then rolled back may be gone and its
+  // id another model's.
+  uint64_t models_rollbacks_ = 0;
   std::set<std::pair<int64_t, detail::ChunkHash>> linked_checked_;
 };
 
@@ -198,8 +203,6 @@ namespace detail {
 
 // What the store's files share (store_impl.cpp, but load_rows).
 
-// Milliseconds since the epoch: the rows' timestamps.
-int64_t now_ms();
 // The largest power of two of tokens whose chunk stays within target bytes.
 int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes);
 // A stored token list of expect_n ids; kCorrupt naming `where` unless its

@@ -4,11 +4,12 @@
 #define COLIKV_TESTS_CLI_RUN_H
 
 #include <fcntl.h>
-#include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sqlite3.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -40,7 +41,12 @@ struct Run {
 };
 
 struct RunOptions {
-  bool as_nobody = false;      // setuid(65534) in the child (the test runs as root)
+  // As root: the child keeps its user but loses the capabilities that let
+  // root ignore file modes (dropped from its bounding set, so that execve
+  // does not give them back), and file modes stop it as they stop the
+  // files' owner. Its own user, so the tool and its libraries stay reachable
+  // wherever the build is. Exit 126 if they cannot be dropped.
+  bool bound_by_file_modes = false;
   // RLIMIT_FSIZE in the child, SIGXFSZ left at its default (killing): the
   // tool must ignore it itself to report the failed write.
   int64_t file_size_limit = -1;
@@ -75,7 +81,9 @@ inline Run run_program(const std::string& program, const std::vector<std::string
       rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(ro.file_size_limit);
       if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(125);
     }
-    if (ro.as_nobody && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
+    if (ro.bound_by_file_modes)
+      for (int cap : {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER})
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) _exit(126);
     execv(program.c_str(), argv.data());
     _exit(127);
   }

@@ -1,5 +1,6 @@
 // What one tenant's role may write that another tenant's statements meet
-// (issue 33, defects 4 and 5; migrations/postgres/0007_tenant_writes.sql):
+// (issue 33, defects 4 and 5; migrations/postgres/0007_tenant_writes.sql and
+// 0009_parent_tenant.sql):
 // with psql, role A tries every row its grant let it write ahead of tenant
 // B (identity values, queue rows, model rows); B's writes then all succeed
 // as if A had done nothing. Tag [postgres] (one at a time).
@@ -251,4 +252,35 @@ TEST_CASE("postgres: a granted store of schema 6 gets its models per tenant and 
     CHECK(s.match(h.model, h.tokens.data(), 40).tokens == 40);
     CHECK(s.verify().ok());
   }
+}
+
+TEST_CASE("postgres: a tenant's role learns nothing of another tenant's conversations from a parent id, nor holds them",
+          "[postgres][tenants]") {
+  const TwoTenants t;
+  const std::string b1 = std::to_string(store_int(t.uri, "SELECT conversation_id FROM conversations WHERE name = 'b1'"));
+  const std::string nobody = std::to_string(store_int(t.uri, "SELECT max(conversation_id) + 1000 FROM conversations"));
+  const std::string a1 = std::to_string(store_int(t.uri, "SELECT conversation_id FROM conversations WHERE name = 'a1'"));
+  const auto insert = [&](const std::string& name, const std::string& parent) {
+    return "INSERT INTO conversations (name, model_id, created_ms, updated_ms, last_used_ms, tenant_id, parent_id) "
+           "SELECT '" + name + "', min(model_id), 0, 0, 0, " + t.a_id + ", " + parent + " FROM models";
+  };
+  // B's conversation and an id nobody has are refused alike: the server's
+  // foreign key error would tell them apart.
+  const Run of_b = psql(t.ra_uri, insert("probe", b1)), of_nobody = psql(t.ra_uri, insert("probe", nobody));
+  INFO(of_b.err << "\n" << of_nobody.err);
+  CHECK(of_b.code != 0);
+  CHECK(of_nobody.code != 0);
+  CHECK(of_b.err == of_nobody.err);
+  CHECK(of_b.err.find("a conversation's parent must be a conversation of its tenant") != std::string::npos);
+  refused(t.ra_uri, "UPDATE conversations SET parent_id = " + b1, "a conversation's parent must be");
+  // A parent of its own tenant, as a fork writes it, is taken.
+  CHECK(psql(t.ra_uri, insert("own-fork", a1)).code == 0);
+  CHECK(store_int(t.uri, "SELECT count(*) FROM conversations WHERE parent_id = " + b1) == 0);
+  // No row of A names b1: B's rm of it meets none; A's forks still go in.
+  colikv::Store b(t.rb_uri, tenant_options("b"));
+  b.remove("b1");
+  CHECK_FALSE(b.exists("b1"));
+  colikv::Store a(t.ra_uri, tenant_options("a"));
+  a.fork("a1", "a1-fork", 10);
+  CHECK(a.count("a1-fork") == 10);
 }

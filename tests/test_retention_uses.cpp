@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "colikv/store.h"
+#include "core/wall_clock.h"
 #include "test_support.h"
 
 using colikv::Store;
@@ -87,4 +88,54 @@ TEST_CASE("retention: a load's use that waited for the write lock is written at 
   Store later(path);
   CHECK(later.expire(60000).conversations.empty());
   CHECK(later.exists("hot"));
+}
+
+namespace {
+
+// This process as a host whose clock is off by `ms` for the guard's life.
+class SkewedClock {
+ public:
+  explicit SkewedClock(int64_t ms) { colikv::detail::wall_clock_skew_ms() = ms; }
+  ~SkewedClock() { colikv::detail::wall_clock_skew_ms() = 0; }
+  SkewedClock(const SkewedClock&) = delete;
+  SkewedClock& operator=(const SkewedClock&) = delete;
+};
+
+constexpr int64_t kHourMs = 3600 * 1000;
+
+}  // namespace
+
+// Several hosts share a PostgreSQL store, and their clocks may differ: the
+// idle time is the server's, neither the using host's nor the deleting one's.
+TEST_CASE("retention: on PostgreSQL, hosts whose clocks differ never expire a conversation used within the idle time",
+          "[postgres][retention]") {
+  const std::string loc = colikv_test::fresh_pg_store();
+  const EngineBuffers hot = colikv_test::history(kModel, 16, 1), cold = colikv_test::history(kModel, 16, 2);
+  {
+    Store right(loc, tenant("acme"));
+    append(right, "hot", hot);
+  }
+  {
+    // Its clock two hours ahead: "hot", used just now, is not an hour idle.
+    SkewedClock ahead(2 * kHourMs);
+    Store host(loc, tenant("acme"));
+    CHECK(host.expire(kHourMs).conversations.empty());
+    CHECK(host.exists("hot"));
+  }
+  {
+    // Its clock two hours behind: its append is a use now, not two hours ago.
+    SkewedClock behind(-2 * kHourMs);
+    Store host(loc, tenant("acme"));
+    append(host, "cold", cold);
+  }
+  Store right(loc, tenant("acme"));
+  CHECK(right.expire(kHourMs).conversations.empty());
+  CHECK(colikv_test::loads_as(right, "hot", hot, 16) == "");
+  CHECK(colikv_test::loads_as(right, "cold", cold, 16) == "");
+  // Idle for longer by the server's clock: expired whatever the host's says.
+  colikv_test::store_exec(loc, "UPDATE conversations SET last_used_ms = last_used_ms - 2 * 3600 * 1000");
+  SkewedClock behind(-2 * kHourMs);
+  Store host(loc, tenant("acme"));
+  const colikv::ExpiryReport r = host.expire(kHourMs);
+  CHECK(r.conversations.size() == 2);
 }

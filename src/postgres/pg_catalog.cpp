@@ -226,7 +226,7 @@ int64_t PgCatalog::insert_conversation(const NewConversation& c) {
   // ON CONFLICT waits for a racing creator of the name and, once it has
   // committed, inserts nothing: the loser's error says why.
   PgRows r = run("INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, last_used_ms, title, "
-                 "metadata, tenant_id) VALUES ($1, $2, $3, $4, $4, $4, $5, $6, $7) "
+                 "metadata, tenant_id) VALUES ($1, $2, $3, $4, $4, " COLIKV_PG_SERVER_MS ", $5, $6, $7) "
                  "ON CONFLICT (tenant_id, name) DO NOTHING RETURNING conversation_id",
                  p, "creating a conversation");
   if (r.size() == 0) throw_name_taken();
@@ -243,7 +243,7 @@ int64_t PgCatalog::insert_fork(const NewFork& f) {
   PgRows r = run("INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, parent_id, "
                  "forked_at, created_ms, updated_ms, last_used_ms, tenant_id) "
                  "SELECT $1::text, model_id, $2::bigint, precision, title, metadata, conversation_id, $2::bigint, "
-                 "$3::bigint, $3::bigint, $3::bigint, tenant_id FROM conversations WHERE conversation_id = $4 "
+                 "$3::bigint, $3::bigint, " COLIKV_PG_SERVER_MS ", tenant_id FROM conversations WHERE conversation_id = $4 "
                  "AND tenant_id = $5 ON CONFLICT (tenant_id, name) DO NOTHING RETURNING conversation_id",
                  p, "creating a fork");
   if (r.size() == 0) {
@@ -267,8 +267,8 @@ void PgCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms
   PgParams p;
   p.add(count).add(now_ms).add(conversation_id);
   if (used)
-    run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2, last_used_ms = $2 "
-        "WHERE conversation_id = $3",
+    run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2, "
+        "last_used_ms = " COLIKV_PG_SERVER_MS " WHERE conversation_id = $3",
         p, "updating a conversation");
   else
     run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2 "
@@ -276,10 +276,11 @@ void PgCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms
         p, "updating a conversation");
 }
 
-void PgCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
+void PgCatalog::touch_used(int64_t conversation_id, int64_t) {
   PgParams p;
-  p.add(now_ms).add(conversation_id);
-  run("UPDATE conversations SET last_used_ms = $1 WHERE conversation_id = $2", p, "updating a conversation");
+  p.add(conversation_id);
+  run("UPDATE conversations SET last_used_ms = " COLIKV_PG_SERVER_MS " WHERE conversation_id = $1", p,
+      "updating a conversation");
 }
 
 std::optional<int64_t> PgCatalog::find_model_id(const std::string& signature) {

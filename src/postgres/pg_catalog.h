@@ -35,6 +35,12 @@
 #include "colikv/options.h"
 #include "postgres/pg_connection.h"
 
+// The server's clock, in milliseconds since the epoch, as SQL: what a
+// conversation's last-used time is written with and retention measures idle
+// time against. The hosts sharing a store may disagree on the time; the
+// server is the one clock they all see.
+#define COLIKV_PG_SERVER_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
 namespace colikv {
 namespace detail {
 

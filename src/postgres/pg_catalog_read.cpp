@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "postgres/pg_catalog.h"
+#include "core/wall_clock.h"
 #include "postgres/pg_migrations.h"
 #include "postgres/pg_prefix_index.h"
 
@@ -68,7 +69,7 @@ const char* set_text_sql(ConversationText column) {
 
 }  // namespace
 
-void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
+void PgCatalog::touch_used_if_idle(const std::string& name, int64_t) {
   // Best effort, as with SQLite: never waits for a writer's row lock (SKIP
   // LOCKED) and is not worth a WAL flush (synchronous_commit off for it).
   if (conn_.in_transaction()) return;
@@ -76,9 +77,9 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) {
     conn_.ensure_connected("recording a load");
     conn_.exec("BEGIN; SET LOCAL synchronous_commit = off", "recording a load");
     PgParams p;
-    p.add(now_ms).add(name).add(tenant_id_);
-    conn_.query("UPDATE conversations SET last_used_ms = $1 WHERE conversation_id = "
-                "(SELECT conversation_id FROM conversations WHERE name = $2 AND tenant_id = $3 FOR UPDATE SKIP LOCKED)",
+    p.add(name).add(tenant_id_);
+    conn_.query("UPDATE conversations SET last_used_ms = " COLIKV_PG_SERVER_MS " WHERE conversation_id = "
+                "(SELECT conversation_id FROM conversations WHERE name = $1 AND tenant_id = $2 FOR UPDATE SKIP LOCKED)",
                 p, "recording a load");
     conn_.exec("COMMIT", "recording a load");
   } catch (const PgError&) {
@@ -492,13 +493,19 @@ void PgCatalog::lock_tenant_limits() {
 }
 
 std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_ms) {
+  // The caller's threshold is its host's clock less the idle time; the
+  // last-used times are the server's (COLIKV_PG_SERVER_MS): the idle time is
+  // measured back from the server's clock, so that a host whose clock is
+  // ahead deletes nothing early.
+  const int64_t idle_ms = now_ms() - used_before_ms;
   // A writer locks those it will delete; one another writer holds is in use,
   // not idle. A row another writer updated since this statement's snapshot
   // is re-checked against its new last_used_ms before it is locked.
   const std::string sql = std::string("SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND "
-                                      "last_used_ms < $2 ORDER BY last_used_ms ASC, conversation_id ASC") +
+                                      "last_used_ms < " COLIKV_PG_SERVER_MS " - $2::bigint "
+                                      "ORDER BY last_used_ms ASC, conversation_id ASC") +
                           (writing_ ? " FOR UPDATE SKIP LOCKED" : "");
-  PgRows r = run(sql.c_str(), PgParams().add(tenant_id_).add(used_before_ms), "choosing conversations that expired");
+  PgRows r = run(sql.c_str(), PgParams().add(tenant_id_).add(idle_ms), "choosing conversations that expired");
   std::vector<IdleConversation> out;
   for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1)});
   return out;

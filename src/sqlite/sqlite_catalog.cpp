@@ -21,15 +21,15 @@ namespace {
 
 class SqliteTransaction : public Catalog::Transaction {
  public:
-  SqliteTransaction(SQLite::Database& db, StatementCache& statements, const std::string& what, Catalog::Access access)
+  SqliteTransaction(SQLite::Database& db, StatementCache& statements, const std::string& what, Catalog::Access access,
+                    std::atomic<uint64_t>& rollbacks)
       : txn_(db, what, access == Catalog::Access::kWrite ? SqlTransaction::kWrite : SqlTransaction::kRead,
-             &statements) {}
+             &statements, &rollbacks) {}
   void commit() override { txn_.commit(); }
 
  private:
   SqlTransaction txn_;
 };
-
 
 // What chunk_meta records of a chunk.
 struct ChunkMeta {
@@ -152,7 +152,7 @@ class SqliteChunkCursor : public ChunkCursor {
 
 std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
   const bool outermost = sqlite3_get_autocommit(db_.getHandle()) != 0;
-  auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access);
+  auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_);
   // First of all in the transaction: a use a load could not record is
   // written before any retention or expiry of this catalog reads last_used_ms.
   if (access == Access::kWrite && outermost && !pending_uses_.empty()) record_pending_uses();

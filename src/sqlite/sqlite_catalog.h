@@ -6,6 +6,7 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -115,8 +116,10 @@ class SqliteCatalog : public Catalog {
 
   PrefixIndex& prefix_index() override;
   void wait_before_write(int64_t raw_bytes) override;
+  uint64_t write_rollbacks() const override { return write_rollbacks_.load(std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t> write_rollbacks_{0};
   std::string path_;
   Options options_;
   SQLite::Database db_;

@@ -102,8 +102,13 @@ void wait_when_busy(sqlite3* db, int timeout_ms) {
   sqlite3_busy_handler(db, &retry_until_timeout, reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
 }
 
-SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind, StatementCache* statements)
-    : db_(db), statements_(statements), what_(what), nested_(sqlite3_get_autocommit(db.getHandle()) == 0) {
+SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind, StatementCache* statements,
+                               std::atomic<uint64_t>* write_rollbacks)
+    : db_(db),
+      statements_(statements),
+      what_(what),
+      nested_(sqlite3_get_autocommit(db.getHandle()) == 0),
+      write_rollbacks_(kind == kWrite ? write_rollbacks : nullptr) {
   // A read snapshot refuses writes (kReadOnly), as a server's READ ONLY
   // transaction does, instead of taking the write lock in the middle of it
   // (catalog.h, "Transactions"). Set before BEGIN, so that no transaction is
@@ -131,6 +136,7 @@ void SqlTransaction::run(const char* sql) {
 
 SqlTransaction::~SqlTransaction() {
   if (!open_) return;
+  if (write_rollbacks_) write_rollbacks_->fetch_add(1, std::memory_order_relaxed);
   if (nested_ || !statements_) {
     const char* undo = nested_ ? "ROLLBACK TO colikv_nested; RELEASE colikv_nested" : "ROLLBACK";
     sqlite3_exec(db_.getHandle(), undo, nullptr, nullptr, nullptr);

@@ -8,6 +8,7 @@
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -83,8 +84,9 @@ class SqlTransaction {
   enum Kind { kWrite, kRead };
   // With statements, BEGIN, COMMIT and the like are prepared once there
   // instead of on every transaction (a catalog's, which takes several per append).
+  // With write_rollbacks, a write that ends without its commit counts there.
   SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind = kWrite,
-                 StatementCache* statements = nullptr);
+                 StatementCache* statements = nullptr, std::atomic<uint64_t>* write_rollbacks = nullptr);
   ~SqlTransaction();
   SqlTransaction(const SqlTransaction&) = delete;
   SqlTransaction& operator=(const SqlTransaction&) = delete;
@@ -99,6 +101,7 @@ class SqlTransaction {
   bool open_ = false;
   bool nested_ = false;  // a SAVEPOINT inside an open transaction
   bool query_only_ = false;  // an outermost read: PRAGMA query_only until it ends
+  std::atomic<uint64_t>* write_rollbacks_;
 };
 
 }  // namespace detail

@@ -115,7 +115,7 @@ AsyncWriter::AsyncWriter(int64_t max_bytes, int64_t reserve_bytes, ThreadPool& p
       read_state_(std::move(read_state)) {}
 
 void AsyncWriter::prepare() {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   if (prepared_ || stopping_) return;
   prepared_ = true;
   // Only while the writer has no buffer yet: later turns recycle theirs.
@@ -126,7 +126,7 @@ void AsyncWriter::prepare() {
 
 AsyncWriter::~AsyncWriter() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    LockGuard<Mutex> lock(mu_);
     paused_ = false;
     stopping_ = true;
   }
@@ -142,8 +142,8 @@ void AsyncWriter::start_thread() {
 
 size_t AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                           const KvSource& kv, const std::string& here) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Conversation& conv = claim(lock, id, model);
+  LockGuard<Mutex> lock(mu_);
+  Conversation& conv = claim(id, model);
   // Released on every way out: the next enqueue of this conversation may go.
   struct Release {
     AsyncWriter& w;
@@ -169,7 +169,7 @@ size_t AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, 
     job.staged_from = std::min(job.staged_from, conv.expected->evicted_from / chunk * chunk);
   const size_t floats = static_cast<size_t>((len - job.staged_from) * model.floats_per_token());
   job.bytes = static_cast<int64_t>(floats * sizeof(float));
-  reserve(lock, job.bytes);
+  reserve(job.bytes);
   try {
     if (conv.error) throw *conv.error;  // an earlier turn failed while this one waited for room
     // A turn the reserved buffer holds waits for it while what is left to fault of it costs no more than faulting
@@ -179,7 +179,7 @@ size_t AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, 
     if (floats <= reserve_floats_ && reserving_ &&
         reserve_floats_ * sizeof(float) - std::min(reserve_faulted_.load(), reserve_floats_ * sizeof(float)) <=
             staging_bytes(floats))
-      changed_.wait(lock, [&] { return !reserving_; });
+      while (reserving_) changed_.wait(mu_);
     job.rows = take_buffer(floats);
   } catch (...) {
     queued_bytes_ -= job.bytes;
@@ -192,17 +192,17 @@ size_t AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, 
   conv.expected->tokens = job.tokens;
   conv.expected->evicted_from = -1;  // this turn re-saves them
   ++conv.pending;
-  lock.unlock();
+  mu_.unlock();
   try {
     copy_rows(model, kv, job.staged_from, len - job.staged_from, job.rows.data());
   } catch (...) {
-    lock.lock();
+    mu_.lock();
     queued_bytes_ -= job.bytes;
     --conv.pending;
     conv.expected.reset();
     throw;
   }
-  lock.lock();
+  mu_.lock();
   job.queued_at = std::chrono::steady_clock::now();
   queue_.push_back(std::move(job));
   start_thread();
@@ -212,11 +212,10 @@ size_t AsyncWriter::enqueue(const std::string& id, const ModelSignature& model, 
 // Turns of one conversation queued from several threads go one at a time,
 // from validation to queueing, so that they are queued in the order they were
 // validated; the claim holds while this one waits for room or copies.
-AsyncWriter::Conversation& AsyncWriter::claim(std::unique_lock<std::mutex>& lock, const std::string& id,
-                                              const ModelSignature& model) {
+AsyncWriter::Conversation& AsyncWriter::claim(const std::string& id, const ModelSignature& model) {
   for (;;) {
-    changed_.wait(lock, [&] { return !conversations_[id].copying; });
-    expected_for(lock, id, model);  // may let the lock go while it reads the store
+    while (conversations_[id].copying) changed_.wait(mu_);
+    expected_for(id, model);  // may let the lock go while it reads the store
     Conversation& conv = conversations_[id];
     if (conv.copying || !conv.expected) continue;  // another thread came in meanwhile
     conv.copying = true;
@@ -250,31 +249,29 @@ int64_t AsyncWriter::validate(const ExpectedState& expected, const ModelSignatur
   return committed;
 }
 
-ExpectedState& AsyncWriter::expected_for(std::unique_lock<std::mutex>& lock, const std::string& id,
-                                         const ModelSignature& model) {
+ExpectedState& AsyncWriter::expected_for(const std::string& id, const ModelSignature& model) {
   if (!conversations_[id].expected) {
     // Read without our lock: it takes the Store's, which the writer holds while committing.
-    lock.unlock();
+    mu_.unlock();
     ExpectedState read;
     try {
       read = read_state_(id, model);
     } catch (...) {
-      lock.lock();
+      mu_.lock();
       throw;
     }
-    lock.lock();
+    mu_.lock();
     Conversation& conv = conversations_[id];
     if (!conv.expected) conv.expected = std::move(read);
   }
   return *conversations_[id].expected;
 }
 
-void AsyncWriter::reserve(std::unique_lock<std::mutex>& lock, int64_t bytes) {
+void AsyncWriter::reserve(int64_t bytes) {
   // A turn larger than the bound alone still goes, once nothing else is queued.
-  const auto fits = [&] { return queued_bytes_ == 0 || queued_bytes_ + bytes <= max_bytes_; };
-  if (!fits()) {
+  if (queued_bytes_ != 0 && queued_bytes_ + bytes > max_bytes_) {
     ++blocked_enqueues_;
-    changed_.wait(lock, fits);
+    while (queued_bytes_ != 0 && queued_bytes_ + bytes > max_bytes_) changed_.wait(mu_);
     --blocked_enqueues_;
   }
   queued_bytes_ += bytes;
@@ -333,7 +330,7 @@ void AsyncWriter::reserve_spare() {
   } catch (const std::bad_alloc&) {
     // Nothing reserved: the first turn allocates its own, as without a reserve.
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   if (reserved.data()) {
     // Smaller spares (of a first turn that came meanwhile with a buffer of its own) give way to it.
     spare_.erase(std::remove_if(spare_.begin(), spare_.end(),
@@ -351,9 +348,9 @@ void AsyncWriter::reserve_spare() {
 }
 
 void AsyncWriter::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   for (;;) {
-    changed_.wait(lock, [&] { return (!queue_.empty() && !paused_) || (stopping_ && queue_.empty()); });
+    while (!((!queue_.empty() && !paused_) || (stopping_ && queue_.empty()))) changed_.wait(mu_);
     if (queue_.empty()) return;  // stopping, everything committed
     QueuedAppend job = std::move(queue_.front());
     queue_.pop_front();
@@ -362,7 +359,7 @@ void AsyncWriter::run() {
     if (conversations_[job.id].error) {
       error = conversations_[job.id].error;  // an earlier turn failed: this one is dropped
     } else {
-      lock.unlock();
+      mu_.unlock();
       try {
         commit_(job);
       } catch (const Error& e) {
@@ -372,7 +369,7 @@ void AsyncWriter::run() {
       } catch (const std::exception& e) {
         error = Error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
       }
-      lock.lock();
+      mu_.lock();
     }
     finish(job, error);
     busy_ = false;
@@ -410,16 +407,16 @@ bool AsyncWriter::idle(const std::string* id) const {
   return true;
 }
 
-void AsyncWriter::wait_idle(std::unique_lock<std::mutex>& lock, const std::string* id) {
+void AsyncWriter::wait_idle(const std::string* id) {
   if (idle(id)) return;
   ++blocked_waits_;
-  changed_.wait(lock, [&] { return idle(id); });
+  while (!idle(id)) changed_.wait(mu_);
   --blocked_waits_;
 }
 
 void AsyncWriter::wait(const std::string* id) {
-  std::unique_lock<std::mutex> lock(mu_);
-  wait_idle(lock, id);
+  LockGuard<Mutex> lock(mu_);
+  wait_idle(id);
   std::optional<Error> first;
   uint64_t first_order = 0;
   for (auto& [name, conv] : conversations_) {
@@ -434,59 +431,59 @@ void AsyncWriter::wait(const std::string* id) {
 }
 
 void AsyncWriter::drain(const std::string* id) {
-  std::unique_lock<std::mutex> lock(mu_);
-  wait_idle(lock, id);
+  LockGuard<Mutex> lock(mu_);
+  wait_idle(id);
   for (auto& [name, conv] : conversations_)
     if (!id || name == *id) conv.expected.reset();
 }
 
 void AsyncWriter::pause(bool paused) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    LockGuard<Mutex> lock(mu_);
     paused_ = paused;
   }
   changed_.notify_all();
 }
 
 int64_t AsyncWriter::queued_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   return queued_bytes_;
 }
 
 int AsyncWriter::blocked_enqueues() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   return blocked_enqueues_;
 }
 
 size_t AsyncWriter::spare_buffers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   return spare_.size();
 }
 
 void AsyncWriter::hold_reserve(bool held) { reserve_held_ = held; }
 
 std::vector<std::pair<const float*, size_t>> AsyncWriter::spare_memory() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return !reserving_; });
+  LockGuard<Mutex> lock(mu_);
+  while (reserving_) changed_.wait(mu_);
   std::vector<std::pair<const float*, size_t>> spares;
   for (const StagingBuffer& b : spare_) spares.emplace_back(b.data(), b.bytes());
   return spares;
 }
 
 const float* AsyncWriter::queued_rows_of(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   for (const QueuedAppend& job : queue_)
     if (job.id == id) return job.rows.data();
   return nullptr;
 }
 
 int AsyncWriter::blocked_waits() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   return blocked_waits_;
 }
 
 size_t AsyncWriter::queued_jobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   return queue_.size() + (busy_ ? 1 : 0);
 }
 

@@ -22,6 +22,7 @@
 
 #include "colikv/store.h"
 #include "core/thread_pool.h"
+#include "thread_annotations.h"
 
 namespace colikv {
 namespace detail {
@@ -148,19 +149,19 @@ class AsyncWriter {
     std::optional<ExpectedState> expected;  // unknown until read or queued
   };
 
-  Conversation& claim(std::unique_lock<std::mutex>& lock, const std::string& id, const ModelSignature& model);
+  Conversation& claim(const std::string& id, const ModelSignature& model) REQUIRES(mu_);
   int64_t validate(const ExpectedState& expected, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const std::string& where) const;
-  ExpectedState& expected_for(std::unique_lock<std::mutex>& lock, const std::string& id, const ModelSignature& model);
-  void reserve(std::unique_lock<std::mutex>& lock, int64_t bytes);
-  StagingBuffer take_buffer(size_t floats);
+  ExpectedState& expected_for(const std::string& id, const ModelSignature& model) REQUIRES(mu_);
+  void reserve(int64_t bytes) REQUIRES(mu_);
+  StagingBuffer take_buffer(size_t floats) REQUIRES(mu_);
   void copy_rows(const ModelSignature& m, const KvSource& kv, int64_t from, int64_t n, float* dst);
-  void start_thread();
+  void start_thread() REQUIRES(mu_);
   void reserve_spare();
   void run();
-  void finish(QueuedAppend& job, const std::optional<Error>& error);
-  bool idle(const std::string* id) const;
-  void wait_idle(std::unique_lock<std::mutex>& lock, const std::string* id);
+  void finish(QueuedAppend& job, const std::optional<Error>& error) REQUIRES(mu_);
+  bool idle(const std::string* id) const REQUIRES(mu_);
+  void wait_idle(const std::string* id) REQUIRES(mu_);
 
   const int64_t max_bytes_;
   const size_t reserve_floats_;  // of the buffer the writer thread faults in first
@@ -168,23 +169,25 @@ class AsyncWriter {
   const CommitFn commit_;
   const ReadStateFn read_state_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // a job finished, space freed, a job was queued, pause changed
-  std::deque<QueuedAppend> queue_;
-  bool busy_ = false;  // the writer thread is committing a job taken off queue_
-  int64_t queued_bytes_ = 0;  // of queue_ and the job being committed
-  std::map<std::string, Conversation> conversations_;
-  std::vector<StagingBuffer> spare_;  // recycled, already faulted in
-  bool paused_ = false;
-  bool stopping_ = false;
-  bool prepared_ = false;   // prepare() was called
-  bool reserving_ = false;  // the reserving thread is faulting in the reserved buffer
+  mutable Mutex mu_;
+  // Waits on mu_ itself (a condition_variable_any): the analysis then sees
+  // the lock the waits let go and take again.
+  std::condition_variable_any changed_;  // a job finished, space freed, a job was queued, pause changed
+  std::deque<QueuedAppend> queue_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;  // the writer thread is committing a job taken off queue_
+  int64_t queued_bytes_ GUARDED_BY(mu_) = 0;  // of queue_ and the job being committed
+  std::map<std::string, Conversation> conversations_ GUARDED_BY(mu_);
+  std::vector<StagingBuffer> spare_ GUARDED_BY(mu_);  // recycled, already faulted in
+  bool paused_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool prepared_ GUARDED_BY(mu_) = false;   // prepare() was called
+  bool reserving_ GUARDED_BY(mu_) = false;  // the reserving thread is faulting in the reserved buffer
   std::atomic<size_t> reserve_faulted_{0};   // bytes of it faulted in so far
   std::atomic<bool> cancel_reserve_{false};  // closing: the reservation stops between huge pages
   std::atomic<bool> reserve_held_{false};    // hold_reserve
   std::atomic<bool> reserve_stopped_{false};
-  int blocked_enqueues_ = 0, blocked_waits_ = 0;
-  uint64_t failures_ = 0;  // failed commits so far, numbering Conversation::error_order
+  int blocked_enqueues_ GUARDED_BY(mu_) = 0, blocked_waits_ GUARDED_BY(mu_) = 0;
+  uint64_t failures_ GUARDED_BY(mu_) = 0;  // failed commits so far, numbering Conversation::error_order
   std::thread thread_;    // the writer: started by the first enqueue
   std::thread reserver_;  // faults in the reserved buffer: started by prepare()
 };

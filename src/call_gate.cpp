@@ -13,7 +13,7 @@ bool CallGate::forked() const { return ::getpid() != pid_; }
 
 CallGate::Refusal CallGate::try_enter() {
   if (forked()) return Refusal::kForked;
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   if (closing_) return Refusal::kClosing;
   ++in_flight_;
   return Refusal::kNone;
@@ -27,7 +27,7 @@ void CallGate::refuse(Refusal why, const std::string& where) const {
                     " (its threads and locks stay in the parent); open the store again in the child");
   std::string closed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    LockGuard<Mutex> lock(mu_);
     closed = why_;
   }
   throw Error(ErrorCode::kInvalidArgument,
@@ -38,17 +38,17 @@ void CallGate::leave() {
   // Notified under the lock: a close() waiting for the last call may destroy
   // the gate as soon as it sees none in flight, so the condition variable must
   // not be touched after the mutex is released.
-  std::lock_guard<std::mutex> lock(mu_);
+  LockGuard<Mutex> lock(mu_);
   --in_flight_;
   left_.notify_all();
 }
 
 bool CallGate::close(const std::string& why) {
   if (forked()) return false;
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock<Mutex> lock(mu_);
   closing_ = true;
   if (!why.empty()) why_ = why;
-  left_.wait(lock, [&] { return in_flight_ == 0; });
+  while (in_flight_ != 0) left_.wait(lock.native());
   return true;
 }
 

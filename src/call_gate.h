@@ -11,6 +11,8 @@
 #include <mutex>
 #include <string>
 
+#include "thread_annotations.h"
+
 namespace colikv {
 namespace detail {
 
@@ -28,21 +30,21 @@ class CallGate {
   // forked child or once close() has begun. The message is built only on a
   // refusal: a call's `where` costs a string.
   enum class Refusal { kNone, kForked, kClosing };
-  Refusal try_enter();
-  [[noreturn]] void refuse(Refusal why, const std::string& where) const;
+  Refusal try_enter() EXCLUDES(mu_);
+  [[noreturn]] void refuse(Refusal why, const std::string& where) const EXCLUDES(mu_);
   template <class Where>
   void enter(Where&& where) {
     const Refusal r = try_enter();
     if (r != Refusal::kNone) refuse(r, where());
   }
-  void leave();
+  void leave() EXCLUDES(mu_);
 
   // Refuses new calls and waits until those in flight have left. Returns
   // false, waiting for nothing, in a forked child: the caller must then free
   // nothing that joins a thread or takes a lock of the parent's. `why`, when
   // not empty, is what a refused call's message says instead of "being
   // closed by another thread" (a handle closed for good, not being closed).
-  bool close(const std::string& why = std::string());
+  bool close(const std::string& why = std::string()) EXCLUDES(mu_);
 
   // enter() ... leave() for one scope.
   class Call {
@@ -61,11 +63,11 @@ class CallGate {
 
  private:
   const pid_t pid_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable left_;
-  int in_flight_ = 0;
-  bool closing_ = false;
-  std::string why_;  // close()'s reason, if it gave one
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  bool closing_ GUARDED_BY(mu_) = false;
+  std::string why_ GUARDED_BY(mu_);  // close()'s reason, if it gave one
 };
 
 }  // namespace detail

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <vector>
 
+#include "thread_annotations.h"
+
 namespace colikv {
 
 namespace detail {
@@ -33,9 +35,9 @@ uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_
 // Never destroyed (see metrics.h): a Store closed from an atexit handler
 // still folds its counts in here.
 struct Registry {
-  std::mutex mu;
-  std::vector<std::pair<const StoreCounters*, std::string>> live;  // open Stores and their tenants
-  std::map<std::string, Metrics> closed;                           // by tenant
+  Mutex mu;
+  std::vector<std::pair<const StoreCounters*, std::string>> live GUARDED_BY(mu);  // open Stores and their tenants
+  std::map<std::string, Metrics> closed GUARDED_BY(mu);                           // by tenant
 };
 Registry& registry() {
   static Registry& r = *new Registry();
@@ -161,13 +163,13 @@ ErrorCode last_error_noted() noexcept { return t_last_error; }
 
 void register_counters(const StoreCounters* c, const std::string& tenant) {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  LockGuard<Mutex> lock(r.mu);
   r.live.emplace_back(c, tenant);
 }
 
 void retire_counters(const StoreCounters* c) noexcept {
   Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  LockGuard<Mutex> lock(r.mu);
   auto it = std::find_if(r.live.begin(), r.live.end(), [c](const auto& e) { return e.first == c; });
   if (it == r.live.end()) return;
   try {
@@ -184,7 +186,7 @@ void retire_counters(const StoreCounters* c) noexcept {
 std::vector<Metrics> process_metrics() {
   detail::Registry& r = detail::registry();
   std::map<std::string, Metrics> by_tenant;
-  std::lock_guard<std::mutex> lock(r.mu);
+  detail::LockGuard<detail::Mutex> lock(r.mu);
   for (const auto& e : r.closed) by_tenant[e.first] = e.second;
   for (const auto& e : r.live) {
     Metrics& m = by_tenant[e.second];

@@ -16,6 +16,7 @@
 #include "eviction.h"
 #include "kv_planes.h"
 #include "store_call.h"
+#include "test_sync_point.h"
 
 namespace colikv {
 
@@ -98,11 +99,6 @@ namespace detail {
 // transaction: its lock is short already, and the chunk phase's extra
 // commits would add to its fixed cost.
 constexpr int64_t kObjectsFirstMinBytes = int64_t{1} << 20;
-
-std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook() {
-  static std::function<void(const std::string& id, int64_t seq)> hook;
-  return hook;
-}
 
 int64_t& objects_first_min_bytes() {
   static int64_t bytes = kObjectsFirstMinBytes;
@@ -485,7 +481,7 @@ class Appender {
       });
       txn->commit();
       catalog.chunk_committed();
-      if (detail::append_chunk_hook()) detail::append_chunk_hook()(req_.id, w.seq);
+      COLIKV_TEST_SYNC_POINT("append:chunk", detail::AppendChunkPoint{req_.id, w.seq});
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();
     }
@@ -558,7 +554,7 @@ class Appender {
         w.hash = h;
       }
       s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model, w));
-      if (detail::append_chunk_hook()) detail::append_chunk_hook()(req_.id, w.seq);
+      COLIKV_TEST_SYNC_POINT("append:chunk", detail::AppendChunkPoint{req_.id, w.seq});
       if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
       w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
     }

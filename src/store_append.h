@@ -46,14 +46,6 @@ int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, co
 // links them (docs/design.md, "Objects first"), where the backend can.
 int64_t& objects_first_min_bytes();
 
-// For tests only, not API: when set, an append calls it after storing and
-// linking each chunk, inside its write transaction, with the conversation's
-// id and the entry's seq: a test holds a turn open there (mid-turn,
-// provably) or stops the server. Objects first, it is called after each
-// chunk's own transaction has committed (the chunk held, not linked, the
-// write lock free). Set it before the appends start, clear it after they end.
-std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook();
-
 }  // namespace detail
 }  // namespace colikv
 

@@ -3,59 +3,70 @@
 
 #include <exception>
 #include <functional>
+#include <thread>
 
 #include "async_writer.h"
 #include "store_impl.h"
 
 namespace colikv {
 
-
-
 namespace detail {
+
+bool in_call(const Store::Impl& s) noexcept {
+  // Only this thread stores its own id there, and clears it before it
+  // releases the Store's lock: a relaxed load cannot show it stale.
+  return s.call_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
+
+GateTicket& GateTicket::operator=(GateTicket&& o) noexcept {
+  if (this != &o) {
+    if (gate_) gate_->leave();
+    gate_ = o.gate_;
+    o.gate_ = nullptr;
+  }
+  return *this;
+}
+
+GateTicket::~GateTicket() {
+  if (gate_) gate_->leave();
+}
 
 namespace {
 
-// A Store call in progress on this thread: nested calls and the writer
-// thread's own do not wait for the queue (see StoreCall).
-thread_local int t_call_depth = 0;
+// Enters s's gate, for `id`'s messages.
+GateTicket enter_gate(Store::Impl& s, const std::string* id) {
+  s.gate.enter([&] { return s.where(id ? *id : std::string()); });
+  return GateTicket(&s.gate);
+}
+
+// An outermost call of s: its gate entered, then its queue of id (of all
+// when null) drained; a call nested in one of s's on this thread: nothing.
+GateTicket enter_unless_nested(Store::Impl& s, const std::string* id) {
+  if (in_call(s)) return GateTicket();
+  GateTicket t = enter_gate(s, id);
+  if (s.async) s.async->drain(id);  // before the lock: the writer thread takes it to commit
+  return t;
+}
+
+Store::Impl& unforked(Store::Impl& s) {
+  if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
+  return s;
+}
 
 }  // namespace
 
-StoreCall::StoreCall(Store::Impl& s, const std::string* id) : s_(s) {
-  if (t_call_depth == 0) {
-    s.gate.enter([&] { return s.where(id ? *id : std::string()); });
-    gate_ = &s.gate;
-    try {
-      if (s.async) s.async->drain(id);
-    } catch (...) {
-      s.gate.leave();
-      throw;
-    }
-  }
-  lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
-  enter_counting();
-}
-
-StoreCall::StoreCall(Store::Impl& s, NoWait) : s_(s), counts_errors_(false) {
-  if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
-  lock_ = std::unique_lock<std::recursive_mutex>(s.mu);
-  if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
-  enter_counting();
-}
-
-void StoreCall::enter_counting() noexcept {
-  ++t_call_depth;
-  ++s_.calls_in;
+StoreHold::StoreHold(Store::Impl& s, bool counts_errors)
+    : s_(s), lock_(s.mu.native()), counts_errors_(counts_errors) {
+  if (s_.calls_in_++ == 0) s_.call_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   exceptions_ = std::uncaught_exceptions();
   errors_noted_ = errors_noted();
   // The backend's lock waits and reclaims in this call are this Store's.
   outer_counters_ = exchange_counters(&s_.counters);
 }
 
-StoreCall::~StoreCall() {
-  --t_call_depth;
+StoreHold::~StoreHold() {
   exchange_counters(outer_counters_);
-  if (--s_.calls_in == 0) {  // this Store's outermost call (another Store's call may hold this one)
+  if (--s_.calls_in_ == 0) {  // this Store's outermost call on this thread
     if (std::uncaught_exceptions() > exceptions_) {
       s_.pending = PendingCounts();  // its transactions rolled back
       // The error it throws was made in it (the last one noted), or is no colikv::Error.
@@ -67,15 +78,18 @@ StoreCall::~StoreCall() {
     } else {
       s_.counters.commit(s_.pending);
     }
-  }
-  if (t_call_depth == 0) {
     // What a tenant's retention deleted inside this call's transactions, erased
     // from the files once the outermost of them has committed (an append may be
     // a savepoint of write's or a queued turn's transaction). Never throws.
     s_.erase_if_due();
+    s_.call_thread_.store(std::thread::id(), std::memory_order_relaxed);
   }
-  lock_ = {};
-  if (gate_) gate_->leave();  // last: the Store may be destroyed as soon as the gate is left
+}
+
+StoreCall::StoreCall(Store::Impl& s, const std::string* id) : gate_(enter_unless_nested(s, id)), hold_(s, true) {}
+
+StoreCall::StoreCall(Store::Impl& s, NoWait) : hold_(unforked(s), false) {
+  if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
 }
 
 namespace {
@@ -86,43 +100,17 @@ Store::Impl* lower(Store::Impl& a, Store::Impl& b) { return std::less<Store::Imp
 
 StorePairCall::StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& id)
     : first_(lower(a, b)), second_(first_ == &a ? &b : &a) {
-  if (t_call_depth == 0) {
-    first_->gate.enter([&] { return first_->where(id); });
-    try {
-      second_->gate.enter([&] { return second_->where(id); });
-    } catch (...) {
-      first_->gate.leave();
-      throw;
-    }
-    entered_ = true;
-    // The queues are drained before either lock is taken: the writer thread
-    // of each takes its Store's lock to commit.
-    try {
-      if (first_->async) first_->async->drain(&id);
-      if (second_->async) second_->async->drain(&id);
-    } catch (...) {
-      second_->gate.leave();
-      first_->gate.leave();
-      throw;
-    }
-  }
-  first_lock_ = std::unique_lock<std::recursive_mutex>(first_->mu);
-  second_lock_ = std::unique_lock<std::recursive_mutex>(second_->mu);
-  ++t_call_depth;
-}
-
-StorePairCall::~StorePairCall() {
-  --t_call_depth;
-  if (t_call_depth == 0) {  // as ~StoreCall, for each Store
-    first_->erase_if_due();
-    second_->erase_if_due();
-  }
-  second_lock_ = {};
-  first_lock_ = {};
-  if (entered_) {
-    second_->gate.leave();
-    first_->gate.leave();  // last: either Store may be destroyed as soon as its gate is left
-  }
+  // A Store this thread is in a call of already (the copy is made from a
+  // progress callback of its call) is not entered again nor drained: its
+  // writer thread would wait for the lock this thread holds.
+  if (!in_call(*first_)) first_gate_ = enter_gate(*first_, &id);
+  if (!in_call(*second_)) second_gate_ = enter_gate(*second_, &id);
+  // The queues are drained before either lock is taken: the writer thread
+  // of each takes its Store's lock to commit.
+  if (first_gate_ && first_->async) first_->async->drain(&id);
+  if (second_gate_ && second_->async) second_->async->drain(&id);
+  first_hold_.emplace(*first_, true);
+  second_hold_.emplace(*second_, true);
 }
 
 void close_store(std::unique_ptr<Store::Impl>& impl) noexcept {

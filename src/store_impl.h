@@ -3,6 +3,7 @@
 #ifndef COLIKV_SRC_STORE_IMPL_H
 #define COLIKV_SRC_STORE_IMPL_H
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,12 +24,16 @@
 #include "core/wall_clock.h"
 #include "metrics.h"
 #include "store_staging.h"
+#include "thread_annotations.h"
 
 namespace colikv {
 
 namespace detail {
 
 class AsyncWriter;  // async_writer.h
+class StoreHold;    // store_call.h
+// True when this thread is in a call of s (store_call.h).
+bool in_call(const Store::Impl& s) noexcept;
 
 // A chunk produced for an append, on a worker thread.
 struct ProducedChunk {
@@ -131,17 +137,18 @@ class Store::Impl {
 
   std::string path;
   Options options;
+  // Serializes calls on this Store (StoreCall); recursive, for a call made
+  // from a progress callback of another call of the Store.
+  detail::RecursiveMutex mu;
   // What this Store counts (colikv/metrics.h), registered with the process's
-  // totals while it is open; counts of the call in progress, guarded by mu.
+  // totals while it is open; counts of the call in progress.
   detail::StoreCounters counters;
-  detail::PendingCounts pending;
-  int calls_in = 0;  // StoreCalls in progress, all on the thread holding mu
+  detail::PendingCounts pending GUARDED_BY(mu);
   // The new store's temporary file, with Options::create_staged until
   // publish(); declared before the catalog, so that it is removed only once
   // the catalog's connections to it are closed.
   detail::StagedStorePtr staged;
   std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default; null once published
-  std::recursive_mutex mu;  // serializes calls on this Store
   // Calls in flight (StoreCall, append_async, wait), which destroying the
   // Store waits for, and the process that opened it (close_store).
   detail::CallGate gate;
@@ -153,8 +160,8 @@ class Store::Impl {
   // A tenant's retention deleted conversations in this call (apply_limits):
   // the outermost StoreCall erases their bytes once its transactions are done
   // (erase_if_due, which never throws).
-  bool erase_due = false;
-  void erase_if_due() noexcept;
+  bool erase_due GUARDED_BY(mu) = false;
+  void erase_if_due() noexcept REQUIRES(mu);
 
   // Helpers used by Store's methods.
   std::optional<detail::ConversationRow> find_conversation(const std::string& id);
@@ -190,6 +197,17 @@ class Store::Impl {
   }
 
  private:
+  friend class detail::StoreHold;
+  friend bool detail::in_call(const Impl& s) noexcept;
+
+  // The thread in a call of this Store (holding mu in a StoreHold, store_call.h),
+  // and how many calls deep: a call nested in another of this Store's on that
+  // thread neither enters the gate again nor waits for the queue. Per Store,
+  // not per thread: another Store's call made from inside one of this Store's
+  // is an outermost call of that Store.
+  std::atomic<std::thread::id> call_thread_{};
+  int calls_in_ GUARDED_BY(mu) = 0;
+
   static constexpr size_t kMaxLinkedChecked = 1 << 16;
   std::map<int64_t, detail::ModelRow> models_by_id_;
   // The catalog's write_rollbacks() when models_by_id_ was last known good: a

@@ -41,7 +41,7 @@ void Store::publish() {
   detail::StagedStorePtr staged;
   {
     detail::CallGate::Call in_flight(s.gate, [&] { return s.where(); });
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    detail::LockGuard<detail::RecursiveMutex> lock(s.mu);
     if (!s.options.create_staged)
       throw Error(ErrorCode::kInvalidArgument,
                   s.where() + ": publish: this Store was not opened with Options::create_staged");
@@ -61,7 +61,7 @@ void Store::publish() {
   }
   s.async.reset();
   {
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    detail::LockGuard<detail::RecursiveMutex> lock(s.mu);
     s.catalog.reset();  // the last connection's close folds the WAL into the file
   }
   if (failed) std::rethrow_exception(failed);  // staged's destructor removes the files

@@ -1,5 +1,5 @@
 // A test holds an append at one of its chunks: the append of conversation
-// `id` stops in append_chunk_hook() after its chunk list entry `seq` (the
+// `id` stops at the sync point "append:chunk" after its chunk list entry `seq` (the
 // first time it gets there) until released. Without objects first that is
 // inside the turn's write transaction, its chunks so far stored, nothing
 // committed; objects first, after that chunk's own transaction committed,

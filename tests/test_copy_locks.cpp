@@ -7,8 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +19,7 @@
 #include "colikv/store.h"
 #include "chunk_pause.h"
 #include "test_support.h"
+#include "watchdog.h"
 
 using colikv::ErrorCode;
 using colikv::Store;
@@ -30,51 +29,10 @@ using colikv_test::TempDir;
 using colikv_test::append;
 using colikv_test::history;
 using colikv_test::loads_as;
+using colikv_test::Watchdog;
 using colikv_test::outcome_of;
 
-namespace {
-
-// Ends the test process, failed, when the test has not called done() within
-// `limit`: threads stuck on each other's locks cannot be joined, and a
-// hanging test would only be stopped by CTest's timeout, without saying why.
-class Watchdog {
- public:
-  Watchdog(std::chrono::seconds limit, std::string what) : what_(std::move(what)) {
-    thread_ = std::thread([this, limit] {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!cv_.wait_for(lock, limit, [&] { return done_; })) {
-        std::fprintf(stderr, "watchdog: %s did not finish within %lld s (a deadlock?)\n", what_.c_str(),
-                     static_cast<long long>(limit.count()));
-        std::fflush(stderr);
-        std::_Exit(1);
-      }
-    });
-  }
-  void done() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
-  ~Watchdog() {
-    done();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
- private:
-  std::string what_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
-
-TEST_CASE("copy: copies in opposite directions between two stores on two threads all finish", "[copy][tsan]") {
+TEST_CASE("copy: copies in opposite directions between two stores on two threads all finish", "[copy][tsan][sync]") {
   TempDir dir;
   const colikv::ModelSignature m = colikv_test::tiny_model();
   const colikv::Options o = colikv_test::chunked_options(m, 4);

@@ -2,7 +2,7 @@
 // several chunks stores each in a write transaction of its own, held by its
 // writer, then links them in one more. Each race is made, not hoped for: a
 // writer is stopped between its chunks, or between its last chunk and its
-// link, by the test hook (detail::append_chunk_hook, called after each chunk
+// link, by the test hook (the sync point "append:chunk", passed after each chunk
 // transaction has committed), and another writer, reader or process acts
 // meanwhile. The size from which an append stores its chunks first is
 // lowered to 0 here (tiny chunks), as the default keeps small turns in one
@@ -67,7 +67,7 @@ int64_t rows(const std::string& path, const std::string& table) {
 }  // namespace
 
 TEST_CASE("objects first: a writer commits a turn while another is between the chunks of its turn",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   TempDir dir;
   const std::string path = dir.file("s.db");
@@ -102,7 +102,7 @@ TEST_CASE("objects first: a writer commits a turn while another is between the c
 // lock only when it happened to try in the microseconds between two of A's
 // transactions: it mostly waited for A's whole turn.
 TEST_CASE("objects first: a writer arriving while another streams its chunks commits between two of them",
-          "[objects]") {
+          "[objects][sync]") {
   const colikv::ModelSignature wide = colikv_test::wide_model();
   for (colikv::Synchronous sync : {colikv::Synchronous::kNormal, colikv::Synchronous::kFull}) {
     ObjectsFirst on;
@@ -150,7 +150,7 @@ TEST_CASE("objects first: a writer arriving while another streams its chunks com
 }
 
 TEST_CASE("objects first: chunks held between a turn's chunks and its link are invisible to every read",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   TempDir dir;
   const std::string path = dir.file("s.db");
@@ -216,7 +216,7 @@ TEST_CASE("objects first: chunks held between a turn's chunks and its link are i
 }
 
 TEST_CASE("objects first: racing writers of one conversation: one wins, the other kConflict, nothing lost",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   const bool existing = GENERATE(true, false);
   INFO((existing ? "an existing conversation" : "a new conversation"));
@@ -249,7 +249,7 @@ TEST_CASE("objects first: racing writers of one conversation: one wins, the othe
 }
 
 TEST_CASE("objects first: two writers storing the same content at once make one row, both linked, both exact",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   TempDir dir;
   const std::string path = dir.file("s.db");
@@ -281,7 +281,7 @@ TEST_CASE("objects first: two writers storing the same content at once make one 
 }
 
 TEST_CASE("objects first: a stored chunk a writer found to share is not freed or evicted before its link",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   const std::string how = GENERATE(as<std::string>{}, "remove", "truncate", "gc");
   INFO(how);
@@ -311,7 +311,7 @@ TEST_CASE("objects first: a stored chunk a writer found to share is not freed or
 
 TEST_CASE("objects first: the chunks of a writer killed between its chunks and its link are reclaimed, "
           "a live writer's kept",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   const std::string how = GENERATE(as<std::string>{}, "open", "gc", "vacuum");
   INFO(how);
@@ -369,7 +369,7 @@ TEST_CASE("objects first: the chunks of a writer killed between its chunks and i
 }
 
 TEST_CASE("objects first: a turn that fails after its chunks drops them, and a closed Store leaves no writer row",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   TempDir dir;
   const std::string path = dir.file("s.db");
@@ -395,7 +395,7 @@ TEST_CASE("objects first: a turn that fails after its chunks drops them, and a c
 }
 
 TEST_CASE("objects first: an append inside an open transaction (write) keeps one transaction and holds nothing",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   TempDir dir;
   const std::string path = dir.file("s.db");
@@ -435,7 +435,7 @@ std::vector<std::string> held_payload_windows(const std::string& path) {
 }  // namespace
 
 TEST_CASE("objects first: the reclaim of a dead writer's chunks erases their bytes from the store's files",
-          "[objects][erase]") {
+          "[objects][erase][sync]") {
   TempDir dir;
   const std::string path = dir.file("s.db");
   {
@@ -465,15 +465,15 @@ TEST_CASE("objects first: the reclaim of a dead writer's chunks erases their byt
 // The hook a case sets by hand is process-global: it must be gone when the
 // case ends by an exception (a failed REQUIRE), or the next case's appends
 // would call it with its captures destroyed.
-TEST_CASE("objects first: the append hook a case sets is cleared when the case throws", "[objects]") {
-  REQUIRE_FALSE(colikv::detail::append_chunk_hook());
+TEST_CASE("objects first: the append hook a case sets is cleared when the case throws", "[objects][sync]") {
+  REQUIRE_FALSE(colikv_test::AppendHook::set());
   bool called = false;
   try {
     const colikv_test::AppendHook hook([&](const std::string&, int64_t) { called = true; });
-    REQUIRE(colikv::detail::append_chunk_hook());
+    REQUIRE(colikv_test::AppendHook::set());
     throw std::runtime_error("as a failed REQUIRE throws");
   } catch (const std::runtime_error&) {
   }
-  CHECK_FALSE(colikv::detail::append_chunk_hook());
+  CHECK_FALSE(colikv_test::AppendHook::set());
   CHECK_FALSE(called);
 }

@@ -3,7 +3,7 @@
 // writers of one conversation, of one content, or of a chunk another writer
 // frees or evicts, stay correct under row locks. Each race is made, not
 // hoped for: an append is held mid-turn, inside its write transaction, by
-// the test hook between chunks (detail::append_chunk_hook), and the other
+// the test sync point between chunks ("append:chunk"), and the other
 // writer's wait for a lock is observed on the server (pg_stat_activity).
 #include <catch2/catch.hpp>
 
@@ -17,8 +17,8 @@
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "pg_test_roles.h"
+#include "append_hook.h"
 #include "proc_util.h"
-#include "store_append.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;
@@ -50,7 +50,7 @@ void pg_ctl(const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("postgres: a writer of another conversation commits turns while a turn is open", "[postgres]") {
+TEST_CASE("postgres: a writer of another conversation commits turns while a turn is open", "[postgres][sync]") {
   const std::string uri = colikv_test::fresh_pg_store();
   const EngineBuffers a = colikv_test::history(colikv_test::tiny_model(), 64, 1);
   const EngineBuffers b = colikv_test::history(colikv_test::tiny_model(), 40, 2);
@@ -85,7 +85,7 @@ TEST_CASE("postgres: a writer of another conversation commits turns while a turn
   CHECK(host_a.verify().ok());
 }
 
-TEST_CASE("postgres: a writer process commits while another process holds a turn open", "[postgres]") {
+TEST_CASE("postgres: a writer process commits while another process holds a turn open", "[postgres][sync]") {
   const std::string uri = colikv_test::fresh_pg_store();
   const EngineBuffers b = colikv_test::history(colikv_test::tiny_model(), 24, 2);
   colikv::Store host_b(uri, options(1000));
@@ -111,7 +111,7 @@ TEST_CASE("postgres: a writer process commits while another process holds a turn
   CHECK(host_b.verify().ok());
 }
 
-TEST_CASE("postgres: racing writers of one conversation: one wins, the other kConflict", "[postgres]") {
+TEST_CASE("postgres: racing writers of one conversation: one wins, the other kConflict", "[postgres][sync]") {
   const bool existing = GENERATE(true, false);
   INFO((existing ? "an existing conversation" : "a new conversation"));
   const std::string uri = colikv_test::fresh_pg_store();
@@ -143,7 +143,7 @@ TEST_CASE("postgres: racing writers of one conversation: one wins, the other kCo
   CHECK(host2.verify().ok());
 }
 
-TEST_CASE("postgres: two writers storing the same content at once store it once", "[postgres]") {
+TEST_CASE("postgres: two writers storing the same content at once store it once", "[postgres][sync]") {
   const std::string uri = colikv_test::fresh_pg_store();
   const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 32, 3);
   colikv::Store host1(uri, options()), host2(uri, options());
@@ -174,7 +174,7 @@ TEST_CASE("postgres: two writers storing the same content at once store it once"
 // the queue next (its own commit, gc, a writable open) keeps it while a chunk
 // list names it.
 TEST_CASE("postgres: a chunk being linked is neither freed nor evicted under its linker, and its freer does not wait",
-          "[postgres]") {
+          "[postgres][sync]") {
   const std::string how = GENERATE(std::string("rm"), std::string("truncate"), std::string("gc"));
   INFO(how);
   const std::string uri = colikv_test::fresh_pg_store();
@@ -215,7 +215,7 @@ TEST_CASE("postgres: a chunk being linked is neither freed nor evicted under its
 }
 
 TEST_CASE("postgres: chunks queued to free whose linker gave up are freed by the next writable open, never before",
-          "[postgres]") {
+          "[postgres][sync]") {
   const std::string uri = colikv_test::fresh_pg_store();
   const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 16, 4);
   colikv::Store other(uri, options(1000));
@@ -228,9 +228,10 @@ TEST_CASE("postgres: chunks queued to free whose linker gave up are freed by the
     std::thread t([&] { rl = outcome_of([&] { linker.append("dup", h.model, h.tokens.data(), 16, h.source()); }); });
     held.wait_reached();
     other.remove("src");  // queues entries 0 and 1
-    colikv::detail::append_chunk_hook() = [](const std::string&, int64_t) {
+    // Set over the pause's, whose call goes on with its own callback.
+    const colikv_test::AppendHook give_up([](const std::string&, int64_t) {
       throw colikv::Error(ErrorCode::kIO, "the linker gave up");
-    };
+    });
     held.release();
     t.join();
   }
@@ -286,17 +287,19 @@ TEST_CASE("postgres: two writers re-saving the same evicted chunk at once both c
 }
 
 TEST_CASE("postgres: a server stopped between a turn's chunks fails it naming the store and leaves nothing of it",
-          "[postgres]") {
+          "[postgres][sync]") {
   const std::string uri = colikv_test::fresh_pg_store();
   const EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 64, 6);
   colikv::Store s(uri, options());
   s.append("t", h.model, h.tokens.data(), 8, h.source());
   const int64_t chunks_before = chunk_rows(uri);
-  colikv::detail::append_chunk_hook() = [](const std::string&, int64_t seq) {
-    if (seq == 4) pg_ctl("stop -m immediate -w");
-  };
-  const Outcome r = outcome_of([&] { s.append("t", h.model, h.tokens.data(), 64, h.source()); });
-  colikv::detail::append_chunk_hook() = nullptr;
+  Outcome r;
+  {
+    const colikv_test::AppendHook stop([](const std::string&, int64_t seq) {
+      if (seq == 4) pg_ctl("stop -m immediate -w");
+    });
+    r = outcome_of([&] { s.append("t", h.model, h.tokens.data(), 64, h.source()); });
+  }
   pg_ctl("start -w -t 60");
   INFO(r.message);
   CHECK(r.code == ErrorCode::kIO);

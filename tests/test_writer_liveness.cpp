@@ -89,7 +89,7 @@ void writer_commits(colikv_test::ChildProcess& child, const std::string& path) {
 }  // namespace
 
 TEST_CASE("objects first: a turn whose held chunks were taken fails saying so, never linking a reused chunk id",
-          "[objects]") {
+          "[objects][sync]") {
   ObjectsFirst on;
   // After chunk 1 (the next chunk's hold finds the writer gone), or after the
   // last (the link finds its chunk ids given to another tenant's chunks).

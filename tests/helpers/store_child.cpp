@@ -45,6 +45,7 @@
 
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "append_hook.h"
 #include "store_append.h"
 #include "test_support.h"
 
@@ -115,15 +116,16 @@ int run_hold(int argc, char** argv) {
   const ModelSignature m = child_model();
   EngineBuffers h = history(m, n, static_cast<uint32_t>(seed));
   colikv::Store store(store_path, child_options(m));
-  colikv::detail::append_chunk_hook() = [&](const std::string& id, int64_t at) {
-    if (id != conv || at != seq) return;
-    std::printf("mid-turn\n");
-    std::fflush(stdout);
-    char line[64];
-    if (!std::fgets(line, sizeof line, stdin)) throw std::runtime_error("hold: stdin closed before the go");
-  };
-  store.append(conv, m, h.tokens.data(), n, h.source());
-  colikv::detail::append_chunk_hook() = nullptr;
+  {
+    const colikv_test::AppendHook hold([&](const std::string& id, int64_t at) {
+      if (id != conv || at != seq) return;
+      std::printf("mid-turn\n");
+      std::fflush(stdout);
+      char line[64];
+      if (!std::fgets(line, sizeof line, stdin)) throw std::runtime_error("hold: stdin closed before the go");
+    });
+    store.append(conv, m, h.tokens.data(), n, h.source());
+  }
   std::printf("committed %" PRId64 "\n", store.count(conv));
   std::fflush(stdout);
   return 0;

@@ -1,5 +1,6 @@
 // The chunks an append writes, shared with the cut (store_cut.cpp), which
-// links the piece a truncate or a fork makes as an append does. Not installed.
+// stores the piece a truncate or a fork makes as an append does, and the
+// application of a turn's edit (turn_edit.h). Not installed.
 #ifndef COLIKV_SRC_STORE_APPEND_H
 #define COLIKV_SRC_STORE_APPEND_H
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "store_impl.h"
+#include "turn_edit.h"
 
 namespace colikv {
 namespace detail {
@@ -37,19 +39,24 @@ struct WriteChunk {
 // skipped as stored already but is no longer there with its values (the
 // caller encodes it and calls again).
 // Objects first: with defer_index a new chunk gets no chunk_meta row yet
-// (its link gives it one, Catalog::index_chunk, from *record when given).
-int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
-                  const std::string& here, bool defer_index = false, ChunkRecord* record = nullptr);
+// (its link gives it one, from *record when given: SQLite's objects first).
+// It runs in the write transaction Catalog::apply stores the chunk in, through `writer`.
+int64_t put_chunk(Store::Impl& s, ChunkWriter& writer, const ModelRow& model, const WriteChunk& w,
+                  const std::string& precision, const std::string& here, bool defer_index = false,
+                  ChunkRecord* record = nullptr);
 
-// For tests only, not API: an append of more than one chunk whose raw bytes
-// reach this stores its chunks first, each in a transaction of its own, then
-// links them (docs/design.md, "Objects first"), where the backend can.
-int64_t& objects_first_min_bytes();
+// Applies a turn's edit (Catalog::apply), with the limits an append applies
+// when `limits` (a turn that stores new bytes): the tenant's retention and
+// quota and the store's byte budget, in its committing transaction, never to
+// the conversation it wrote; a conversation retention deleted is erased once
+// the outermost call has committed.
+TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here);
 
-// For tests only, not API: when set, an append calls it after storing and
-// linking each chunk, inside its write transaction, with the conversation's
-// id and the entry's seq: a test holds a turn open there (mid-turn,
-// provably) or stops the server. Objects first, it is called after each
+// For tests only, not API: when set, an append calls it after storing each
+// chunk (linking it too on SQLite; PostgreSQL links them all at the end),
+// inside its write transaction, with the conversation's id and the entry's
+// seq: a test holds a turn open there (mid-turn, provably) or stops the
+// server. Objects first, it is called after each
 // chunk's own transaction has committed (the chunk held, not linked, the
 // write lock free). Set it before the appends start, clear it after they end.
 std::function<void(const std::string& id, int64_t seq)>& append_chunk_hook();

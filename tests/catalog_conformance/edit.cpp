@@ -3,7 +3,8 @@
 // new chunks' ids in order; it refuses an existing conversation at another
 // generation, and a name to create that is taken, with kConflict; and an edit
 // refused or failing at any step (here: the store's last step throws) leaves
-// the catalog as it was: no conversation, link, count or chunk of it stays.
+// the catalog as it was: no conversation, link, count or chunk of it stays
+// (a model row it stored may: models are never deleted).
 #include <catch2/catch.hpp>
 
 #include <memory>

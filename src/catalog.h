@@ -42,6 +42,7 @@
 #include "catalog_rows.h"
 #include "colikv/options.h"
 #include "prefix_index.h"
+#include "turn_edit.h"
 
 namespace colikv {
 namespace detail {
@@ -73,24 +74,23 @@ class Catalog {
   // need not count.
   virtual uint64_t write_rollbacks() const { return 0; }
 
+  // A turn (turn_edit.h): applies `edit` whole, or throws and leaves the
+  // store as it was. Outside a transaction it commits its own (a backend
+  // may commit the new chunks first, each in a short transaction, and link
+  // them in one more: what a reader sees changes only with that last
+  // commit); inside one, it is a savepoint of it. Refused: an existing
+  // conversation that is gone or not at edit.generation, a name to create
+  // that is taken, a model stored meanwhile with another chunk size
+  // (kConflict); what the database raises. `what` names the call in errors.
+  // Returns the conversation the links went to and the new chunks' ids.
+  virtual TurnResult apply(const TurnEdit& edit, const std::string& what) = 0;
+
   // Conversations
   // The conversation named `name`; none when there is none. In a write
   // transaction, no other writer changes it until this one ends.
   virtual std::optional<ConversationRow> find_conversation(const std::string& name) = 0;
-  // Write transaction. Inserts a conversation with no chunks; returns its
-  // conversation_id. The name must be free (else kConflict: another writer
-  // took it meanwhile).
-  virtual int64_t insert_conversation(const NewConversation& c) = 0;
-  // Write transaction. Inserts a fork of f.parent_id with no chunk list yet
-  // (the caller links the shared chunks); returns its conversation_id.
-  virtual int64_t insert_fork(const NewFork& f) = 0;
   // Write transaction. Deletes a conversation and its chunk list (not its chunks).
   virtual void delete_conversation(int64_t conversation_id) = 0;
-  // Write transaction. Sets the token count, bumps the generation, and sets
-  // the updated time (and the last-used time when `used`).
-  virtual void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) = 0;
-  // Write transaction. Sets the last-used time.
-  virtual void touch_used(int64_t conversation_id, int64_t now_ms) = 0;
   // Sets a conversation's last-used time, outside any transaction, unless
   // that would wait for another writer or fail: recency is best effort, and
   // this never throws.
@@ -150,73 +150,12 @@ class Catalog {
   // a write transaction, no other writer frees or evicts it until this one
   // ends (an evicted one: none links it meanwhile, so its values can come back).
   virtual std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) = 0;
-  // Write transaction. Stores a chunk and its chunk_meta row; returns its
-  // chunk_id, or 0 when another writer stored the key meanwhile (never where
-  // writers serialize): find_chunk then finds it.
-  virtual int64_t insert_chunk(const ChunkRecord& c) = 0;
-  // Write transaction. Gives an evicted chunk its values back.
-  virtual void restore_payload(int64_t chunk_id, const ChunkRecord& c) = 0;
-  // Write transaction. Sets entry seq of a conversation's chunk list.
-  virtual void link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
-  // Write transaction. Adds entry seq, which must not exist yet (else the
-  // backend's constraint error).
-  virtual void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) = 0;
-  // Write transaction. Drops the entries from seq first_seq on.
-  virtual void unlink_from(int64_t conversation_id, int64_t first_seq) = 0;
   // Write transaction. Deletes those of the chunks no chunk list names,
   // committed or being linked by another writer, and that no writer holds
-  // (hold_chunk). A backend whose writers
+  // (SQLite's objects first, sqlite_turn.cpp). A backend whose writers
   // run at once may leave one that another writer holds for later (it never
   // waits for it here): free_queued_chunks, or its own commit, frees it.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
-  // Objects first (docs/design.md, "Objects first"). Where the write
-  // transaction takes the whole store (SQLite), an append of several chunks
-  // stores each in a short transaction of its own, holds it, and links them
-  // all in one more. A backend whose writers run side by side (PostgreSQL)
-  // keeps one transaction per turn and implements none of this.
-  //
-  // Whether this catalog can now: a writable store, outside any open
-  // transaction (an append nested in another's transaction keeps to it).
-  virtual bool can_hold_chunks() { return false; }
-  // Outside any transaction: before the first chunk transaction of a turn
-  // (records this catalog's writer; its chunk transactions then commit
-  // without a device flush: the link's, at the store's level, covers them).
-  virtual void begin_chunk_phase(const std::string& what) { (void)what; }
-  // Outside any transaction, never throws: after each chunk transaction has
-  // committed. SQLite starts the device write of the chunk's WAL frames, so
-  // that the next flush (another writer's FULL commit, or this turn's link)
-  // has about one chunk's frames left to write, not the whole turn's; and
-  // leaves other writers an opening to take the write lock before the next
-  // chunk.
-  virtual void chunk_committed() noexcept {}
-  // Outside any transaction, never throws: after the last chunk transaction.
-  // SQLite flushes the turn's chunk frames to the device here, before the
-  // link takes the write lock, so that the link's own flush is short.
-  virtual void end_chunk_phase() noexcept {}
-  // Write transaction. Records a chunk this writer stored or found as held
-  // by it: until release_held or drop_held, no other writer frees or evicts
-  // it (free_unused_chunks, claim_chunks leave it), and no read sees it
-  // unless a chunk list names it.
-  virtual void hold_chunk(int64_t chunk_id) { (void)chunk_id; }
-  // Write transaction. Gives a chunk its chunk_meta row, from `c` and the
-  // stored payload's size, unless it has one (one inserted with defer_index).
-  virtual void index_chunk(int64_t chunk_id, const ChunkRecord& c) { (void)chunk_id, (void)c; }
-  // Write transaction (the link's), before it links them: throws kConflict
-  // saying the turn's chunks were taken unless each of chunk_ids is still
-  // held by this writer and is the content records[i] describes (a reclaim
-  // that took this writer for dead may have freed it, and another writer
-  // reused its id since).
-  virtual void check_held(const std::vector<int64_t>& chunk_ids, const std::vector<ChunkRecord>& records,
-                          const std::string& what) {
-    (void)chunk_ids, (void)records, (void)what;
-  }
-  // Write transaction (the link's). This writer's holds on the chunks end.
-  virtual void release_held(const std::vector<int64_t>& chunk_ids) { (void)chunk_ids; }
-  // Outside any transaction, never throws: a turn failed after its chunk
-  // phase. Ends this writer's holds and deletes the chunks held that no
-  // chunk list names and no other writer holds; best effort (what it cannot
-  // do now, the catalog's close or a later reclaim does).
-  virtual void drop_held() noexcept {}
   // Outside any transaction: frees what free_unused_chunks left for later
   // and no chunk list names by now, waiting for the writers that hold it;
   // best effort (what it cannot free stays for the next call). gc and vacuum

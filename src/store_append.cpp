@@ -95,19 +95,21 @@ void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature
 
 namespace detail {
 
-// An append whose new chunks hold less than this (raw) keeps one
-// transaction: its lock is short already, and the chunk phase's extra
-// commits would add to its fixed cost.
-constexpr int64_t kObjectsFirstMinBytes = int64_t{1} << 20;
-
-int64_t& objects_first_min_bytes() {
-  static int64_t bytes = kObjectsFirstMinBytes;
-  return bytes;
+TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here) {
+  // The tenant's retention and quota, and the store's byte budget, in the
+  // edit's committing transaction: never to the conversation it wrote.
+  bool expired = false;
+  if (limits) edit.finish = [&](int64_t conversation_id) { expired = apply_limits(s, conversation_id); };
+  TurnResult r = with_context(here, [&] { return s.catalog->apply(edit, here); });
+  // A conversation that expired is erased as remove() erases, when the
+  // outermost transaction has committed (~StoreCall). Rarely: the evictions
+  // are not, which would checkpoint on every append at a budget.
+  if (expired) s.erase_due = true;
+  return r;
 }
 
-int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
-                  const std::string& here, bool defer_index, ChunkRecord* record) {
-  detail::Catalog& catalog = *s.catalog;
+int64_t put_chunk(Store::Impl& s, ChunkWriter& catalog, const ModelRow& model, const WriteChunk& w,
+                  const std::string& precision, const std::string& here, bool defer_index, ChunkRecord* record) {
   const int64_t model_id = model.id;
   const EncodedChunk& e = w.produced.encoded;
   detail::ChunkRecord r;
@@ -168,7 +170,7 @@ namespace {
 // cannot be freed by another writer before its tokens are compared), plan the
 // chunks to write, hash them when the tokens are known up front, start
 // encoding, and write everything in one transaction.
-class Appender {
+class Appender : private detail::TurnChunks {
  public:
   Appender(Store::Impl& s, const detail::AppendRequest& req) : s_(s), req_(req), here_(s.where(req.id)) {}
 
@@ -187,10 +189,7 @@ class Appender {
     }
     if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
     start_encoding();
-    if (objects_first())
-      chunks_then_link();
-    else
-      write_transaction();
+    apply_edit();
   }
 
  private:
@@ -403,131 +402,69 @@ class Appender {
     return out;
   }
 
-  // One write transaction: chunks, chunk list and count together.
-  void write_transaction() {
-    commit_turn(planned_raw_bytes(), [&](const ModelRow& m, int64_t conv_id) { write_chunks(m, conv_id); });
-  }
-
-  // The turn's one committing transaction: the generation check, the
-  // conversation's row, its chunks put in its list by `link`, the count, the
-  // replaced chunks freed, the limits applied. raw_bytes: what it writes.
-  template <class Link>
-  void commit_turn(int64_t raw_bytes, Link&& link) {
-    s_.catalog->wait_before_write(raw_bytes);
-    const auto txn = s_.catalog->begin(detail::Catalog::Access::kWrite, here_);
-    bool expired = false;
-    with_context(here_, [&] {
-      check_generation();
-      const ModelRow m = model_for_write();
-      const int64_t conv_id = conv_ ? conv_->id : insert_conversation(m.id);
-      link(m, conv_id);
-      update_conversation(conv_id);
-      // A replaced chunk stays when it is linked still: by another conversation,
-      // or by this one when the same content was re-saved into it.
-      s_.free_unused_chunks(replaced_chunks());
-      // The tenant's retention and quota, and the store's byte budget: never this conversation.
-      expired = detail::apply_limits(s_, conv_id);
-    });
-    txn->commit();
-    s_.pending.add_turn(req_.len - committed_, req_.model.record_bytes());  // counted when the call returns
-    // A conversation that expired is erased as remove() erases, when the
-    // outermost transaction has committed (~StoreCall). Rarely: the evictions
-    // above are not, which would checkpoint on every append at a budget.
-    if (expired) s_.erase_due = true;
-  }
-
-  // Objects first (docs/design.md): a turn of several chunks, big enough
-  // that holding the write lock for all of them would keep other writers
-  // out for long, where the backend holds chunks (SQLite) and no outer
-  // transaction is open (a nested append keeps to it).
-  bool objects_first() const {
-    return plan_.size() > 1 && planned_raw_bytes() >= detail::objects_first_min_bytes() &&
-           s_.catalog->can_hold_chunks();
-  }
-
-  // Each chunk in a short write transaction of its own, held by this
-  // writer, then one transaction that links them all: the turn's one commit.
-  void chunks_then_link() {
-    detail::Catalog& catalog = *s_.catalog;
-    struct Phase {  // the holds go when the turn fails before its link commits
-      detail::Catalog& c;
-      bool linked = false;
-      ~Phase() {
-        c.end_chunk_phase();
-        if (!linked) c.drop_held();
-      }
-    } phase{catalog};
-    with_context(here_, [&] { catalog.begin_chunk_phase(here_); });
-    held_ids_.assign(plan_.size(), 0);
-    held_records_.assign(plan_.size(), detail::ChunkRecord());
-    std::optional<ModelRow> model;
-    ChunkHash h = chain_;
-    while (!encoded_->done()) {
-      detail::ProducedChunk r;
-      const size_t i = encoded_->next(r);
-      WriteChunk& w = plan_[i];
-      w.produced = std::move(r);
-      if (!req_.tokens) {
-        w.prev = h;
-        h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
-        w.hash = h;
-      }
-      catalog.wait_before_write(w.n * detail::token_raw_bytes(req_.model));
-      const auto txn = catalog.begin(detail::Catalog::Access::kWrite, here_);
-      with_context(here_, [&] {
-        if (!model) model = model_for_write();
-        held_ids_[i] = store_chunk(*model, w, &held_records_[i]);
-        catalog.hold_chunk(held_ids_[i]);
-      });
-      txn->commit();
-      catalog.chunk_committed();
-      COLIKV_TEST_SYNC_POINT("append:chunk", detail::AppendChunkPoint{req_.id, w.seq});
-      if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
-      w.produced = detail::ProducedChunk();
+  // The turn as one edit (turn_edit.h), which the catalog applies whole:
+  // the generation it expects (or the conversation it creates), the entries
+  // a rewritten tail drops, the new chunks (this Appender, as their
+  // encodings come in), the count, the replaced chunks to free, the limits.
+  void apply_edit() {
+    detail::TurnEdit e;
+    e.name = req_.id;
+    e.now_ms = now_ms();
+    if (conv_) {
+      e.conversation_id = conv_->id;
+      e.generation = conv_->generation;
+    } else {
+      e.create = detail::NewConversation{req_.id, 0, precision_, req_.title, req_.metadata, e.now_ms};
     }
-    catalog.end_chunk_phase();
-    link_transaction();
-    phase.linked = true;
+    if (model_) e.model_id = model_->id;
+    e.model = req_.model;
+    e.chunk_tokens = chunk_tokens_;
+    if (rewrite_tail_) e.unlink_from = keep_chunks_;  // the pieces re-packed or merged
+    if (!plan_.empty()) e.chunks = this;
+    e.count = req_.len;
+    e.free = replaced_chunks();
+    e.write_bytes = planned_raw_bytes();
+    hashed_ = chain_;
+    detail::apply_turn(s_, e, /*limits=*/true, here_);
+    s_.pending.add_turn(req_.len - committed_, req_.model.record_bytes());  // counted when the call returns
   }
 
-  // The turn's one committing transaction (commit_turn), which links the
-  // held chunks, gives the new ones their index rows and releases the holds.
-  void link_transaction() {
-    commit_turn(0, [&](const ModelRow&, int64_t conv_id) {  // rows only: the chunks are stored
-      detail::Catalog& catalog = *s_.catalog;
-      catalog.check_held(held_ids_, held_records_, here_);
-      if (rewrite_tail_) catalog.unlink_from(conv_id, keep_chunks_);
-      for (size_t i = 0; i < plan_.size(); ++i) {
-        catalog.index_chunk(held_ids_[i], held_records_[i]);
-        catalog.link_chunk(conv_id, plan_[i].seq, held_ids_[i]);
-      }
-      catalog.release_held(held_ids_);
-    });
+  // TurnChunks: the planned chunks in order, as their encodings come in.
+  size_t size() const override { return plan_.size(); }
+  int64_t raw_bytes() const override { return planned_raw_bytes(); }
+
+  bool next(int64_t& raw_bytes) override {
+    if (encoded_->done()) return false;
+    detail::ProducedChunk r;
+    WriteChunk& w = plan_[encoded_->next(r)];
+    w.produced = std::move(r);
+    if (!req_.tokens) {  // hashes follow the tokens the producer read
+      w.prev = hashed_;
+      hashed_ = detail::chain_next(hashed_, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
+      w.hash = hashed_;
+    }
+    current_ = &w;
+    raw_bytes = w.n * detail::token_raw_bytes(req_.model);
+    return true;
   }
 
-  void check_generation() const {
-    auto now_conv = s_.find_conversation(req_.id);
-    // An import or copy that lost the race to create the id: retrying cannot help.
-    if (now_conv && req_.must_create)
-      throw Error(ErrorCode::kConflict, here_ + ": a conversation with this id exists already (another writer "
-                                                "created it meanwhile)");
-    if (conv_.has_value() != now_conv.has_value() || (conv_ && now_conv->generation != conv_->generation))
-      throw Error(ErrorCode::kConflict, here_ + ": another writer changed the conversation while this append was "
-                                                "prepared; reload and retry");
+  detail::NewChunkLink store(detail::ChunkWriter& writer, int64_t model_id, detail::ChunkRecord* record) override {
+    ModelRow m;
+    if (model_) {
+      m = *model_;
+    } else {  // stored by this turn: the caller's model, at the chunk size chosen for it
+      m.id = model_id;
+      m.sig = req_.model;
+      m.chunk_tokens = chunk_tokens_;
+    }
+    return {current_->seq, store_chunk(writer, m, *current_, record)};
   }
 
-  ModelRow model_for_write() const {
-    // colikv never changes or deletes a model row once inserted: the one the
-    // snapshot found stands, without another lookup.
-    if (model_) return *model_;
-    ModelRow m = s_.ensure_model(req_.model);
-    if (m.chunk_tokens != chunk_tokens_)
-      throw Error(ErrorCode::kConflict, here_ + ": the model's chunk size was set by another writer meanwhile; retry");
-    return m;
-  }
-
-  int64_t insert_conversation(int64_t model_id) const {
-    return s_.catalog->insert_conversation({req_.id, model_id, precision_, req_.title, req_.metadata, now_ms()});
+  void stored() override {
+    WriteChunk& w = *current_;
+    COLIKV_TEST_SYNC_POINT("append:chunk", detail::AppendChunkPoint{req_.id, w.seq});
+    if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
+    w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
   }
 
   // The chunks rewritten (the tail's pieces, evicted full chunks re-saved):
@@ -540,39 +477,18 @@ class Appender {
     return replaced;
   }
 
-  // Stores and links each chunk as its encoding comes in, in order.
-  void write_chunks(const ModelRow& model, int64_t conv_id) {
-    if (rewrite_tail_) s_.catalog->unlink_from(conv_id, keep_chunks_);  // the pieces re-packed or merged
-    ChunkHash h = chain_;
-    while (!encoded_->done()) {
-      detail::ProducedChunk r;
-      WriteChunk& w = plan_[encoded_->next(r)];
-      w.produced = std::move(r);
-      if (!req_.tokens) {  // hashes follow the tokens the producer read
-        w.prev = h;
-        h = detail::chain_next(h, w.produced.tokens.data(), static_cast<int64_t>(w.produced.tokens.size()));
-        w.hash = h;
-      }
-      s_.catalog->link_chunk(conv_id, w.seq, store_chunk(model, w));
-      COLIKV_TEST_SYNC_POINT("append:chunk", detail::AppendChunkPoint{req_.id, w.seq});
-      if (req_.progress) req_.progress(w.first_pos + static_cast<int64_t>(w.produced.tokens.size()), req_.len);
-      w.produced = detail::ProducedChunk();  // bounded memory: drop it once written
-    }
-  }
-
   // With `record` (objects first): the chunk's index row waits for its link.
-  int64_t store_chunk(const ModelRow& model, WriteChunk& w, detail::ChunkRecord* record = nullptr) const {
+  int64_t store_chunk(detail::ChunkWriter& writer, const ModelRow& model, WriteChunk& w,
+                      detail::ChunkRecord* record) const {
     const bool defer = record != nullptr;
-    int64_t id = put_chunk(s_, model, w, precision_, here_, defer, record);
+    int64_t id = put_chunk(s_, writer, model, w, precision_, here_, defer, record);
     if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
       w.produced.stored_digests.clear();
       req_.produce(w.first_pos, static_cast<int64_t>(w.produced.tokens.size()), w.produced);
-      id = put_chunk(s_, model, w, precision_, here_, defer, record);
+      id = put_chunk(s_, writer, model, w, precision_, here_, defer, record);
     }
     return id;
   }
-
-  void update_conversation(int64_t conv_id) const { s_.catalog->set_count(conv_id, req_.len, now_ms()); }
 
   Store::Impl& s_;
   const detail::AppendRequest& req_;
@@ -593,9 +509,10 @@ class Appender {
   ChunkHash seed_{};
   ChunkHash chain_{};  // the chain hash after the kept chunks
   std::vector<WriteChunk> plan_;
-  // Objects first: each planned chunk's id and what its link indexes it by.
-  std::vector<int64_t> held_ids_;
-  std::vector<detail::ChunkRecord> held_records_;
+  // The chunks' hashes as they come in (when the tokens are not known up
+  // front), and the chunk next() gave.
+  ChunkHash hashed_{};
+  WriteChunk* current_ = nullptr;
   // Last: destroyed first, it waits for the jobs that read plan_ and req_.
   std::optional<detail::OrderedJobs<detail::ProducedChunk>> encoded_;
 };

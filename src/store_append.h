@@ -1,5 +1,6 @@
 // The chunks an append writes, shared with the cut (store_cut.cpp), which
-// links the piece a truncate or a fork makes as an append does. Not installed.
+// stores the piece a truncate or a fork makes as an append does, and the
+// application of a turn's edit (turn_edit.h). Not installed.
 #ifndef COLIKV_SRC_STORE_APPEND_H
 #define COLIKV_SRC_STORE_APPEND_H
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "store_impl.h"
+#include "turn_edit.h"
 
 namespace colikv {
 namespace detail {
@@ -37,14 +39,18 @@ struct WriteChunk {
 // skipped as stored already but is no longer there with its values (the
 // caller encodes it and calls again).
 // Objects first: with defer_index a new chunk gets no chunk_meta row yet
-// (its link gives it one, Catalog::index_chunk, from *record when given).
-int64_t put_chunk(Store::Impl& s, const ModelRow& model, const WriteChunk& w, const std::string& precision,
-                  const std::string& here, bool defer_index = false, ChunkRecord* record = nullptr);
+// (its link gives it one, from *record when given: SQLite's objects first).
+// It runs in the write transaction Catalog::apply stores the chunk in, through `writer`.
+int64_t put_chunk(Store::Impl& s, ChunkWriter& writer, const ModelRow& model, const WriteChunk& w,
+                  const std::string& precision, const std::string& here, bool defer_index = false,
+                  ChunkRecord* record = nullptr);
 
-// For tests only, not API: an append of more than one chunk whose raw bytes
-// reach this stores its chunks first, each in a transaction of its own, then
-// links them (docs/design.md, "Objects first"), where the backend can.
-int64_t& objects_first_min_bytes();
+// Applies a turn's edit (Catalog::apply), with the limits an append applies
+// when `limits` (a turn that stores new bytes): the tenant's retention and
+// quota and the store's byte budget, in its committing transaction, never to
+// the conversation it wrote; a conversation retention deleted is erased once
+// the outermost call has committed.
+TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here);
 
 }  // namespace detail
 }  // namespace colikv

@@ -142,17 +142,51 @@ std::optional<PrefixChunk> cut_piece(Store::Impl& s, const ConversationState& st
   return piece;
 }
 
-// Links the piece cut_piece made at the cut.
-void link_cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, PrefixChunk& piece, int64_t conv_id) {
-  WriteChunk w;
-  w.seq = static_cast<int64_t>(cut.whole);
-  w.first_pos = cut.covered;
-  w.hash = piece.hash;
-  w.produced = std::move(piece.produced);
-  w.prev = piece.prev;
-  w.n = static_cast<int64_t>(w.produced.tokens.size());
-  w.region = std::move(piece.region);
-  s.catalog->insert_link(conv_id, w.seq, put_chunk(s, st.model, w, st.conv.precision, s.where(st.conv.name)));
+// The piece cut_piece made, as an edit's one new chunk, at the cut.
+class PieceChunk : public detail::TurnChunks {
+ public:
+  PieceChunk(Store::Impl& s, const ConversationState& st, const Cut& cut, PrefixChunk& piece, std::string here)
+      : s_(s), st_(st), here_(std::move(here)) {
+    w_.seq = static_cast<int64_t>(cut.whole);
+    w_.first_pos = cut.covered;
+    w_.hash = piece.hash;
+    w_.produced = std::move(piece.produced);
+    w_.prev = piece.prev;
+    w_.n = static_cast<int64_t>(w_.produced.tokens.size());
+    w_.region = std::move(piece.region);
+  }
+  size_t size() const override { return 1; }
+  int64_t raw_bytes() const override { return w_.n * detail::token_raw_bytes(st_.model.sig); }
+  bool next(int64_t& raw) override {
+    if (taken_) return false;
+    taken_ = true;
+    raw = raw_bytes();
+    return true;
+  }
+  detail::NewChunkLink store(detail::ChunkWriter& writer, int64_t, detail::ChunkRecord* record) override {
+    return {w_.seq, put_chunk(s_, writer, st_.model, w_, st_.conv.precision, here_, record != nullptr, record)};
+  }
+  void stored() override {}
+
+ private:
+  Store::Impl& s_;
+  const ConversationState& st_;
+  const std::string here_;
+  WriteChunk w_;
+  bool taken_ = false;
+};
+
+// A cut's edit of the conversation `st` read: at its generation, of its model.
+detail::TurnEdit cut_edit(const ConversationState& st) {
+  detail::TurnEdit e;
+  e.name = st.conv.name;
+  e.conversation_id = st.conv.id;
+  e.generation = st.conv.generation;
+  e.model_id = st.model.id;
+  e.model = st.model.sig;
+  e.chunk_tokens = st.model.chunk_tokens;
+  e.now_ms = now_ms();
+  return e;
 }
 
 }  // namespace
@@ -171,24 +205,17 @@ void Store::truncate(const std::string& id, int64_t len) {
   if (len == c.count) return;
   const Cut cut = cut_at(chunks, len);
   std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  bool expired = false;
-  with_context(here, [&] {
-    auto now = s.find_conversation(id);
-    if (!now || now->generation != c.generation)
-      throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation meanwhile; retry");
-    std::vector<int64_t> dropped;
-    for (size_t k = cut.whole; k < chunks.size(); ++k) dropped.push_back(chunks[k].chunk_id);
-    s.catalog->unlink_from(c.id, static_cast<int64_t>(cut.whole));
-    if (tail) link_cut_piece(s, state, cut, *tail, c.id);
-    s.catalog->set_count(c.id, len, now_ms(), /*used=*/false);
-    s.free_unused_chunks(dropped);
-    // The piece is new bytes (the chunk it was cut from may stay, linked by
-    // a fork): the limits an append applies, never to this conversation.
-    if (tail) expired = detail::apply_limits(s, c.id);
-  });
-  txn->commit();
-  if (expired) s.erase_due = true;  // erased once the outermost call has committed (~StoreCall)
+  std::optional<PieceChunk> piece;
+  if (tail) piece.emplace(s, state, cut, *tail, s.where(c.name));
+  detail::TurnEdit e = cut_edit(state);
+  e.unlink_from = static_cast<int64_t>(cut.whole);
+  if (piece) e.chunks = &*piece;
+  e.count = len;
+  e.used = false;
+  for (size_t k = cut.whole; k < chunks.size(); ++k) e.free.push_back(chunks[k].chunk_id);
+  // The piece is new bytes (the chunk it was cut from may stay, linked by
+  // a fork): the limits an append applies, never to this conversation.
+  detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
 }
 
 void Store::remove(const std::string& id) {
@@ -221,26 +248,17 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
                                                  std::to_string(c.count));
   const Cut cut = cut_at(chunks, len);  // the chunks before the cut are shared as they are
   std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  bool expired = false;
-  with_context(here, [&] {
-    auto now = s.find_conversation(src);
-    if (!now || now->generation != c.generation)
-      throw Error(ErrorCode::kConflict, here + ": another writer changed the conversation meanwhile; retry");
-    if (s.find_conversation(dst))
-      throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
-    const int64_t t = now_ms();
-    const int64_t dst_id = s.catalog->insert_fork({dst, c.id, len, t});
-    for (size_t k = 0; k < cut.whole; ++k) s.catalog->insert_link(dst_id, static_cast<int64_t>(k), chunks[k].chunk_id);
-    if (tail) link_cut_piece(s, state, cut, *tail, dst_id);
-    s.catalog->touch_used(c.id, t);
-    // A fork that ends inside a chunk stores a piece: new bytes, under the
-    // limits an append applies (never to the fork itself). One that ends at a
-    // chunk boundary only links chunks the tenant holds already.
-    if (tail) expired = detail::apply_limits(s, dst_id);
-  });
-  txn->commit();
-  if (expired) s.erase_due = true;  // erased once the outermost call has committed (~StoreCall)
+  std::optional<PieceChunk> piece;
+  if (tail) piece.emplace(s, state, cut, *tail, s.where(c.name));
+  detail::TurnEdit e = cut_edit(state);
+  e.fork = detail::NewFork{dst, c.id, len, e.now_ms};
+  for (size_t k = 0; k < cut.whole; ++k) e.links.push_back({static_cast<int64_t>(k), chunks[k].chunk_id});
+  if (piece) e.chunks = &*piece;
+  e.touch_parent = true;
+  // A fork that ends inside a chunk stores a piece: new bytes, under the
+  // limits an append applies (never to the fork itself). One that ends at a
+  // chunk boundary only links chunks the tenant holds already.
+  detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
 }
 
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,

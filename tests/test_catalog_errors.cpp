@@ -45,16 +45,18 @@ TEST_CASE("catalog: a database's constraint error crosses catalog.h as colikv::E
   catalog->insert_model(model, 64, 1);
   const auto model_id = catalog->find_model_id(model.to_string());
   REQUIRE(model_id);
-  colikv::detail::NewConversation c;
-  c.name = "a";
-  c.model_id = *model_id;
-  c.precision = "f32";
-  c.metadata = "{}";
-  c.now_ms = 1;
-  catalog->insert_conversation(c);
-  c.name = "b";
-  catalog->insert_conversation(c);
-  c.name = "a";
+  // A conversation is created by a turn's edit (turn_edit.h).
+  const auto create = [&](const std::string& name) {
+    colikv::detail::TurnEdit e;
+    e.name = name;
+    e.create = colikv::detail::NewConversation{name, 0, "f32", "", "{}", 1};
+    e.model_id = *model_id;
+    e.count = 0;
+    e.now_ms = 1;
+    catalog->apply(e, "test");
+  };
+  create("a");
+  create("b");
 
   // Each failing call in a savepoint of its own, which its failure undoes (a
   // server's transaction takes no statement after an error until then).
@@ -62,14 +64,16 @@ TEST_CASE("catalog: a database's constraint error crosses catalog.h as colikv::E
     const auto savepoint = catalog->begin(Catalog::Access::kWrite, "test");
     return code_thrown(f);
   };
-  // The name is taken: the backend's unique constraint.
-  CHECK(in_savepoint([&] { catalog->insert_conversation(c); }) == ErrorCode::kConflict);
+  // The name is taken: refused by the edit, then by the backend's unique constraint.
+  CHECK(in_savepoint([&] { create("a"); }) == ErrorCode::kConflict);
   CHECK(in_savepoint([&] { catalog->set_text("b", colikv::detail::ConversationText::kName, "a", 2); }) ==
         ErrorCode::kConflict);
 
   const auto savepoint = catalog->begin(Catalog::Access::kWrite, "test");
   try {
-    colikv::detail::with_context("store s: conversation 'a'", [&] { catalog->insert_conversation(c); });
+    colikv::detail::with_context("store s: conversation 'a'", [&] {
+      catalog->set_text("b", colikv::detail::ConversationText::kName, "a", 2);
+    });
     FAIL("a taken name was inserted");
   } catch (const colikv::Error& e) {
     CHECK(e.code() == ErrorCode::kConflict);

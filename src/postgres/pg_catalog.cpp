@@ -263,19 +263,6 @@ void PgCatalog::delete_conversation(int64_t conversation_id) {
   run("DELETE FROM conversations WHERE conversation_id = $1", p, "deleting a conversation");
 }
 
-void PgCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) {
-  PgParams p;
-  p.add(count).add(now_ms).add(conversation_id);
-  if (used)
-    run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2, "
-        "last_used_ms = " COLIKV_PG_SERVER_MS " WHERE conversation_id = $3",
-        p, "updating a conversation");
-  else
-    run("UPDATE conversations SET token_count = $1, generation = generation + 1, updated_ms = $2 "
-        "WHERE conversation_id = $3",
-        p, "updating a conversation");
-}
-
 void PgCatalog::touch_used(int64_t conversation_id, int64_t) {
   PgParams p;
   p.add(conversation_id);
@@ -476,26 +463,6 @@ void PgCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
   m.add(static_cast<int64_t>(e.payload.size())).add(chunk_id);
   if (run("UPDATE chunk_meta SET payload_bytes = $1 WHERE chunk_id = $2", m, "recording a chunk").affected() == 0)
     record_chunk_meta(chunk_id, c, static_cast<int64_t>(e.payload.size()));
-}
-
-void PgCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
-  PgParams p;
-  p.add(conversation_id).add(seq).add(chunk_id);
-  run("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES ($1, $2, $3) "
-      "ON CONFLICT (conversation_id, seq) DO UPDATE SET chunk_id = excluded.chunk_id",
-      p, "linking a chunk");
-}
-
-void PgCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
-  PgParams p;
-  p.add(conversation_id).add(seq).add(chunk_id);
-  run("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES ($1, $2, $3)", p, "linking a chunk");
-}
-
-void PgCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
-  PgParams p;
-  p.add(conversation_id).add(first_seq);
-  run("DELETE FROM conversation_chunks WHERE conversation_id = $1 AND seq >= $2", p, "unlinking chunks");
 }
 
 std::string PgCatalog::id_array(const std::vector<int64_t>& ids) {

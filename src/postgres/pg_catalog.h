@@ -44,7 +44,7 @@
 namespace colikv {
 namespace detail {
 
-class PgCatalog : public Catalog {
+class PgCatalog : public Catalog, private ChunkWriter {
  public:
   // Connects to `uri` and brings its schema up to date (pg_migrations.h).
   PgCatalog(const std::string& uri, const Options& options);
@@ -52,17 +52,14 @@ class PgCatalog : public Catalog {
   PgConnection& connection() { return conn_; }
 
   std::unique_ptr<Transaction> begin(Access access, const std::string& what) override;
+  TurnResult apply(const TurnEdit& edit, const std::string& what) override;  // pg_turn.cpp
   // Called by the transactions begin() returns: an outermost write
   // transaction began, or ended (committed or rolled back).
   void write_began();
   void write_ended(bool committed) noexcept;
 
   std::optional<ConversationRow> find_conversation(const std::string& name) override;
-  int64_t insert_conversation(const NewConversation& c) override;
-  int64_t insert_fork(const NewFork& f) override;
   void delete_conversation(int64_t conversation_id) override;
-  void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) override;
-  void touch_used(int64_t conversation_id, int64_t now_ms) override;
   void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
   bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
@@ -84,11 +81,6 @@ class PgCatalog : public Catalog {
   std::optional<ChunkContent> read_chunk(int64_t chunk_id) override;
   std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) override;
   std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) override;
-  int64_t insert_chunk(const ChunkRecord& c) override;
-  void restore_payload(int64_t chunk_id, const ChunkRecord& c) override;
-  void link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) override;
-  void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) override;
-  void unlink_from(int64_t conversation_id, int64_t first_seq) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
   void free_queued_chunks() override;
 
@@ -128,6 +120,17 @@ class PgCatalog : public Catalog {
   void wait_before_write(int64_t) override {}  // the server has no background work the client waits for
 
  private:
+  // The turn's rows, which apply writes (pg_turn.cpp).
+  int64_t insert_conversation(const NewConversation& c);
+  int64_t insert_fork(const NewFork& f);
+  void touch_used(int64_t conversation_id, int64_t now_ms);
+  int64_t insert_chunk(const ChunkRecord& c) override;
+  void restore_payload(int64_t chunk_id, const ChunkRecord& c) override;
+  // In apply's transaction, one statement: drops the entries from
+  // edit.unlink_from on, links `links`, and sets the count (bumping the
+  // generation, which must still be `generation` unless it is negative).
+  void link_turn(int64_t conversation_id, const TurnEdit& edit, const std::vector<TurnLink>& links,
+                 int64_t generation);
   PgRows run(const char* sql, const PgParams& params, const char* what);
   // kConflict: a racing writer took the name of a conversation about to be created.
   [[noreturn]] static void throw_name_taken();

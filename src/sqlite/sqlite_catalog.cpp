@@ -467,16 +467,6 @@ void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chu
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) try {
-  auto link = statements_.use("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-  link->bind(1, conversation_id);
-  link->bind(2, seq);
-  link->bind(3, chunk_id);
-  link->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
 void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) try {
   auto del = statements_.use("DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
   del->bind(1, conversation_id);

@@ -25,7 +25,7 @@ namespace detail {
 // a writers row of a library before the lock file, sqlite_held.cpp).
 std::string& simulated_boot_id();
 
-class SqliteCatalog : public Catalog {
+class SqliteCatalog : public Catalog, private ChunkWriter {
  public:
   // Opens (or creates) the store at path (open_store) with its background
   // checkpointer when writable.
@@ -36,13 +36,10 @@ class SqliteCatalog : public Catalog {
   SQLite::Database& database() { return db_; }
 
   std::unique_ptr<Transaction> begin(Access access, const std::string& what) override;
+  TurnResult apply(const TurnEdit& edit, const std::string& what) override;
 
   std::optional<ConversationRow> find_conversation(const std::string& name) override;
-  int64_t insert_conversation(const NewConversation& c) override;
-  int64_t insert_fork(const NewFork& f) override;
   void delete_conversation(int64_t conversation_id) override;
-  void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used = true) override;
-  void touch_used(int64_t conversation_id, int64_t now_ms) override;
   void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
   bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
@@ -64,23 +61,8 @@ class SqliteCatalog : public Catalog {
   std::optional<ChunkContent> read_chunk(int64_t chunk_id) override;
   std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) override;
   std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) override;
-  int64_t insert_chunk(const ChunkRecord& c) override;
-  void restore_payload(int64_t chunk_id, const ChunkRecord& c) override;
-  void link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) override;
-  void insert_link(int64_t conversation_id, int64_t seq, int64_t chunk_id) override;
-  void unlink_from(int64_t conversation_id, int64_t first_seq) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
   void free_queued_chunks() override;
-  bool can_hold_chunks() override;
-  void begin_chunk_phase(const std::string& what) override;
-  void chunk_committed() noexcept override;
-  void end_chunk_phase() noexcept override;
-  void hold_chunk(int64_t chunk_id) override;
-  void index_chunk(int64_t chunk_id, const ChunkRecord& c) override;
-  void check_held(const std::vector<int64_t>& chunk_ids, const std::vector<ChunkRecord>& records,
-                  const std::string& what) override;
-  void release_held(const std::vector<int64_t>& chunk_ids) override;
-  void drop_held() noexcept override;
   std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) override;
 
   IntegrityReport check_integrity() override;
@@ -120,6 +102,63 @@ class SqliteCatalog : public Catalog {
 
  private:
   std::atomic<uint64_t> write_rollbacks_{0};
+  // The turn's rows (sqlite_catalog.cpp), which apply writes (sqlite_turn.cpp).
+  int64_t insert_conversation(const NewConversation& c);
+  int64_t insert_fork(const NewFork& f);
+  void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used);
+  void touch_used(int64_t conversation_id, int64_t now_ms);
+  int64_t insert_chunk(const ChunkRecord& c) override;
+  void restore_payload(int64_t chunk_id, const ChunkRecord& c) override;
+  void link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id);
+  void unlink_from(int64_t conversation_id, int64_t first_seq);
+  // Applying an edit (sqlite_turn.cpp): in the caller's write transaction,
+  // the conversation's rows, the links, the count, the frees and the
+  // store's finish; with `held`, the chunks stored and held before
+  // (objects first) instead of edit.chunks.
+  struct Held {
+    std::vector<int64_t> ids;
+    std::vector<ChunkRecord> records;
+    std::vector<int64_t> seqs;
+  };
+  TurnResult link_turn(const TurnEdit& edit, const std::string& what, const Held* held);
+  TurnResult apply_objects_first(const TurnEdit& edit, const std::string& what);
+  // Objects first (docs/design.md, "Objects first"; sqlite_held.cpp): a
+  // turn of several chunks stores each in a short write transaction of its
+  // own, holds it under this catalog's writers row, and links them all in one
+  // more. Whether it can now: writable, outside any transaction (an append
+  // nested in another's transaction keeps to it).
+  bool can_hold_chunks();
+  // Outside any transaction: before the first chunk transaction (records
+  // this writer; its chunk transactions then commit without a device flush:
+  // the link's covers them).
+  void begin_chunk_phase(const std::string& what);
+  // Outside any transaction, never throws: after each chunk transaction has
+  // committed. Starts the device write of the chunk's WAL frames, so that
+  // the next flush has about one chunk's frames left to write, and leaves
+  // other writers an opening to take the write lock before the next chunk.
+  void chunk_committed() noexcept;
+  // Outside any transaction, never throws: after the last chunk transaction,
+  // flushes the turn's chunk frames, so that the link's own flush is short.
+  void end_chunk_phase() noexcept;
+  // Write transaction. Records a chunk this writer stored or found as held:
+  // until release_held or drop_held, no other writer frees or evicts it, and
+  // no read sees it unless a chunk list names it.
+  void hold_chunk(int64_t chunk_id);
+  // Write transaction. Gives a chunk its chunk_meta row, from `c` and the
+  // stored payload's size, unless it has one.
+  void index_chunk(int64_t chunk_id, const ChunkRecord& c);
+  // Write transaction (the link's): kConflict saying the turn's chunks were
+  // taken unless each is still held by this writer and is the content its
+  // record describes (a reclaim that took this writer for dead may have
+  // freed it, and another writer reused its id since).
+  void check_held(const std::vector<int64_t>& chunk_ids, const std::vector<ChunkRecord>& records,
+                  const std::string& what);
+  // Write transaction (the link's). This writer's holds on the chunks end.
+  void release_held(const std::vector<int64_t>& chunk_ids);
+  // Outside any transaction, never throws: a turn failed after its chunk
+  // phase. Ends this writer's holds and deletes the chunks held that no chunk
+  // list names and no other writer holds; best effort.
+  void drop_held() noexcept;
   std::string path_;
   Options options_;
   SQLite::Database db_;

@@ -1,6 +1,6 @@
-// Objects first on SQLite (catalog.h, "Objects first"; docs/design.md): the
-// chunks a writer stored or found before its link, held in held_chunks under
-// its writers row, and the reclaim of those of writers certainly dead.
+// Objects first on SQLite (sqlite_turn.cpp; docs/design.md, "Objects first"):
+// the chunks a writer stored or found before its link, held in held_chunks
+// under its writers row, and the reclaim of those of writers certainly dead.
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>

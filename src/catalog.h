@@ -1,5 +1,6 @@
 // What the store needs from a database, free of any database's types: the
-// rows of conversations, models and chunks, chunk lists, and transactions.
+// rows of conversations, models and chunks, chunk lists, and transactions;
+// with its scans, its maintenance and its prefix index.
 // The SQLite implementation is src/sqlite/sqlite_catalog; a second backend
 // implements the same interface.
 //
@@ -39,7 +40,9 @@
 #include <string_view>
 #include <vector>
 
+#include "catalog_maintenance.h"
 #include "catalog_rows.h"
+#include "catalog_scans.h"
 #include "colikv/options.h"
 #include "prefix_index.h"
 #include "turn_edit.h"
@@ -47,9 +50,12 @@
 namespace colikv {
 namespace detail {
 
-class Catalog {
+// The rows of conversations, models and chunks, and transactions, here; the
+// scans (verify, stats) in catalog_scans.h, maintenance (limits, eviction,
+// compaction) in catalog_maintenance.h, the prefix index in prefix_index.h.
+class Catalog : public CatalogScans, public CatalogMaintenance {
  public:
-  virtual ~Catalog() = default;
+  ~Catalog() override = default;
 
   // A read snapshot, or a write transaction (SQLite: one writer at a time;
   // PostgreSQL: one per conversation, see "Writers" above); rolled back when
@@ -156,123 +162,6 @@ class Catalog {
   // run at once may leave one that another writer holds for later (it never
   // waits for it here): free_queued_chunks, or its own commit, frees it.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
-  // Outside any transaction: frees what free_unused_chunks left for later
-  // and no chunk list names by now, waiting for the writers that hold it;
-  // best effort (what it cannot free stays for the next call). gc and vacuum
-  // call it. SQLite has no queue: there it reclaims the held chunks of
-  // writers certainly dead (reclaim_dead_writers), as its writable open does.
-  virtual void free_queued_chunks() {}
-
-  // Verify and stats: reads, in the caller's snapshot.
-  // The database's own consistency check (SQLite: PRAGMA integrity_check).
-  virtual IntegrityReport check_integrity() = 0;
-  // All conversations by name, or the one named `only`.
-  virtual std::vector<ConversationRow> conversations_to_verify(const std::string& only) = 0;
-  // Each entry of a conversation's chunk list with its chunk's fields, in seq
-  // order; entries naming a missing chunk too (chunk_id none).
-  virtual void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) = 0;
-  // Every conversation's place in the fork tree.
-  virtual std::vector<LineageRow> lineage() = 0;
-  // The uses of chunks that still hold values, have no content digest, and
-  // are used more than once, by chunk id.
-  virtual void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) = 0;
-  // Chunks no chunk list names.
-  virtual std::vector<ChunkPlace> unused_chunks() = 0;
-  // Conversations whose tenant_id names no tenant row, whichever tenant this
-  // catalog's is: no Store can open them, read them or delete them.
-  virtual std::vector<StrandedConversation> conversations_of_no_tenant() = 0;
-  // By model id, of this catalog's tenant (Options::tenant): its
-  // conversations, and the chunks they use.
-  virtual std::vector<ModelUsageRow> model_usage() = 0;
-  // Every tenant of the store, whichever this catalog's is, by name.
-  virtual std::vector<TenantRow> tenant_usage() = 0;
-  // Every tenant's usage by model, whichever this catalog's is (as far as
-  // the server lets this role see), by tenant name then model id.
-  virtual std::vector<GaugeUsageRow> gauge_usage() = 0;
-  // Chunks writers hold mid-turn (hold_chunk); 0 where none are held.
-  virtual int64_t held_chunk_count() { return 0; }
-  // Bytes of the write-ahead log file beside the store (in file_bytes); 0 where none.
-  virtual int64_t wal_bytes() { return 0; }
-  // Write transaction. Lets the server role `role` use this catalog's tenant
-  // under row-level security (granted), or no longer (not granted): see
-  // Store::grant_tenant. A backend without roles throws kUnsupported.
-  virtual void set_tenant_role(const std::string& role, bool granted, int64_t now_ms);
-
-  // Tenant limits (TenantLimits), of this catalog's tenant
-  // The limits as stored, unchecked; a stored value that is not an integer
-  // is kCorrupt.
-  virtual TenantLimits tenant_limits() = 0;
-  // Write transaction. Sets both limits (none: NULL).
-  virtual void set_tenant_limits(const TenantLimits& limits) = 0;
-  // Write transaction. Keeps other writers from setting the tenant's limits
-  // until this one ends, for a read-modify-write of them; appends, which only
-  // read them, are not held up. Nothing where writers serialize.
-  virtual void lock_tenant_limits() {}
-  // The tenant's conversations last used before used_before_ms (strictly),
-  // least recently used first. In a write transaction, those another writer
-  // is using are left out, and the rest locked for deleting.
-  virtual std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) = 0;
-
-  // Eviction
-  // Which conversations an eviction weighs and evicts: all of the store's
-  // (the byte budget of Options::max_store_bytes), or this catalog's tenant's
-  // (Store::gc; tenants share no chunk, so its bytes are its own).
-  enum class Scope { kStore, kTenant };
-  // The payload bytes of the chunks in scope: all chunks, or those the
-  // tenant's conversations use.
-  virtual int64_t stored_payload_bytes(Scope scope) = 0;
-  // Conversations in scope, least recently used first, stepped lazily;
-  // chunks (not conversations) may change while it runs.
-  virtual void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) = 0;
-  // A conversation's chunks that still hold values, and their payload sizes.
-  virtual std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) = 0;
-  // Write transaction. Locks those of the chunks no other writer holds
-  // (linking, freeing or evicting it) and returns them: until this
-  // transaction ends, none of them is linked anew, so chunk_users counts
-  // read after it stay true. The others are left alone (an eviction keeps
-  // them). Where writers serialize, all of them.
-  virtual std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) { return chunk_ids; }
-  // How many chunk-list entries name the chunk.
-  virtual int64_t chunk_users(int64_t chunk_id) = 0;
-  // Write transaction. Drops a chunk's payload; its row and token ids stay.
-  virtual void evict_payload(int64_t chunk_id) = 0;
-  // Chunks of this catalog's tenant whose payload was evicted.
-  virtual int64_t evicted_chunk_count() = 0;
-  // Conversations of this catalog's tenant with at least one evicted chunk.
-  virtual int64_t evicted_conversation_count() = 0;
-  // What compact did beyond the file sizes the store measures itself.
-  struct CompactOutcome {
-    int64_t reclaimable_bytes = -1;  // free space inside the store before it; -1: not known
-    std::string held_back;           // empty, or why space it freed stays in the files for now
-  };
-  // Outside any transaction. Gives the store's free space back to the file
-  // system. Never waits for a reader while it holds the write lock, and lets
-  // writers in between steps of about step_bytes each where the backend can
-  // (SQLite: incremental vacuum; a store made before it converts with one full
-  // VACUUM, which writers wait for). Needs free disk space about the store's
-  // size for that full VACUUM (kDiskFull).
-  // progress(done, total) as it goes, in bytes given back (a server's
-  // rewrite: once, at its end); may be empty.
-  virtual CompactOutcome compact(const std::string& what, int64_t step_bytes,
-                                 const std::function<void(int64_t, int64_t)>& progress) = 0;
-  // Outside any transaction, after a gc's transaction: gives free pages back in
-  // steps as compact does, without its full rewrite. Nothing for a server,
-  // which manages its files.
-  virtual void release_free_pages(const std::string& what, int64_t step_bytes,
-                                  const std::function<void(int64_t, int64_t)>& progress) = 0;
-  // After a commit that deleted rows (delete, gc): makes their bytes
-  // unreadable in the store's files, as far as the backend allows (SQLite:
-  // sqlite/sqlite_erase.h; PostgreSQL: VACUUM of the tables, pg_catalog.cpp). Returns
-  // false when a reader holding an older snapshot kept it from finishing
-  // within the busy timeout: then it is tried again by the next call and when
-  // the store closes. Never throws: the delete itself has committed.
-  virtual bool erase_deleted(const std::string& what) = 0;
-  // Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL:
-  // its tables and indexes).
-  virtual int64_t file_bytes() = 0;
-  // The local files the store keeps, as suffixes of its location ("" for the
-  // location itself); none for a store on a server.
-  virtual std::vector<std::string> file_suffixes() const = 0;
 
   // The prefix index over this catalog's connection; lives as long as the
   // Catalog, read in the caller's snapshot.

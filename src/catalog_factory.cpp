@@ -31,14 +31,6 @@ namespace {
 }  // namespace
 #endif
 
-void Catalog::set_tenant_role(const std::string&, bool, int64_t) {
-  // SQLite, the one backend without roles: whoever reads the file reads every
-  // tenant, so its file mode is all the access control there is.
-  throw Error(ErrorCode::kUnsupported,
-              "tenant roles need a PostgreSQL store: a SQLite store has no server roles (its file mode, "
-              "Options::file_mode, decides who reads every tenant)");
-}
-
 std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options) {
   require_store_location(location);
   require_tenant_name(options.tenant, "store " + shown_location(location));

@@ -214,11 +214,13 @@ std::string canonical_name(const std::string& path) {
 }
 
 // The local files the store keeps (its backend's file_suffixes), named after
-// the file symbolic links lead to.
+// the file symbolic links lead to; none for a store on a server.
 std::vector<std::string> store_files(const Store::Impl& s) {
-  const std::string base = canonical_name(s.path);
   std::vector<std::string> out;
-  for (const std::string& suffix : s.catalog->file_suffixes()) out.push_back(base + suffix);
+  const detail::LocalFiles* files = s.catalog->local_files();
+  if (!files) return out;
+  const std::string base = canonical_name(s.path);
+  for (const std::string& suffix : files->file_suffixes()) out.push_back(base + suffix);
   return out;
 }
 

@@ -199,9 +199,11 @@ EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progr
   }
   // The freed pages back to the filesystem, a chunk's worth per transaction:
   // writers go in between, and the file follows the budget down.
-  with_context(s.where() + ": gc", [&] {
-    s.catalog->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
-  });
+  // A server gives its pages back itself.
+  if (detail::LocalFiles* files = s.catalog->local_files())
+    with_context(s.where() + ": gc", [&] {
+      files->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
+    });
   // The evicted values, out of the store's files too. Not after the budget's
   // eviction in an append: that would checkpoint on every append at the budget.
   if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
@@ -271,7 +273,9 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   // it since this one's last read is kept, not overwritten with a stale value.
   TenantLimits merged = limits;
   if (!bytes || !idle) {
-    with_context(here, [&] { s.catalog->lock_tenant_limits(); });
+    // Where writers serialize, the write transaction holds them off already.
+    if (detail::ConcurrentWriters* writers = s.catalog->concurrent_writers())
+      with_context(here, [&] { writers->lock_tenant_limits(); });
     const TenantLimits stored = detail::stored_limits(s, here);
     if (!bytes) merged.max_bytes = stored.max_bytes;
     if (!idle) merged.max_idle_ms = stored.max_idle_ms;

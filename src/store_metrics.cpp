@@ -33,8 +33,8 @@ Gauges Store::gauges() {
       if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;
       g.rows.push_back({r.tenant, m->second, r.conversations, r.tokens, r.stored_bytes, r.evicted_bytes});
     }
-    g.held_chunks = s.catalog->held_chunk_count();
-    g.wal_bytes = s.catalog->wal_bytes();
+    if (detail::HeldChunks* held = s.catalog->held_chunks()) g.held_chunks = held->held_chunk_count();
+    if (detail::LocalFiles* files = s.catalog->local_files()) g.wal_bytes = files->wal_bytes();
     g.file_bytes = s.catalog->file_bytes() - g.wal_bytes;
   });
   return g;

@@ -1,5 +1,5 @@
 // Store::grant_tenant and Store::revoke_tenant: a server role per tenant
-// (catalog.h, Catalog::set_tenant_role; docs/postgres.md).
+// (catalog_maintenance.h, TenantRoles; docs/postgres.md).
 #include "store_impl.h"
 
 #include "backend_error.h"
@@ -19,8 +19,15 @@ void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) {
   if (role.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": " + op + ": the role name is empty");
   s.require_writable(op);
   const std::string here = s.where() + ": " + op;
+  detail::TenantRoles* roles = s.catalog->tenant_roles();
+  // SQLite, the one backend without roles: whoever reads the file reads every
+  // tenant, so its file mode is all the access control there is.
+  if (!roles)
+    throw Error(ErrorCode::kUnsupported,
+                here + ": tenant roles need a PostgreSQL store: a SQLite store has no server roles (its file mode, "
+                       "Options::file_mode, decides who reads every tenant)");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  detail::with_context(here, [&] { s.catalog->set_tenant_role(role, granted, detail::now_ms()); });
+  detail::with_context(here, [&] { roles->set_tenant_role(role, granted, detail::now_ms()); });
   txn->commit();
 }
 

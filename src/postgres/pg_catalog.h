@@ -44,7 +44,7 @@
 namespace colikv {
 namespace detail {
 
-class PgCatalog : public Catalog, private ChunkWriter {
+class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, private ChunkWriter {
  public:
   // Connects to `uri` and brings its schema up to date (pg_migrations.h).
   PgCatalog(const std::string& uri, const Options& options);
@@ -110,13 +110,14 @@ class PgCatalog : public Catalog, private ChunkWriter {
   int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes,
                          const std::function<void(int64_t, int64_t)>& progress) override;
-  void release_free_pages(const std::string& what, int64_t step_bytes,
-                          const std::function<void(int64_t, int64_t)>& progress) override;
   bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
 
   PrefixIndex& prefix_index() override;
-  std::vector<std::string> file_suffixes() const override { return {}; }  // the server keeps the files
+  HeldChunks* held_chunks() override { return nullptr; }  // one transaction per turn: no chunk is held before its link
+  LocalFiles* local_files() override { return nullptr; }  // the server keeps the files, and gives their pages back itself
+  ConcurrentWriters* concurrent_writers() override { return this; }
+  TenantRoles* tenant_roles() override { return this; }
   void wait_before_write(int64_t) override {}  // the server has no background work the client waits for
 
  private:

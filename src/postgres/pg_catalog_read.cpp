@@ -522,8 +522,6 @@ Catalog::CompactOutcome PgCatalog::compact(const std::string& what, int64_t,
   return {};
 }
 
-void PgCatalog::release_free_pages(const std::string&, int64_t, const std::function<void(int64_t, int64_t)>&) {}  // the server's autovacuum does
-
 bool PgCatalog::erase_deleted(const std::string& what) {
   // What a client may do: a plain VACUUM (which also vacuums each table's
   // TOAST table, where the payloads are) drops the dead rows and their index

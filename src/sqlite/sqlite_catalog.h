@@ -25,7 +25,7 @@ namespace detail {
 // a writers row of a library before the lock file, sqlite_held.cpp).
 std::string& simulated_boot_id();
 
-class SqliteCatalog : public Catalog, private ChunkWriter {
+class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, private ChunkWriter {
  public:
   // Opens (or creates) the store at path (open_store) with its background
   // checkpointer when writable.
@@ -95,6 +95,10 @@ class SqliteCatalog : public Catalog, private ChunkWriter {
   int64_t held_chunk_count() override;
   int64_t wal_bytes() override;
   std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal", "-writers"}; }
+  HeldChunks* held_chunks() override { return this; }
+  LocalFiles* local_files() override { return this; }
+  ConcurrentWriters* concurrent_writers() override { return nullptr; }  // its write transaction excludes every other writer
+  TenantRoles* tenant_roles() override { return nullptr; }              // a file has no server roles
 
   PrefixIndex& prefix_index() override;
   void wait_before_write(int64_t raw_bytes) override;

@@ -77,8 +77,8 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // their commit. A row read inside one may be gone, and its id another
   // row's: SQLite gives a rolled-back row's id to the next row inserted. A
   // backend whose ids are never handed out twice (PostgreSQL's sequences)
-  // need not count.
-  virtual uint64_t write_rollbacks() const { return 0; }
+  // may answer 0 always.
+  virtual uint64_t write_rollbacks() const = 0;
 
   // A turn (turn_edit.h): applies `edit` whole, or throws and leaves the
   // store as it was. Outside a transaction it commits its own (a backend

@@ -119,6 +119,9 @@ class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, 
   ConcurrentWriters* concurrent_writers() override { return this; }
   TenantRoles* tenant_roles() override { return this; }
   void wait_before_write(int64_t) override {}  // the server has no background work the client waits for
+  // A sequence never hands an id out twice, even one a rolled-back
+  // transaction took: a row read before a rollback keeps its id to itself.
+  uint64_t write_rollbacks() const override { return 0; }
 
  private:
   // The turn's rows, which apply writes (pg_turn.cpp).

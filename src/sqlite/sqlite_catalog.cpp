@@ -682,7 +682,7 @@ void SqliteCatalog::wait_before_write(int64_t raw_bytes) try {
 }
 
 PrefixIndex& SqliteCatalog::prefix_index() {
-  if (!prefix_index_) prefix_index_ = std::make_unique<SqlitePrefixIndex>(statements_, tenant_id_, anchor_);
+  if (!prefix_index_) prefix_index_ = std::make_unique<SqlitePrefixIndex>(*this, statements_, tenant_id_, anchor_);
   return *prefix_index_;
 }
 

@@ -1,5 +1,6 @@
-// The PrefixIndex (catalog.h) over chunk_meta's indexes, with its statements
-// prepared once per store.
+// The PrefixIndex (prefix_index.h) over chunk_meta's indexes, with its
+// statements prepared once per store: each question answered by a few local
+// queries in one read transaction.
 #ifndef COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 #define COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 
@@ -20,30 +21,31 @@ void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev, const std
 class SqlitePrefixIndex : public PrefixIndex {
  public:
   // Over the conversations of tenant tenant_id, whose regions at position 0
-  // chunk_meta indexes after `anchor`.
-  SqlitePrefixIndex(StatementCache& cache, int64_t tenant_id, std::string anchor)
-      : cache_(cache), tenant_id_(tenant_id), anchor_(std::move(anchor)) {}
+  // chunk_meta indexes after `anchor`; a lookup reads in one of catalog's
+  // read transactions.
+  SqlitePrefixIndex(Catalog& catalog, StatementCache& cache, int64_t tenant_id, std::string anchor)
+      : catalog_(catalog), cache_(cache), tenant_id_(tenant_id), anchor_(std::move(anchor)) {}
 
-  std::optional<std::string> next_precision(int64_t model_id, const std::string& after) override;
-  bool chain_stored(int64_t model_id, const ChunkHash& chain) override;
-  bool follower_in_range(int64_t model_id, const std::string& precision, const ChunkHash* prev,
-                         const std::string& from, const std::string& to) override;
-  bool follower_equal(int64_t model_id, const std::string& precision, const ChunkHash* prev,
-                      const std::string& exact) override;
-  std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq) override;
-  std::optional<std::string> indexed_tokens(int64_t chunk_id, int64_t model_id, const std::string& precision,
-                                            const ChunkHash* prev) override;
-  std::vector<ListedTokens> token_lists_from(int64_t conversation_id, int64_t seq, int64_t limit) override;
+  std::unique_ptr<Lookup> lookup(const std::string& signature, const std::string& what) override;
   std::optional<int64_t> first_evicted_pos(int64_t conversation_id, int64_t end_pos) override;
-  std::optional<std::pair<int64_t, int64_t>> last_used(const std::string& name) override;
-  void visit_recent(int64_t limit, const ConversationVisitor& f) override;
-  void visit_users_of_chain(int64_t model_id, const ChunkHash& chain, int64_t seq,
-                            const ConversationVisitor& f) override;
-  void visit_users_of_prefix(int64_t model_id, const std::string& precision, const ChunkHash* prev,
-                             const std::string& from, const std::string& to, const std::string& exact, int64_t seq,
-                             const ConversationVisitor& f) override;
+
+  // The queries a lookup's answers are made of (sqlite_prefix_index.cpp).
+  std::optional<std::string> next_precision(int64_t model_id, const std::string& after);
+  bool chain_stored(int64_t model_id, const ChunkHash& chain);
+  int64_t longest_follower(int64_t model_id, const std::string& precision, const ChunkHash* prev,
+                           const int32_t* region, int64_t r);
+  Holders holders(int64_t model_id, const std::string& precision, const Step& step, int64_t skip, int64_t limit);
 
  private:
+  bool follows(int64_t model_id, const std::string& precision, const ChunkHash* prev, const TokenRegion& region);
+  bool uses(int64_t conversation_id, int64_t model_id, const std::string& precision, const Step& step);
+  std::optional<std::vector<Holder>> recent_users(int64_t model_id, const std::string& precision, const Step& step,
+                                                  int64_t want);
+  std::optional<ChainEntry> chain_at(int64_t conversation_id, int64_t seq);
+  std::vector<ListedTokens> lists_from(int64_t conversation_id, int64_t model_id, const std::string& precision,
+                                       const Step& step);
+
+  Catalog& catalog_;
   StatementCache& cache_;
   int64_t tenant_id_;
   std::string anchor_;

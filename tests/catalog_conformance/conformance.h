@@ -26,6 +26,7 @@
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "test_support.h"
+#include "turn_edit.h"
 
 namespace conformance {
 
@@ -34,7 +35,7 @@ using colikv::detail::Catalog;
 using colikv::detail::ChunkSummary;
 using colikv::detail::ConversationInfoRow;
 using colikv::detail::NewConversation;
-using colikv::detail::NewFork;
+using colikv::detail::TurnEdit;
 using Access = colikv::detail::Catalog::Access;
 
 // The code of the colikv::Error that f throws, in a savepoint of its own that
@@ -52,6 +53,17 @@ ErrorCode refused(Catalog& catalog, F&& f) {
     FAIL("not a colikv::Error crossed catalog.h: " << e.what());
   }
   return ErrorCode::kOk;
+}
+
+// Creates conversation n through catalog.apply, as a create edit of no chunk:
+// in a transaction of its own, or as a savepoint of the one open; its id.
+inline int64_t create_in(Catalog& catalog, const NewConversation& n) {
+  TurnEdit e;
+  e.name = n.name;
+  e.create = n;
+  e.model_id = n.model_id;
+  e.now_ms = n.now_ms;
+  return catalog.apply(e, "conformance: creating a conversation").conversation_id;
 }
 
 // A store on the backend under test (tests/backend.h) of tiny_model, chunks of
@@ -123,25 +135,27 @@ class Conformance : public colikv_test::StoreFixture {
     n.now_ms = now_ms;
     return n;
   }
-  // Inserts a conversation in a write transaction of its own; its id.
-  int64_t insert(const NewConversation& n) {
-    auto txn = catalog().begin(Access::kWrite, "conformance: inserting a conversation");
-    const int64_t id = catalog().insert_conversation(n);
-    txn->commit();
-    return id;
-  }
+  // Creates a conversation through Catalog::apply (a create edit, no chunks),
+  // committed; its id.
+  int64_t insert(const NewConversation& n) { return create_in(catalog(), n); }
   // A conversation's id; fails the case when there is none.
   int64_t id_of(const std::string& name) {
     const auto row = catalog().find_conversation(name);
     REQUIRE(row);
     return row->id;
   }
-  // Sets a conversation's last-used time, committed.
+  // Sets a conversation's last-used time exactly, committed, through SQL: a
+  // catalog sets it from its backend's clock (PostgreSQL: the server's).
+  // The catalog stays open: the statement runs on a connection of its own.
   void used_at(const std::string& name, int64_t ms) {
-    const int64_t id = id_of(name);
-    auto txn = catalog().begin(Access::kWrite, "conformance: setting a last use");
-    catalog().touch_used(id, ms);
-    txn->commit();
+    colikv_test::store_exec(path, "UPDATE conversations SET last_used_ms = " + std::to_string(ms) + " WHERE name = ?",
+                            {name});
+  }
+  // The clock a catalog reads a last use from: on PostgreSQL the server's
+  // (COLIKV_PG_SERVER_MS), read now; none on SQLite, which takes the caller's.
+  std::optional<int64_t> server_ms() {
+    if (!colikv_test::testing_postgres()) return std::nullopt;
+    return colikv_test::store_int(path, "SELECT (extract(epoch FROM clock_timestamp())*1000)::bigint");
   }
 
  private:

@@ -56,7 +56,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: conversations_to_verify list
     const auto other = open(tenant("other"));
     auto txn = other->begin(Access::kWrite, "conformance");
     NewConversation n = conversation("A");
-    other->insert_conversation(n);
+    create_in(*other, n);
     txn->commit();
   }
   const auto all = c.conversations_to_verify("");
@@ -151,24 +151,15 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: for_each_verify_row gives ea
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: lineage gives each of the tenant's conversations its parent "
                               "and fork point", "[backends][catalog]") {
+  put("p", 10, 1);
+  fork("p", "f", 8);
   Catalog& c = catalog();
-  const int64_t p = insert(conversation("p"));
-  NewFork f;
-  f.name = "f";
-  f.parent_id = p;
-  f.count = 3;
-  f.now_ms = 2000;
-  int64_t fid = 0;
-  {
-    auto txn = c.begin(Access::kWrite, "conformance");
-    fid = c.insert_fork(f);
-    txn->commit();
-  }
+  const int64_t p = id_of("p"), fid = id_of("f");
   {
     const auto other = open(tenant("other"));
     auto txn = other->begin(Access::kWrite, "conformance");
     NewConversation n = conversation("x");
-    other->insert_conversation(n);
+    create_in(*other, n);
     txn->commit();
   }
   auto rows = c.lineage();
@@ -181,7 +172,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: lineage gives each of the te
   CHECK(rows[1].id == fid);
   CHECK(rows[1].name == "f");
   CHECK(rows[1].parent_id == p);
-  CHECK(rows[1].forked_at == 3);
+  CHECK(rows[1].forked_at == 8);
 }
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: model_usage, tenant_usage and gauge_usage count conversations, "

@@ -8,12 +8,12 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a committed write is seen by
   Catalog& c = catalog();
   {
     auto txn = c.begin(Access::kWrite, "conformance");
-    c.insert_conversation(conversation("kept"));
+    create_in(c, conversation("kept"));
     txn->commit();
   }
   {
     auto txn = c.begin(Access::kWrite, "conformance");
-    c.insert_conversation(conversation("dropped"));
+    create_in(c, conversation("dropped"));
     CHECK(c.find_conversation("dropped"));  // the transaction sees its own work
   }
   CHECK_FALSE(c.find_conversation("dropped"));
@@ -35,7 +35,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a read transaction reads one
     {
       auto txn = other->begin(Access::kWrite, "conformance");
       NewConversation n = conversation("b");
-      other->insert_conversation(n);
+      create_in(*other, n);
       txn->commit();
     }
     CHECK(c.conversation_count() == 1);
@@ -53,21 +53,21 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: nested transactions are save
   const NewConversation outer = conversation("outer"), inner = conversation("inner"), kept = conversation("kept");
   {
     auto txn = c.begin(Access::kWrite, "conformance");
-    c.insert_conversation(outer);
+    create_in(c, outer);
     {
       auto savepoint = c.begin(Access::kWrite, "conformance: inner");
-      c.insert_conversation(inner);
+      create_in(c, inner);
       CHECK(c.find_conversation("inner"));
     }  // rolled back
     CHECK_FALSE(c.find_conversation("inner"));
     CHECK(c.find_conversation("outer"));
     {
       auto savepoint = c.begin(Access::kWrite, "conformance: inner");
-      c.insert_conversation(kept);
+      create_in(c, kept);
       savepoint->commit();  // kept with the outer transaction
     }
     // A call that fails inside its own savepoint leaves the outer transaction usable.
-    CHECK(refused(c, [&] { c.insert_conversation(outer); }) == ErrorCode::kConflict);
+    CHECK(refused(c, [&] { create_in(c, outer); }) == ErrorCode::kConflict);
     c.set_text("outer", colikv::detail::ConversationText::kTitle, "after the failure", 2000);
     txn->commit();
   }
@@ -83,7 +83,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: nested transactions are save
     auto txn = c.begin(Access::kWrite, "conformance");
     {
       auto savepoint = c.begin(Access::kWrite, "conformance: inner");
-      c.insert_conversation(inner);
+      create_in(c, inner);
       savepoint->commit();
     }
   }
@@ -93,7 +93,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: nested transactions are save
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: a write method in a read transaction is refused and changes "
                               "nothing", "[backends][catalog]") {
-  const int64_t id = insert(conversation("a", 1000));
+  insert(conversation("a", 1000));
   Catalog& c = catalog();
   const std::string before = shown(c, "a");
   {
@@ -101,7 +101,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a write method in a read tra
     REQUIRE(c.find_conversation("a"));
     ErrorCode code = ErrorCode::kOk;
     try {
-      c.touch_used(id, 5000);
+      c.set_text("a", colikv::detail::ConversationText::kTitle, "written in a read transaction", 5000);
     } catch (const colikv::Error& e) {
       code = e.code();
     }

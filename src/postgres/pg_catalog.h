@@ -38,8 +38,11 @@
 // The server's clock, in milliseconds since the epoch, as SQL: what a
 // conversation's last-used time is written with and retention measures idle
 // time against. The hosts sharing a store may disagree on the time; the
-// server is the one clock they all see.
-#define COLIKV_PG_SERVER_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+// server is the one clock they all see. The transaction's start time, not the
+// statement's: every row one call writes gets the same time, as on SQLite
+// (one now_ms per call), so a fork and the parent it touches tie, and the
+// newer row, the fork, lists first.
+#define COLIKV_PG_SERVER_MS "(extract(epoch FROM now()) * 1000)::bigint"
 
 namespace colikv {
 namespace detail {

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "call_gate.h"
+#include "store/call_gate.h"
 #include "colikv/metrics.h"
 #include "colikv/store.h"
 

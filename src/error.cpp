@@ -1,6 +1,6 @@
 #include "colikv/error.h"
 
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 namespace colikv {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "test_sync_point.h"
+#include "core/test_sync_point.h"
 
 namespace colikv_test {
 

@@ -21,8 +21,8 @@
 #include "colikv/copy.h"
 #include "colikv/store.h"
 #include "fault_vfs.h"
-#include "async_writer.h"
-#include "store_impl.h"
+#include "store/write/async_writer.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;

@@ -19,14 +19,14 @@
 
 #include "colikv/copy.h"
 #include "colikv/store.h"
-#include "async_writer.h"
+#include "store/write/async_writer.h"
 #include "backend.h"
 #include "cli_run.h"
 #include "core/chunk_codec.h"
-#include "kv_planes.h"
+#include "store/kv_planes.h"
 #include "sqlite/sqlite_checkpointer.h"
 #include "sqlite/sqlite_connection.h"
-#include "store_impl.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 
 using colikv::Error;

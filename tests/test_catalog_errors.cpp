@@ -1,4 +1,4 @@
-// The backend boundary (src/catalog.h): a database's own error crosses the
+// The backend boundary (src/catalog/catalog.h): a database's own error crosses the
 // Catalog interface as colikv::Error with the code its backend maps it to,
 // never as the backend's exception type (SQLiteCpp's, the PostgreSQL
 // backend's), and with_context puts what the store was doing before it.
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "backend.h"
-#include "backend_error.h"
-#include "catalog.h"
+#include "catalog/backend_error.h"
+#include "catalog/catalog.h"
 #include "colikv/error.h"
 #include "test_support.h"
 

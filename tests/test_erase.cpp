@@ -19,7 +19,7 @@
 #include "colikv/store.h"
 #include "proc_util.h"
 #include "sqlite/sqlite_catalog.h"
-#include "store_impl.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 
 using colikv_test::ChildProcess;

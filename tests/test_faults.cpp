@@ -32,8 +32,8 @@
 #include "crash_workload.h"
 #include "fault_vfs.h"
 #include "sqlite/sqlite_catalog.h"
-#include "store_append.h"
-#include "store_impl.h"
+#include "store/write/append.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 
 namespace wl = colikv_test::workload;

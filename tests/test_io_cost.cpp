@@ -12,9 +12,9 @@
 
 #include "colikv/store.h"
 #include "fault_vfs.h"
-#include "kv_planes.h"
+#include "store/kv_planes.h"
 #include "sqlite/sqlite_catalog.h"
-#include "store_impl.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 
 using colikv::ModelSignature;

@@ -28,7 +28,7 @@
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "proc_util.h"
-#include "store_append.h"
+#include "store/write/append.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;

@@ -16,7 +16,7 @@
 #include "colikv/store.h"
 #include "postgres/pg_catalog.h"
 #include "postgres/pg_connection.h"
-#include "store_impl.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;

@@ -13,11 +13,11 @@
 #include <string>
 #include <thread>
 
-#include "async_writer.h"
+#include "store/write/async_writer.h"
 #include "colikv/copy.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
-#include "store_impl.h"
+#include "store/store_impl.h"
 #include "test_support.h"
 #include "watchdog.h"
 

@@ -1,6 +1,6 @@
 // The .coli_kv file as read and written (docs/format.md): its header parsed
 // and checked, and the file helpers import and export share
-// (src/coli_kv.cpp). Not installed.
+// (src/store/read/coli_kv.cpp). Not installed.
 #ifndef COLIKV_SRC_CORE_COLI_KV_FILE_H
 #define COLIKV_SRC_CORE_COLI_KV_FILE_H
 

@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "colikv/options.h"
 #include "postgres/pg_connection.h"
 

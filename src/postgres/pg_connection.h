@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "backend_error.h"
+#include "catalog/backend_error.h"
 #include "core/chunk_codec.h"
 #include "colikv/error.h"
-#include "store_location.h"
+#include "store/location.h"
 
 namespace colikv {
 namespace detail {

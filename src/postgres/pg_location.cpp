@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "store_location.h"
+#include "store/location.h"
 
 namespace colikv {
 namespace detail {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "migration.h"
+#include "catalog/migration.h"
 #include "postgres/pg_connection.h"
 
 namespace colikv {

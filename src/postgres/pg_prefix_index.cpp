@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "chunk_layout.h"
+#include "store/write/chunk_layout.h"
 
 namespace colikv {
 namespace detail {

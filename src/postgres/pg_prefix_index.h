@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "postgres/pg_connection.h"
 
 namespace colikv {

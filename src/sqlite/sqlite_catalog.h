@@ -11,7 +11,7 @@
 #include <map>
 #include <memory>
 
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "colikv/options.h"
 #include "sqlite/sqlite_checkpointer.h"
 #include "sqlite/sqlite_statement_cache.h"

@@ -15,9 +15,9 @@
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "sqlite/sqlite_writer_lock.h"
-#include "store_location.h"
+#include "store/location.h"
 
 namespace colikv {
 namespace detail {

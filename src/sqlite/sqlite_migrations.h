@@ -7,7 +7,7 @@
 
 #include <SQLiteCpp/Database.h>
 
-#include "migration.h"
+#include "catalog/migration.h"
 
 namespace colikv {
 namespace detail {

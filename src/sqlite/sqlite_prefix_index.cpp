@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "chunk_layout.h"
+#include "store/write/chunk_layout.h"
 #include "sqlite/sqlite_util.h"
 
 namespace colikv {

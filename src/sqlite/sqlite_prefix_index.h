@@ -4,7 +4,7 @@
 #ifndef COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 #define COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "core/store_limits.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 namespace colikv {
 namespace detail {

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "backend_error.h"
+#include "catalog/backend_error.h"
 #include "core/chunk_codec.h"
 #include "colikv/error.h"
 #include "sqlite/sqlite_statement_cache.h"

@@ -1,5 +1,5 @@
 // The catalog conformance suite (tests/catalog_conformance/, one file per
-// role of src/catalog.h): what each call returns, what it refuses, and what
+// role of src/catalog/catalog.h): what each call returns, what it refuses, and what
 // it leaves untouched when it fails, stated once and run on every backend.
 // Its cases are tagged [backends], so that tests/CMakeLists.txt runs each on
 // SQLite and again, named "postgres: ...", on the test server; a new backend
@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "backend.h"
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "test_support.h"
-#include "turn_edit.h"
+#include "catalog/turn_edit.h"
 
 namespace conformance {
 

@@ -1,4 +1,4 @@
-// Catalog conformance, a turn's edit (src/turn_edit.h, Catalog::apply): on
+// Catalog conformance, a turn's edit (src/catalog/turn_edit.h, Catalog::apply): on
 // every backend, apply returns the conversation the links went to and the
 // new chunks' ids in order; it refuses an existing conversation at another
 // generation, and a name to create that is taken, with kConflict; and an edit
@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "backend.h"
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "colikv/error.h"
 #include "core/chunk_codec.h"
 #include "test_support.h"
-#include "turn_edit.h"
+#include "catalog/turn_edit.h"
 
 using colikv::ErrorCode;
 using colikv::detail::Catalog;

@@ -1,4 +1,4 @@
-// Catalog conformance: the prefix index (src/prefix_index.h), the questions
+// Catalog conformance: the prefix index (src/catalog/prefix_index.h), the questions
 // Store::match asks: the model and its precisions, each precision's walk (the
 // whole chunks stored, the longest follower after them) and the holders of a
 // step, most recently used first, each with the rows match checks it
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "core/chunk_codec.h"
 #include "test_support.h"
 

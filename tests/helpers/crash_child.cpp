@@ -41,7 +41,7 @@
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "crash_workload.h"
-#include "store_append.h"
+#include "store/write/append.h"
 
 namespace wl = colikv_test::workload;
 

@@ -46,7 +46,7 @@
 #include "colikv/error.h"
 #include "colikv/store.h"
 #include "append_hook.h"
-#include "store_append.h"
+#include "store/write/append.h"
 #include "test_support.h"
 
 using colikv::ModelSignature;

@@ -4,7 +4,7 @@
 
 #include "core/chunk_codec.h"
 #include "sqlite/sqlite_connection.h"
-#include "store_impl.h"
+#include "store/store_impl.h"
 #if COLIKV_WITH_POSTGRES
 #include "postgres/pg_catalog.h"
 #endif

@@ -1,0 +1,43 @@
+// Store::metrics and Store::gauges (colikv/metrics.h): what a Store counted,
+// and what its store holds.
+#include <map>
+
+#include "catalog/backend_error.h"
+#include "store/store_call.h"
+#include "store/store_impl.h"
+#include "store/location.h"
+
+namespace colikv {
+
+Metrics Store::metrics() {
+  Impl& s = *impl_;
+  // In the gate: another thread may be closing the Store.
+  const detail::CallGate::Call in_flight(s.gate, [&] { return s.where(); });
+  Metrics m;
+  m.tenant = s.options.tenant;
+  s.counters.add_to(m);
+  return m;
+}
+
+Gauges Store::gauges() {
+  detail::StoreCall call(*impl_);
+  Impl& s = *impl_;
+  const std::string here = s.where() + ": gauges";
+  Gauges g;
+  g.store = detail::shown_location(s.path);
+  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
+  detail::with_context(here, [&] {
+    std::map<int64_t, std::string> models;
+    for (const detail::GaugeUsageRow& r : s.catalog->gauge_usage()) {
+      auto m = models.find(r.model_id);
+      if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;
+      g.rows.push_back({r.tenant, m->second, r.conversations, r.tokens, r.stored_bytes, r.evicted_bytes});
+    }
+    if (detail::HeldChunks* held = s.catalog->held_chunks()) g.held_chunks = held->held_chunk_count();
+    if (detail::LocalFiles* files = s.catalog->local_files()) g.wal_bytes = files->wal_bytes();
+    g.file_bytes = s.catalog->file_bytes() - g.wal_bytes;
+  });
+  return g;
+}
+
+}  // namespace colikv

@@ -1,0 +1,111 @@
+// StoreCall, the lock every Store call takes (store_call.cpp). Not installed.
+#ifndef COLIKV_SRC_STORE_CALL_H
+#define COLIKV_SRC_STORE_CALL_H
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "colikv/store.h"
+#include "metrics/metrics.h"
+#include "store/store_impl.h"  // the lock the annotations name
+#include "core/thread_annotations.h"
+
+namespace colikv {
+namespace detail {
+
+class CallGate;
+
+// A call counted in a Store's gate (CallGate::enter) until it is destroyed.
+class GateTicket {
+ public:
+  GateTicket() = default;
+  explicit GateTicket(CallGate* entered) : gate_(entered) {}
+  GateTicket(GateTicket&& o) noexcept : gate_(o.gate_) { o.gate_ = nullptr; }
+  GateTicket& operator=(GateTicket&& o) noexcept;
+  ~GateTicket();
+  explicit operator bool() const { return gate_ != nullptr; }
+
+ private:
+  CallGate* gate_ = nullptr;
+};
+
+// A Store's lock held for one call, and the Store's call nesting: the
+// outermost hold of a Store on a thread (Store::Impl::call_thread_) commits
+// the Store's pending counts when it ends and drops them when an exception
+// ends it, counting the error by its code (colikv/metrics.h) unless
+// counts_errors is false (then only a conflict is counted), and erases what
+// a tenant's retention deleted in it (Store::Impl::erase_if_due).
+class SCOPED_CAPABILITY StoreHold {
+ public:
+  StoreHold(Store::Impl& s, bool counts_errors) ACQUIRE(s.mu);
+  ~StoreHold() RELEASE();
+  StoreHold(const StoreHold&) = delete;
+  StoreHold& operator=(const StoreHold&) = delete;
+
+ private:
+  Store::Impl& s_;
+  std::unique_lock<std::recursive_mutex> lock_;
+  bool counts_errors_;
+  int exceptions_ = 0;         // std::uncaught_exceptions() when it began
+  uint64_t errors_noted_ = 0;  // errors_noted() when it began
+  StoreCounters* outer_counters_ = nullptr;
+};
+
+// True when this thread is in a call of s (holds its lock in a StoreHold):
+// a call on s now is nested in that one.
+bool in_call(const Store::Impl& s) noexcept;
+
+// Locks a Store for one call after waiting for the queued appends the call
+// must see: of the conversation named, or of all (read your own writes).
+// A Store's outermost call on a thread is counted in the Store's gate: it
+// fails at once in a forked child or while the Store is being destroyed, and
+// the destructor waits for it.
+// A call nested in a call of the same Store on the same thread (a progress
+// callback's), and the writer thread's own, does not wait: the outer call
+// did, and waiting while holding the Store's lock would deadlock the writer.
+// A call on another Store from inside it is that Store's outermost call.
+class SCOPED_CAPABILITY StoreCall {
+ public:
+  StoreCall(Store::Impl& s, const std::string* id) ACQUIRE(s.mu);  // null: every conversation
+  StoreCall(Store::Impl& s, const std::string& id) ACQUIRE(s.mu) : StoreCall(s, &id) {}
+  explicit StoreCall(Store::Impl& s) ACQUIRE(s.mu) : StoreCall(s, nullptr) {}
+  ~StoreCall() RELEASE() = default;
+  StoreCall(const StoreCall&) = delete;
+  StoreCall& operator=(const StoreCall&) = delete;
+
+  // For the writer thread: lock without waiting.
+  struct NoWait {};
+  StoreCall(Store::Impl& s, NoWait) ACQUIRE(s.mu);
+
+ private:
+  GateTicket gate_;  // entered by an outermost call: left last, after the lock
+  StoreHold hold_;
+};
+
+// The lock of one call on two Stores (copy_conversation), as StoreCall's
+// on each: the gate of each Store this thread is not in a call of already
+// entered, their queues of `id` drained, both locks taken. Gates and locks
+// are taken in one order, the Stores' addresses', so that two calls in
+// opposite directions cannot each hold one lock and wait for the other; and
+// closing either Store waits for the call. Either Store counts its error.
+class StorePairCall {
+ public:
+  StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& id);
+  ~StorePairCall() = default;
+  StorePairCall(const StorePairCall&) = delete;
+  StorePairCall& operator=(const StorePairCall&) = delete;
+
+ private:
+  Store::Impl* first_;
+  Store::Impl* second_;
+  // Destroyed in reverse: the locks, then the gates (either Store may be
+  // destroyed as soon as its gate is left).
+  GateTicket first_gate_, second_gate_;
+  std::optional<StoreHold> first_hold_, second_hold_;
+};
+
+}  // namespace detail
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_STORE_CALL_H

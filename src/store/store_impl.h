@@ -1,0 +1,264 @@
+// The store's internals, shared by the library's own modules (the store_*.cpp
+// files, coli_kv.cpp, copy.cpp, eviction.cpp, prefix_match.cpp). Not installed.
+#ifndef COLIKV_SRC_STORE_IMPL_H
+#define COLIKV_SRC_STORE_IMPL_H
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "store/call_gate.h"
+#include "catalog/catalog.h"
+#include "core/chunk_codec.h"
+#include "colikv/store.h"
+#include "core/thread_pool.h"
+#include "core/wall_clock.h"
+#include "metrics/metrics.h"
+#include "store/staging.h"
+#include "core/thread_annotations.h"
+
+namespace colikv {
+
+namespace detail {
+
+class AsyncWriter;  // async_writer.h
+class StoreHold;    // store_call.h
+// True when this thread is in a call of s (store_call.h).
+bool in_call(const Store::Impl& s) noexcept;
+
+// A chunk produced for an append, on a worker thread.
+struct ProducedChunk {
+  std::vector<int32_t> tokens;  // the chunk's token ids
+  EncodedChunk encoded;         // encoded.skipped: an equal chunk is stored already, nothing was compressed
+  ChunkPrecision precision = ChunkPrecision::kF32;  // the conversation's: producers encode with it
+  // Content digests of the chunks stored with values under this chunk's chain
+  // hash: producers pass them to encode_chunk as skip_if.
+  std::vector<ChunkHash> stored_digests;
+};
+using ChunkProducer = std::function<void(int64_t first_pos, int64_t n, ProducedChunk& out)>;
+
+struct AppendRequest {
+  std::string id;
+  ModelSignature model;
+  int64_t len = 0;                  // the conversation's length afterwards
+  const int32_t* tokens = nullptr;  // all len tokens when known up front; null when the
+                                    // producer supplies them (then the conversation must be new)
+  ChunkProducer produce;            // fills positions [first_pos, first_pos + n)
+  // Called before encoding starts when the append rewrites the tail's pieces
+  // (chunk_layout.h): positions [tail_start, committed) are produced again.
+  std::function<void(int64_t tail_start)> rewrite_tail;
+  bool must_create = false;         // fail with kConflict if the id exists
+  std::string title;                // for a new conversation
+  std::string metadata = "{}";      // for a new conversation; valid JSON text
+  ProgressFn progress;
+  // Overrides Options::max_staged_bytes when >= 0 (import uses a small one so
+  // that its memory stays bounded whatever the file size).
+  int64_t max_staged_bytes = -1;
+  // >= 0: the committed count this append expects (a queued turn's start);
+  // another is kConflict, checked when the committed state is read (and,
+  // through the generation, again in the transaction that links the turn).
+  int64_t expected_count = -1;
+};
+
+// A stored chunk as read for a load or an export.
+struct StoredChunk {
+  int64_t seq = 0;
+  int64_t chunk_id = 0;
+  int64_t first_pos = 0;
+  int64_t n_tokens = 0;  // in the chunk
+  int64_t wanted = 0;    // positions of it the reader asked for (<= n_tokens)
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> payload;
+  bool compressed = false;
+  int64_t raw_size = 0;
+  uint32_t checksum = 0;
+  ChunkPrecision precision = ChunkPrecision::kF32;  // chunks.precision
+  std::vector<uint8_t> out;  // the reader's own buffer, if it needs one
+};
+
+// Verifies and decodes a chunk into c.out as .coli_kv records (token id, then
+// its rows), on a scan's worker thread: what an export writes (coli_kv.cpp).
+void decode_records(const ModelSignature& m, StoredChunk& c);
+
+struct ScanStart {
+  ConversationRow conv;
+  ModelRow model;
+  int64_t n = 0;  // positions that will be delivered
+};
+
+// Appends positions [from, len) of a conversation holding exactly `from`
+// committed tokens, in the caller's transaction if one is open: rows of kv
+// are positions origin, origin + 1, ...; when the append rewrites the tail,
+// its stored rows are re-encoded from the store (store_append.cpp). With
+// expected_count >= 0, a committed count other than it is kConflict
+// (AppendRequest::expected_count).
+void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
+                 int64_t from, int64_t len, const KvSource& kv, int64_t origin, int64_t expected_count = -1);
+
+// The writer of append_async over this store (store_async.cpp).
+std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);
+
+// What destroying a Store does (store_call.cpp): waits for the calls in
+// flight on it (refusing new ones), then commits what is queued and frees it;
+// in a process forked from the one that opened it, frees nothing (its threads
+// and locks are the parent's) and leaks it.
+void close_store(std::unique_ptr<Store::Impl>& impl) noexcept;
+
+}  // namespace detail
+
+class Store::Impl {
+ public:
+  Impl(const std::string& path, const Options& options);
+  ~Impl();
+
+  void append(const detail::AppendRequest& req);
+
+  // Reads the first `limit` positions (all when limit < 0) of a conversation
+  // from one read snapshot. on_start runs first; decode(chunk) runs on worker
+  // threads and must verify and decode it (decode_chunk); consume(chunk) runs
+  // on the calling thread in position order. When expect is not null, a
+  // different model signature fails with kModelMismatch.
+  void scan(const std::string& id, const ModelSignature* expect, int64_t limit,
+            const std::function<void(const detail::ScanStart&)>& on_start,
+            const std::function<void(detail::StoredChunk&)>& decode,
+            const std::function<void(detail::StoredChunk&)>& consume);
+
+  // "store <path>: conversation <id>" and the like, for messages.
+  std::string where(const std::string& id = "") const;
+
+  std::string path;
+  Options options;
+  // Serializes calls on this Store (StoreCall); recursive, for a call made
+  // from a progress callback of another call of the Store.
+  detail::RecursiveMutex mu;
+  // What this Store counts (colikv/metrics.h), registered with the process's
+  // totals while it is open; counts of the call in progress.
+  detail::StoreCounters counters;
+  detail::PendingCounts pending GUARDED_BY(mu);
+  // The new store's temporary file, with Options::create_staged until
+  // publish(); declared before the catalog, so that it is removed only once
+  // the catalog's connections to it are closed.
+  detail::StagedStorePtr staged;
+  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default; null once published
+  // Calls in flight (StoreCall, append_async, wait), which destroying the
+  // Store waits for, and the process that opened it (close_store).
+  detail::CallGate gate;
+  detail::ThreadPool pool;
+  // The background writer of append_async (async_writer.h), on a writable
+  // store; ~Impl stops it first, so that it commits what is still queued
+  // before anything it uses is torn down.
+  std::unique_ptr<detail::AsyncWriter> async;
+  // A tenant's retention deleted conversations in this call (apply_limits):
+  // the outermost StoreCall erases their bytes once its transactions are done
+  // (erase_if_due, which never throws).
+  bool erase_due GUARDED_BY(mu) = false;
+  void erase_if_due() noexcept REQUIRES(mu);
+
+  // Helpers used by Store's methods.
+  std::optional<detail::ConversationRow> find_conversation(const std::string& id);
+  detail::ConversationRow get_conversation(const std::string& id);
+  detail::ModelRow model_by_id(int64_t model_id);
+  std::optional<detail::ModelRow> find_model(const ModelSignature& sig);
+  detail::ModelRow ensure_model(const ModelSignature& sig);  // inside a write transaction
+  // The chunk size of sig's conversations: its stored row's, or the one a
+  // first append of it would choose.
+  int64_t chunk_tokens_of(const ModelSignature& sig);
+  void require_writable(const std::string& op) const;
+  bool is_json(const std::string& text);
+  void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
+  // Inside a write transaction: deletes a conversation, its chunk list and
+  // those of its chunks no other conversation links (Store::remove, a
+  // tenant's retention); returns the ids of its chunks, freed or not.
+  std::vector<int64_t> delete_whole(int64_t conversation_id);
+  size_t window() const { return pool.size() * 2; }
+  // The chain hash before position 0 of this Store's tenant's conversations.
+  detail::ChunkHash chain_seed(const std::string& signature, const std::string& precision) const {
+    return detail::chain_seed(signature, precision, options.tenant);
+  }
+
+  // Stored chunks (id, key) whose values this Store checked before linking
+  // them for new content (store_append.cpp, check_linked_content): checked once,
+  // not on every append that shares them. Bounded: forgotten past a limit.
+  bool linked_content_checked(int64_t chunk_id, const detail::ChunkHash& key) const {
+    return linked_checked_.count({chunk_id, key}) != 0;
+  }
+  void remember_linked_content(int64_t chunk_id, const detail::ChunkHash& key) {
+    if (linked_checked_.size() >= kMaxLinkedChecked) linked_checked_.clear();
+    linked_checked_.insert({chunk_id, key});
+  }
+
+ private:
+  friend class detail::StoreHold;
+  friend bool detail::in_call(const Impl& s) noexcept;
+
+  // The thread in a call of this Store (holding mu in a StoreHold, store_call.h),
+  // and how many calls deep: a call nested in another of this Store's on that
+  // thread neither enters the gate again nor waits for the queue. Per Store,
+  // not per thread: another Store's call made from inside one of this Store's
+  // is an outermost call of that Store.
+  std::atomic<std::thread::id> call_thread_{};
+  int calls_in_ GUARDED_BY(mu) = 0;
+
+  static constexpr size_t kMaxLinkedChecked = 1 << 16;
+  std::map<int64_t, detail::ModelRow> models_by_id_;
+  // The catalog's write_rollbacks() when models_by_id_ was last known good: a
+  // model row read in a write that was then rolled back may be gone and its
+  // id another model's.
+  uint64_t models_rollbacks_ = 0;
+  std::set<std::pair<int64_t, detail::ChunkHash>> linked_checked_;
+};
+
+namespace detail {
+
+// What the store's files share (store_impl.cpp, but load_rows).
+
+// The largest power of two of tokens whose chunk stays within target bytes.
+int64_t chunk_tokens_for(const ModelSignature& m, int64_t target_bytes);
+// A stored token list of expect_n ids; kCorrupt naming `where` unless its
+// size is one the library writes for expect_n ids and it parses to them.
+std::vector<int32_t> parse_tokens_or_throw(const char* text, int64_t bytes, int64_t expect_n,
+                                           const std::string& where);
+// "positions [a, b)", for messages.
+std::string range_text(int64_t a, int64_t b);
+[[noreturn]] void throw_negative_count(const ConversationRow& conv, const std::string& here);
+// kCorrupt naming `here` unless the chunk list covers exactly [0, count) as
+// chunk_layout.h says.
+void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const std::vector<ChunkSummary>& chunks,
+                      const std::string& here);
+// The token ids of stored chunk chunk_id, which must hold n of them (kCorrupt).
+std::vector<int32_t> chunk_tokens_by_id(Catalog& catalog, int64_t chunk_id, int64_t n, const std::string& where);
+
+// A conversation's row, model and chunk list, from one read snapshot.
+struct ConversationState {
+  ConversationRow conv;
+  ModelRow model;
+  std::vector<ChunkSummary> chunks;
+};
+// Reads it, the chunk list checked (check_chunk_list); kNotFound for no such id.
+ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here);
+
+// Fills positions [from, to) of a conversation into rows p - origin of the
+// buffers (store_load.cpp): what load_range and a rewritten tail read.
+int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
+                  int32_t* tokens, const KvTarget& kv, int64_t origin);
+
+// A Store's internals, for the library's own modules (coli_kv.cpp) and the
+// white-box tests; not part of the public header.
+struct StoreAccess {
+  static Store::Impl& impl(Store& store) { return *store.impl_; }
+};
+
+}  // namespace detail
+
+}  // namespace colikv
+
+#endif  // COLIKV_SRC_STORE_IMPL_H

@@ -1,0 +1,44 @@
+// Store::vacuum: the backend gives back the space of freed chunks.
+#include "colikv/store.h"
+
+#include "colikv/maintenance.h"
+
+#include "catalog/backend_error.h"
+#include "store/store_call.h"
+#include "store/store_impl.h"
+
+namespace colikv {
+
+using detail::with_context;
+
+namespace detail {
+
+VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
+  s.require_writable("vacuum");
+  // A server's queries throw its own errors: with_context names the store.
+  return with_context(s.where() + ": vacuum", [&] {
+    VacuumReport r;
+    s.catalog->free_queued_chunks();  // their space is given back too
+    r.file_bytes_before = s.catalog->file_bytes();
+    const detail::Catalog::CompactOutcome done = s.catalog->compact(s.where() + ": vacuum", s.options.chunk_target_bytes, progress);
+    r.file_bytes_after = s.catalog->file_bytes();
+    r.reclaimable_bytes = done.reclaimable_bytes;
+    r.held_back = done.held_back;
+    return r;
+  });
+}
+
+}  // namespace detail
+
+VacuumReport Store::vacuum() {
+  detail::StoreCall call(*impl_);
+  return detail::run_vacuum(*impl_, ProgressFn());
+}
+
+VacuumReport vacuum(Store& store, const ProgressFn& progress) {
+  Store::Impl& s = detail::StoreAccess::impl(store);
+  detail::StoreCall call(s);
+  return detail::run_vacuum(s, progress);
+}
+
+}  // namespace colikv

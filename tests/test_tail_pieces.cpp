@@ -1,4 +1,4 @@
-// The tail of a conversation in pieces (src/store/write/chunk_layout.h, docs/format.md
+// The tail of a conversation in pieces (src/core/chunk_layout.h, docs/format.md
 // "Chunk lists"): a turn inside the tail writes one chunk row and touches no
 // stored one; a tail that reaches a full chunk is re-packed into one shared
 // by content key; every reader follows chunks.first_pos.

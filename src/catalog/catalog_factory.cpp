@@ -9,8 +9,8 @@
 #include "sqlite/sqlite_catalog.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/sqlite_staged_store.h"
-#include "store/staging.h"
-#include "store/location.h"
+#include "catalog/staging.h"
+#include "catalog/location.h"
 #if COLIKV_WITH_POSTGRES
 #include "postgres/pg_catalog.h"
 #include "postgres/pg_migrations.h"

@@ -23,7 +23,7 @@
 #include "catalog/backend_error.h"
 #include "core/chunk_codec.h"
 #include "colikv/error.h"
-#include "store/location.h"
+#include "catalog/location.h"
 
 namespace colikv {
 namespace detail {

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "store/location.h"
+#include "catalog/location.h"
 
 namespace colikv {
 namespace detail {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 
 namespace colikv {
 namespace detail {

@@ -12,7 +12,7 @@
 #include "sqlite/sqlite_space.h"
 #include "sqlite/sqlite_prefix_index.h"
 #include "sqlite/sqlite_util.h"
-#include "store/location.h"
+#include "catalog/location.h"
 
 namespace colikv {
 namespace detail {

@@ -17,7 +17,7 @@
 #include "sqlite/sqlite_util.h"
 #include "metrics/metrics.h"
 #include "sqlite/sqlite_writer_lock.h"
-#include "store/location.h"
+#include "catalog/location.h"
 
 namespace colikv {
 namespace detail {

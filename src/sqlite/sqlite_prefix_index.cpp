@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 #include "sqlite/sqlite_util.h"
 
 namespace colikv {

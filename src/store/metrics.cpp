@@ -5,7 +5,7 @@
 #include "catalog/backend_error.h"
 #include "store/store_call.h"
 #include "store/store_impl.h"
-#include "store/location.h"
+#include "catalog/location.h"
 
 namespace colikv {
 

@@ -2,8 +2,8 @@
 // own methods are in the store_*.cpp files, each named for what it does.
 #include "colikv/store.h"
 
-#include "store/staging.h"
-#include "store/location.h"
+#include "catalog/staging.h"
+#include "catalog/location.h"
 
 namespace colikv {
 

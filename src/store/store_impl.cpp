@@ -7,10 +7,10 @@
 
 #include "store/write/async_writer.h"
 #include "catalog/backend_error.h"
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 #include "core/store_limits.h"
 #include "core/text_argument.h"
-#include "store/location.h"
+#include "catalog/location.h"
 
 namespace colikv {
 

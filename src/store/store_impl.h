@@ -23,7 +23,7 @@
 #include "core/thread_pool.h"
 #include "core/wall_clock.h"
 #include "metrics/metrics.h"
-#include "store/staging.h"
+#include "catalog/staging.h"
 #include "core/thread_annotations.h"
 
 namespace colikv {

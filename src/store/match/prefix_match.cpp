@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "catalog/catalog.h"
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 #include "core/store_limits.h"
 #include "core/chunk_codec.h"
 #include "colikv/store.h"

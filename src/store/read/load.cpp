@@ -11,7 +11,7 @@
 
 #include "store/write/async_writer.h"
 #include "catalog/backend_error.h"
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "core/store_limits.h"
 #include "store/upkeep/eviction.h"

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "catalog/backend_error.h"
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "core/store_limits.h"
 #include "store/kv_planes.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "catalog/backend_error.h"
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 #include "core/chunk_codec.h"
 #include "core/store_limits.h"
 #include "store/upkeep/eviction.h"

@@ -1,4 +1,4 @@
-#include "store/location.h"
+#include "catalog/location.h"
 
 #include <cctype>
 #include <sstream>

@@ -10,30 +10,13 @@
 #include "backend.h"
 #include "catalog/backend_error.h"
 #include "catalog/catalog.h"
+#include "catalog_conformance/conformance.h"
 #include "colikv/error.h"
 #include "test_support.h"
 
 using colikv::ErrorCode;
 using colikv::detail::Catalog;
-
-namespace {
-
-// The code of the colikv::Error that f throws; fails the test when f throws
-// anything else, or nothing.
-template <class F>
-ErrorCode code_thrown(F&& f) {
-  try {
-    f();
-  } catch (const colikv::Error& e) {
-    return e.code();
-  } catch (const std::exception& e) {
-    FAIL("not a colikv::Error crossed catalog.h: " << e.what());
-  }
-  FAIL("nothing thrown");
-  return ErrorCode::kOk;
-}
-
-}  // namespace
+using conformance::refused;
 
 TEST_CASE("catalog: a database's constraint error crosses catalog.h as colikv::Error and with_context names it",
           "[backends]") {
@@ -58,15 +41,10 @@ TEST_CASE("catalog: a database's constraint error crosses catalog.h as colikv::E
   create("a");
   create("b");
 
-  // Each failing call in a savepoint of its own, which its failure undoes (a
-  // server's transaction takes no statement after an error until then).
-  const auto in_savepoint = [&](auto f) {
-    const auto savepoint = catalog->begin(Catalog::Access::kWrite, "test");
-    return code_thrown(f);
-  };
-  // The name is taken: refused by the edit, then by the backend's unique constraint.
-  CHECK(in_savepoint([&] { create("a"); }) == ErrorCode::kConflict);
-  CHECK(in_savepoint([&] { catalog->set_text("b", colikv::detail::ConversationText::kName, "a", 2); }) ==
+  // The name is taken: refused by the edit, then by the backend's unique
+  // constraint, each in a savepoint of its own (refused, conformance.h).
+  CHECK(refused(*catalog, [&] { create("a"); }) == ErrorCode::kConflict);
+  CHECK(refused(*catalog, [&] { catalog->set_text("b", colikv::detail::ConversationText::kName, "a", 2); }) ==
         ErrorCode::kConflict);
 
   const auto savepoint = catalog->begin(Catalog::Access::kWrite, "test");

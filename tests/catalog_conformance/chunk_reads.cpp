@@ -11,11 +11,9 @@ using colikv::detail::ChunkListRow;
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: chunk_list lists a conversation's chunks in seq order, "
                               "read_chunk and chunk_tokens_json read each", "[backends][catalog]") {
-  put("a", 10, 1);
+  const auto list = store_a();
   Catalog& c = catalog();
   const int64_t id = id_of("a");
-  const auto list = c.chunk_list(id);
-  REQUIRE(list.size() == 3);
   const int64_t first[] = {0, 4, 8}, tokens[] = {4, 4, 2};
   for (size_t i = 0; i < list.size(); ++i) {
     INFO("entry " << i);
@@ -49,11 +47,9 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: chunk_list lists a conversat
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: read_chunks streams the entries that start before end_pos with "
                               "their payloads, and a payload read at another size is kCorrupt", "[backends][catalog]") {
-  put("a", 10, 1);
+  const auto list = store_a();
   Catalog& c = catalog();
   const int64_t id = id_of("a");
-  const auto list = c.chunk_list(id);
-  REQUIRE(list.size() == 3);
   std::vector<std::vector<uint8_t>> payloads;
   for (const auto& s : list) payloads.push_back(*c.read_chunk(s.chunk_id)->payload);
 
@@ -162,10 +158,9 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: find_chunk finds a chunk by 
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: for_each_token_list gives the token lists of the entries that "
                               "start before end_pos, in seq order", "[backends][catalog]") {
-  put("a", 10, 1);
+  const auto list = store_a();
   Catalog& c = catalog();
   const int64_t id = id_of("a");
-  const auto list = c.chunk_list(id);
   std::string seen;
   c.for_each_token_list(id, 9, [&](int64_t chunk_id, int64_t n, std::string_view json) {
     seen += std::to_string(chunk_id) + ":" + std::to_string(n) + ":" + std::string(json) + " ";

@@ -40,19 +40,13 @@ using Access = colikv::detail::Catalog::Access;
 
 // The code of the colikv::Error that f throws, in a savepoint of its own that
 // is then rolled back (a server's transaction takes no statement after an
-// error until then); kOk when f throws nothing. Fails the case when f throws
-// anything but a colikv::Error: no backend's own exception crosses catalog.h.
+// error until then); kOk when f throws nothing. Anything but a colikv::Error
+// goes through (error_code_of) and fails the case: no backend's own exception
+// crosses catalog.h.
 template <class F>
 ErrorCode refused(Catalog& catalog, F&& f) {
   const auto savepoint = catalog.begin(Access::kWrite, "conformance: a call that may fail");
-  try {
-    f();
-  } catch (const colikv::Error& e) {
-    return e.code();
-  } catch (const std::exception& e) {
-    FAIL("not a colikv::Error crossed catalog.h: " << e.what());
-  }
-  return ErrorCode::kOk;
+  return colikv_test::error_code_of(f);
 }
 
 // Creates conversation n through catalog.apply, as a create edit of no chunk:
@@ -106,6 +100,26 @@ class Conformance : public colikv_test::StoreFixture {
     close();
     colikv::Store(path, options).fork(src, dst, len);
   }
+  // The stores most cases read, written through a Store: "a", positions
+  // [0, 10) of history(10, 1) in 3 chunks of 4, 4 and 2 positions; with
+  // "f", a's fork at 8, sharing a's first two chunks; with "x" of tenant
+  // "other", positions [0, 4) of history(4, 3). Each returns a's chunk list,
+  // checked to hold its 3 chunks.
+  std::vector<ChunkSummary> store_a() {
+    put("a", 10, 1);
+    return chunks_of_a();
+  }
+  std::vector<ChunkSummary> store_a_and_f() {
+    put("a", 10, 1);
+    fork("a", "f", 8);
+    return chunks_of_a();
+  }
+  std::vector<ChunkSummary> store_a_f_and_x() {
+    store_a_and_f();
+    put_as(tenant("other"), "x", 4, 3);
+    return chunks_of_a();
+  }
+
   // The token ids history(n, seed) stores, as chunk_tokens_json reads them.
   std::string tokens_json(int64_t n, uint32_t seed, int64_t from, int64_t count) const {
     const colikv_test::EngineBuffers h = history(n, seed);
@@ -159,6 +173,12 @@ class Conformance : public colikv_test::StoreFixture {
   }
 
  private:
+  std::vector<ChunkSummary> chunks_of_a() {
+    auto list = catalog().chunk_list(id_of("a"));
+    REQUIRE(list.size() == 3);
+    return list;
+  }
+
   std::unique_ptr<Catalog> catalog_;
 };
 

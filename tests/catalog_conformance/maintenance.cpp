@@ -136,13 +136,9 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: idle_conversations and visit
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: stored_payload_bytes, payload_chunks and chunk_users count "
                               "what the chunk lists hold", "[backends][catalog]") {
-  put("a", 10, 1);
-  fork("a", "f", 8);
-  put_as(tenant("other"), "x", 4, 3);
+  const auto list = store_a_f_and_x();
   Catalog& c = catalog();
   const int64_t a = id_of("a"), f = id_of("f");
-  const auto list = c.chunk_list(a);
-  REQUIRE(list.size() == 3);
   const auto payloads = c.payload_chunks(a);
   REQUIRE(payloads.size() == 3);
   for (const auto& p : payloads) {
@@ -180,13 +176,10 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: stored_payload_bytes, payloa
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: evict_payload drops a chunk's payload and keeps its row and "
                               "token ids, and a rolled back eviction leaves it", "[backends][catalog]") {
-  put("a", 10, 1);
-  fork("a", "f", 8);
+  const auto list = store_a_and_f();
   Catalog& c = catalog();
   const int64_t a = id_of("a");
   const int64_t mid = model_id();
-  const auto list = c.chunk_list(a);
-  REQUIRE(list.size() == 3);
   const ChunkSummary shared = list[1];
   const auto before = c.read_chunk(shared.chunk_id);
   REQUIRE(before);

@@ -33,8 +33,7 @@ std::vector<int64_t> chunk_ids(const std::vector<ChunkSummary>& list) {
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: a sound store passes check_integrity and has no unused, "
                               "stranded or undigested chunks", "[backends][catalog]") {
-  put("a", 10, 1);
-  fork("a", "f", 8);
+  store_a_and_f();
   Catalog& c = catalog();
   const auto report = c.check_integrity();
   CHECK_FALSE(report.check.empty());
@@ -82,11 +81,9 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: conversations_to_verify list
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: for_each_verify_row gives each entry with its chunk's stored "
                               "fields, and an entry naming a missing chunk without them", "[backends][catalog]") {
-  put("a", 10, 1);
+  const auto list = store_a();
   Catalog& c = catalog();
   const int64_t id = id_of("a");
-  const auto list = c.chunk_list(id);
-  REQUIRE(list.size() == 3);
   size_t i = 0;
   c.for_each_verify_row(id, [&](const colikv::detail::VerifyChunkRow& r) {
     INFO("entry " << i);
@@ -177,14 +174,10 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: lineage gives each of the te
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: model_usage, tenant_usage and gauge_usage count conversations, "
                               "tokens, distinct chunks and their payload bytes", "[backends][catalog]") {
-  put("a", 10, 1);
-  fork("a", "f", 8);
-  put_as(tenant("other"), "x", 4, 3);
+  const auto a = store_a_f_and_x();
   Catalog& c = catalog();
   const int64_t mid = model_id();
-  const auto a = c.chunk_list(id_of("a"));
   const auto f = c.chunk_list(id_of("f"));
-  REQUIRE(a.size() == 3);
   REQUIRE(f.size() == 2);
   std::vector<int64_t> mine = chunk_ids(a);
   for (int64_t id : chunk_ids(f)) mine.push_back(id);

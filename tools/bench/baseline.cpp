@@ -75,11 +75,10 @@ bool Baseline::open() {
   return true;
 }
 
-void Baseline::append(const Engine& e, int64_t len) {
-  if (len <= nrec || !open()) return;
+void Baseline::write_records(const Engine& e, int64_t from, int64_t to, int64_t at) {
   buf.resize(static_cast<size_t>(rec()));
-  std::fseek(fp, 40 + nrec * rec(), SEEK_SET);
-  for (int64_t p = nrec; p < len; ++p) {
+  std::fseek(fp, 40 + at * rec(), SEEK_SET);
+  for (int64_t p = from; p < to; ++p) {
     uint8_t* b = buf.data();
     std::memcpy(b, &e.tokens[p], 4);
     b += 4;
@@ -91,11 +90,20 @@ void Baseline::append(const Engine& e, int64_t len) {
     }
     std::fwrite(buf.data(), 1, buf.size(), fp);
   }
-  std::fflush(fp);
-  if (sync) ::fdatasync(fileno(fp));
-  int32_t nr = static_cast<int32_t>(len);
+}
+
+void Baseline::write_count(int64_t n) {
+  int32_t nr = static_cast<int32_t>(n);
   std::fseek(fp, 8 + 6 * 4, SEEK_SET);
   std::fwrite(&nr, 4, 1, fp);
+}
+
+void Baseline::append(const Engine& e, int64_t len) {
+  if (len <= nrec || !open()) return;
+  write_records(e, nrec, len, nrec);
+  std::fflush(fp);
+  if (sync) ::fdatasync(fileno(fp));
+  write_count(len);
   std::fflush(fp);
   if (sync) ::fdatasync(fileno(fp));
   nrec = len;

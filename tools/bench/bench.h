@@ -79,6 +79,10 @@ struct Baseline {
   void hdr(int32_t* h, int n) const;
   bool open();
   void append(const Engine& e, int64_t len);
+  // Writes the engine's positions [from, to) as the file's records from
+  // record `at` on (the file open); write_count sets the header's count.
+  void write_records(const Engine& e, int64_t from, int64_t to, int64_t at);
+  void write_count(int64_t n);
   int64_t load(Engine& e) const;
 };
 

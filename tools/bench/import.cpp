@@ -119,27 +119,11 @@ void write_coli_kv(const std::string& path, const colikv::ModelSignature& m, int
   for (int64_t first = 0; first < n; first += block) {
     const int64_t k = std::min(block, n - first);
     e.compute(0, k, 77 + static_cast<uint64_t>(first), kind);
-    // Baseline::append writes positions [nrec, len) of the engine's buffers:
-    // shift the window by writing records directly.
+    // The engine holds this block at positions [0, k): its records go at `first`.
     if (!b.open()) return;
-    std::vector<uint8_t> rec(static_cast<size_t>(m.record_bytes()));
-    std::fseek(b.fp, 40 + first * m.record_bytes(), SEEK_SET);
-    for (int64_t p = 0; p < k; ++p) {
-      uint8_t* q = rec.data();
-      std::memcpy(q, &e.tokens[p], 4);
-      q += 4;
-      for (int l = 0; l < m.n_layers; ++l) {
-        std::memcpy(q, e.lcp[l] + p * m.kv_lora, static_cast<size_t>(m.kv_lora) * 4);
-        q += m.kv_lora * 4;
-        std::memcpy(q, e.rcp[l] + p * m.qk_rope, static_cast<size_t>(m.qk_rope) * 4);
-        q += m.qk_rope * 4;
-      }
-      std::fwrite(rec.data(), 1, rec.size(), b.fp);
-    }
+    b.write_records(e, 0, k, first);
   }
-  int32_t nr = static_cast<int32_t>(n);
-  std::fseek(b.fp, 8 + 6 * 4, SEEK_SET);
-  std::fwrite(&nr, 4, 1, b.fp);
+  b.write_count(n);
   std::fflush(b.fp);
 }
 

@@ -95,8 +95,6 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // The conversation named `name`; none when there is none. In a write
   // transaction, no other writer changes it until this one ends.
   virtual std::optional<ConversationRow> find_conversation(const std::string& name) = 0;
-  // Write transaction. Deletes a conversation and its chunk list (not its chunks).
-  virtual void delete_conversation(int64_t conversation_id) = 0;
   // Sets a conversation's last-used time, outside any transaction, unless
   // that would wait for another writer or fail: recency is best effort, and
   // this never throws.

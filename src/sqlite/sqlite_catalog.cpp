@@ -220,7 +220,7 @@ int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::delete_conversation(int64_t conversation_id) try {
+void SqliteCatalog::remove_conversation(int64_t conversation_id) try {
   SQLite::Statement del_links(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
   del_links.bind(1, conversation_id);
   del_links.exec();

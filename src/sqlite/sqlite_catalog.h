@@ -39,7 +39,6 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   TurnResult apply(const TurnEdit& edit, const std::string& what) override;
 
   std::optional<ConversationRow> find_conversation(const std::string& name) override;
-  void delete_conversation(int64_t conversation_id) override;
   void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
   bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
@@ -109,6 +108,7 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   // The turn's rows (sqlite_catalog.cpp), which apply writes (sqlite_turn.cpp).
   int64_t insert_conversation(const NewConversation& c);
   int64_t insert_fork(const NewFork& f);
+  void remove_conversation(int64_t conversation_id);  // and its chunk list (not its chunks)
   void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used);
   void touch_used(int64_t conversation_id, int64_t now_ms);
   int64_t insert_chunk(const ChunkRecord& c) override;

@@ -172,9 +172,14 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   virtual void wait_before_write(int64_t raw_bytes) = 0;
 };
 
+struct StoreCounters;  // metrics/metrics.h
+
 // Opens (or creates) the store at `location` with its backend: a file path
 // is SQLite's, the embedded default. Throws as Store's constructor documents.
-std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options);
+// What its connections do for the Store that opens it (lock waits, chunks
+// reclaimed) is counted in `counters`, the Store's (may be null).
+std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options,
+                                      StoreCounters* counters = nullptr);
 
 // The schema version this library writes in the stores of the backend that
 // `location` names (catalog_factory.cpp): PostgreSQL's for a postgresql://

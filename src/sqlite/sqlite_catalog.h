@@ -15,6 +15,7 @@
 #include "colikv/options.h"
 #include "sqlite/sqlite_checkpointer.h"
 #include "sqlite/sqlite_statement_cache.h"
+#include "sqlite/sqlite_util.h"
 #include "sqlite/sqlite_writer_lock.h"
 
 namespace colikv {
@@ -29,7 +30,9 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
  public:
   // Opens (or creates) the store at path (open_store) with its background
   // checkpointer when writable.
-  SqliteCatalog(const std::string& path, const Options& options);
+  // Its waits for a lock and the chunks it reclaims are counted in `counters`
+  // (the Store's; may be null).
+  SqliteCatalog(const std::string& path, const Options& options, StoreCounters* counters = nullptr);
   ~SqliteCatalog() override;
 
   // The connection, for white-box tests.
@@ -165,6 +168,7 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   void drop_held() noexcept;
   std::string path_;
   Options options_;
+  BusyWait busy_;  // db_'s, charged to the Store that opened this catalog
   SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_

@@ -114,11 +114,10 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
 
 namespace {
 
-// The open, with what it does on the database (reclaims, lock waits) counted as this Store's.
+// The catalog, with what its connections do (reclaims, lock waits) counted as this Store's.
 std::unique_ptr<detail::Catalog> open_counted(detail::StoreCounters& counters, const std::string& path,
                                               const Options& options, detail::StagedStore* staged) {
-  detail::CountersScope scope(&counters);
-  return detail::open_catalog_staged(path, options, staged);
+  return detail::open_catalog_staged(path, options, staged, &counters);
 }
 
 }  // namespace

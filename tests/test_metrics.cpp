@@ -10,6 +10,7 @@
 
 #include "cli_run.h"
 #include "colikv/colikv.h"
+#include "colikv/copy.h"
 #include "colikv/metrics.h"
 #include "colikv/store.h"
 #include "test_support.h"
@@ -175,6 +176,64 @@ TEST_CASE("metrics: a wait for another connection's lock is counted with its tim
   CHECK(c.busy_waits >= 1);
   CHECK(c.lock_wait_seconds >= 0.05);
   CHECK(c.lock_wait_seconds < 5);
+}
+
+// Holds the write lock of the store file at `path` from another connection
+// until `ms` have passed (then commits), on a thread of its own.
+class LockedFor {
+ public:
+  LockedFor(const std::string& path, int ms) : db_(path, SQLite::OPEN_READWRITE) {
+    db_.exec("BEGIN IMMEDIATE");
+    release_ = std::thread([this, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      db_.exec("COMMIT");
+    });
+  }
+  ~LockedFor() { release_.join(); }
+
+ private:
+  SQLite::Database db_;
+  std::thread release_;
+};
+
+TEST_CASE("metrics: a wait for a lock is charged to the Store whose connection waited, in a call on two "
+          "Stores and in a progress callback that calls another Store") {
+  TempDir dir;
+  const colikv::ModelSignature m = tiny_model();
+  colikv::Options o = chunked_options(m, 4);
+  o.busy_timeout_ms = 5000;
+  const std::string x_path = dir.file("x.db"), y_path = dir.file("y.db");
+  Store x(x_path, o), y(y_path, o);
+  append(x, "a", history(m, 8, 1), 8);
+  append(y, "b", history(m, 8, 2), 8);
+  // A copy holds both Stores at once, whichever address is higher; each
+  // direction waits for its destination's lock.
+  {
+    LockedFor locked(y_path, 100);
+    colikv::copy_conversation(x, y, "a");
+  }
+  CHECK(y.metrics().busy_waits >= 1);
+  CHECK(x.metrics().busy_waits == 0);
+  const uint64_t y_waits = y.metrics().busy_waits;
+  {
+    LockedFor locked(x_path, 100);
+    colikv::copy_conversation(y, x, "b");
+  }
+  CHECK(x.metrics().busy_waits >= 1);
+  CHECK(y.metrics().busy_waits == y_waits);
+
+  // x's verify reports progress; its callback appends to y, which waits.
+  const uint64_t x_waits = x.metrics().busy_waits;
+  bool appended = false;
+  x.verify("", [&](int64_t, int64_t) {
+    if (appended) return;
+    appended = true;
+    LockedFor locked(y_path, 100);
+    append(y, "c", history(m, 8, 3), 8);
+  });
+  REQUIRE(appended);
+  CHECK(y.metrics().busy_waits > y_waits);
+  CHECK(x.metrics().busy_waits == x_waits);
 }
 
 TEST_CASE("metrics: gauges by tenant and model, the files and held chunks") {

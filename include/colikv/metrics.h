@@ -69,9 +69,10 @@ struct Metrics {
   uint64_t erases = 0;
 
   // Calls that failed with kConflict (another writer changed the
-  // conversation), and the queued turns that did; waits for another
-  // connection's lock on the database (SQLite's busy handler) and the time
-  // spent in them.
+  // conversation), and the queued turns that did; waits of this Store's
+  // connection for another connection's lock on the database (SQLite's busy
+  // handler), whichever Store's call the thread was in, and the time spent
+  // in them.
   uint64_t conflicts = 0;
   uint64_t busy_waits = 0;
   double lock_wait_seconds = 0;

@@ -95,8 +95,6 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // The conversation named `name`; none when there is none. In a write
   // transaction, no other writer changes it until this one ends.
   virtual std::optional<ConversationRow> find_conversation(const std::string& name) = 0;
-  // Write transaction. Deletes a conversation and its chunk list (not its chunks).
-  virtual void delete_conversation(int64_t conversation_id) = 0;
   // Sets a conversation's last-used time, outside any transaction, unless
   // that would wait for another writer or fail: recency is best effort, and
   // this never throws.
@@ -174,9 +172,14 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   virtual void wait_before_write(int64_t raw_bytes) = 0;
 };
 
+struct StoreCounters;  // metrics/metrics.h
+
 // Opens (or creates) the store at `location` with its backend: a file path
 // is SQLite's, the embedded default. Throws as Store's constructor documents.
-std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options);
+// What its connections do for the Store that opens it (lock waits, chunks
+// reclaimed) is counted in `counters`, the Store's (may be null).
+std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options,
+                                      StoreCounters* counters = nullptr);
 
 // The schema version this library writes in the stores of the backend that
 // `location` names (catalog_factory.cpp): PostgreSQL's for a postgresql://

@@ -28,7 +28,7 @@ StagedStorePtr stage_new_store(const std::string& location, const Options& optio
 // The catalog of location (open_catalog), or, with staged, of its temporary
 // file, whose errors then name the location.
 std::unique_ptr<Catalog> open_catalog_staged(const std::string& location, const Options& options,
-                                             const StagedStore* staged);
+                                             const StagedStore* staged, StoreCounters* counters);
 
 // Gives a staged store its name once its catalog is closed (StagedStore::publish).
 void publish_staged(StagedStore& staged);

@@ -10,6 +10,9 @@ namespace colikv {
 namespace detail {
 
 void check_turn_conversation(Catalog& catalog, const TurnEdit& edit, const std::string& what) {
+  if (edit.remove && (edit.create || edit.fork || edit.chunks || !edit.links.empty() || edit.unlink_from >= 0 ||
+                      edit.count))
+    throw Error(ErrorCode::kInternal, what + ": a removal's edit holds another change too");
   const std::optional<ConversationRow> now = catalog.find_conversation(edit.name);
   if (edit.create) {
     if (now)

@@ -1,5 +1,5 @@
 // A turn as one edit (after leveldb's WriteBatch and VersionEdit): what an
-// append, a truncate, a fork or a write changes in one conversation, built by
+// append, a truncate, a fork, a write or a removal changes in one conversation, built by
 // the store and applied by the catalog in one call (Catalog::apply). How a
 // backend applies it is its own: SQLite stores a large turn's chunks first,
 // each in a short transaction, and links them in one more (sqlite_turn.cpp,
@@ -77,6 +77,10 @@ struct TurnEdit {
   int64_t generation = 0;
   std::optional<NewConversation> create;  // its model_id is the edit's model's
   std::optional<NewFork> fork;
+  // The existing conversation is deleted with its chunk list (its chunks go
+  // by `free`); a removal has nothing else: no create, fork, links, chunks,
+  // cut or count (else kInternal).
+  bool remove = false;
   // The model of a new conversation and of the new chunks: model_id, or 0:
   // `model` (stored with chunk_tokens when missing; one stored meanwhile with
   // another chunk size is kConflict).
@@ -114,7 +118,8 @@ class Catalog;
 
 // Shared steps of Catalog::apply (turn_edit.cpp), in its write transaction.
 // kConflict unless the edit's conversation is as it expects: an existing one
-// at its generation (a fork's target name free), or a name to create free.
+// at its generation (a fork's target name free), or a name to create free;
+// kInternal for a removal with another change.
 void check_turn_conversation(Catalog& catalog, const TurnEdit& edit, const std::string& what);
 // The edit's model_id, or its model's, stored when missing.
 int64_t turn_model_id(Catalog& catalog, const TurnEdit& edit, const std::string& what);

@@ -26,7 +26,6 @@ constexpr int64_t kDepthTurns[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 static_assert(sizeof(kLatencyNs) / sizeof(kLatencyNs[0]) <= kMaxBuckets, "too many latency buckets");
 
 // Trivially destructible: usable from atexit handlers and thread exits.
-thread_local StoreCounters* t_counters = nullptr;
 thread_local uint64_t t_errors_noted = 0;
 thread_local ErrorCode t_last_error = ErrorCode::kOk;
 
@@ -143,16 +142,6 @@ void StoreCounters::add_to(Metrics& m) const {
   async_durable_seconds.add_to(c.async_durable_seconds);
   add_metrics(c, m);
 }
-
-StoreCounters* current_counters() noexcept { return t_counters; }
-StoreCounters* exchange_counters(StoreCounters* c) noexcept {
-  StoreCounters* old = t_counters;
-  t_counters = c;
-  return old;
-}
-
-CountersScope::CountersScope(StoreCounters* c) noexcept : outer_(t_counters) { t_counters = c; }
-CountersScope::~CountersScope() { t_counters = outer_; }
 
 void note_error(ErrorCode code) noexcept {
   ++t_errors_noted;

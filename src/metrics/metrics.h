@@ -97,21 +97,6 @@ class LatencyTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// The counters of the Store whose call this thread is in (null outside
-// one): where a backend counts its lock waits and reclaims. Set for a scope.
-StoreCounters* current_counters() noexcept;
-StoreCounters* exchange_counters(StoreCounters* c) noexcept;  // returns the previous one
-class CountersScope {
- public:
-  explicit CountersScope(StoreCounters* c) noexcept;
-  ~CountersScope();
-  CountersScope(const CountersScope&) = delete;
-  CountersScope& operator=(const CountersScope&) = delete;
-
- private:
-  StoreCounters* outer_;
-};
-
 // The errors constructed on this thread so far, and the last one's code
 // (Error's constructor notes it): which error a call that is unwinding throws.
 // Notes the code of an Error made on this thread (Error's constructor).

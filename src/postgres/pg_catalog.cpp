@@ -256,7 +256,7 @@ int64_t PgCatalog::insert_fork(const NewFork& f) {
   return r.int64(0, 0);
 }
 
-void PgCatalog::delete_conversation(int64_t conversation_id) {
+void PgCatalog::remove_conversation(int64_t conversation_id) {
   PgParams p;
   p.add(conversation_id);
   run("DELETE FROM conversation_chunks WHERE conversation_id = $1", p, "deleting a chunk list");

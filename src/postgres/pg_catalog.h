@@ -62,7 +62,6 @@ class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, 
   void write_ended(bool committed) noexcept;
 
   std::optional<ConversationRow> find_conversation(const std::string& name) override;
-  void delete_conversation(int64_t conversation_id) override;
   void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
   bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
@@ -130,6 +129,7 @@ class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, 
   // The turn's rows, which apply writes (pg_turn.cpp).
   int64_t insert_conversation(const NewConversation& c);
   int64_t insert_fork(const NewFork& f);
+  void remove_conversation(int64_t conversation_id);  // and its chunk list (not its chunks)
   void touch_used(int64_t conversation_id, int64_t now_ms);
   int64_t insert_chunk(const ChunkRecord& c) override;
   void restore_payload(int64_t chunk_id, const ChunkRecord& c) override;

@@ -14,6 +14,13 @@ TurnResult PgCatalog::apply(const TurnEdit& edit, const std::string& what) {
   // Locks the conversation (find_conversation in a write transaction): a
   // second writer of it waits here for this one's commit.
   check_turn_conversation(*this, edit, what);
+  if (edit.remove) {  // of no model: none is looked up
+    remove_conversation(edit.conversation_id);
+    free_unused_chunks(edit.free);
+    if (edit.finish) edit.finish(edit.conversation_id);
+    txn->commit();
+    return TurnResult{edit.conversation_id, {}};
+  }
   const int64_t model_id = turn_model_id(*this, edit, what);
   TurnResult r;
   int64_t generation = edit.generation;

@@ -220,7 +220,7 @@ int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::delete_conversation(int64_t conversation_id) try {
+void SqliteCatalog::remove_conversation(int64_t conversation_id) try {
   SQLite::Statement del_links(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
   del_links.bind(1, conversation_id);
   del_links.exec();
@@ -491,8 +491,12 @@ void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) tr
   throw sqlite_error(e);
 }
 
-SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options) try
-    : path_(path), options_(options), db_(open_store(path, options)), statements_(db_) {
+SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options, StoreCounters* counters) try
+    : path_(path),
+      options_(options),
+      busy_{options.busy_timeout_ms, counters, {}},
+      db_(open_store(path, options, &busy_)),
+      statements_(db_) {
   open_tenant();
   // Checkpoints run in the background; with a custom VFS (fault injection)
   // SQLite's inline auto-checkpoint stays, so its I/O sequence is the caller's.
@@ -549,7 +553,7 @@ SqliteCatalog::~SqliteCatalog() {
   // background checkpointer (which would make it busy) has stopped.
   if (!erase_pending_) return;
   checkpointer_.reset();
-  erase_freed_pages(db_.getHandle(), 0, options_.busy_timeout_ms);
+  erase_freed_pages(db_.getHandle(), 0, busy_);
 }
 
 int64_t SqliteCatalog::stored_payload_bytes(Scope scope) try {
@@ -631,7 +635,7 @@ int64_t SqliteCatalog::evicted_conversation_count() try {
 
 Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes,
                                                const std::function<void(int64_t, int64_t)>& progress) try {
-  return compact_store(db_, options_.busy_timeout_ms, step_bytes, what, progress);
+  return compact_store(db_, busy_, step_bytes, what, progress);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -644,7 +648,7 @@ void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_byt
 }
 
 bool SqliteCatalog::erase_deleted(const std::string&) try {
-  erase_pending_ = !erase_freed_pages(db_.getHandle(), options_.busy_timeout_ms, options_.busy_timeout_ms);
+  erase_pending_ = !erase_freed_pages(db_.getHandle(), options_.busy_timeout_ms, busy_);
   return !erase_pending_;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

@@ -15,6 +15,7 @@
 #include "colikv/options.h"
 #include "sqlite/sqlite_checkpointer.h"
 #include "sqlite/sqlite_statement_cache.h"
+#include "sqlite/sqlite_util.h"
 #include "sqlite/sqlite_writer_lock.h"
 
 namespace colikv {
@@ -29,7 +30,9 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
  public:
   // Opens (or creates) the store at path (open_store) with its background
   // checkpointer when writable.
-  SqliteCatalog(const std::string& path, const Options& options);
+  // Its waits for a lock and the chunks it reclaims are counted in `counters`
+  // (the Store's; may be null).
+  SqliteCatalog(const std::string& path, const Options& options, StoreCounters* counters = nullptr);
   ~SqliteCatalog() override;
 
   // The connection, for white-box tests.
@@ -39,7 +42,6 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   TurnResult apply(const TurnEdit& edit, const std::string& what) override;
 
   std::optional<ConversationRow> find_conversation(const std::string& name) override;
-  void delete_conversation(int64_t conversation_id) override;
   void touch_used_if_idle(const std::string& name, int64_t now_ms) override;
   bool set_text(const std::string& name, ConversationText column, const std::string& value, int64_t now_ms) override;
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
@@ -109,6 +111,7 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   // The turn's rows (sqlite_catalog.cpp), which apply writes (sqlite_turn.cpp).
   int64_t insert_conversation(const NewConversation& c);
   int64_t insert_fork(const NewFork& f);
+  void remove_conversation(int64_t conversation_id);  // and its chunk list (not its chunks)
   void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used);
   void touch_used(int64_t conversation_id, int64_t now_ms);
   int64_t insert_chunk(const ChunkRecord& c) override;
@@ -165,6 +168,7 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   void drop_held() noexcept;
   std::string path_;
   Options options_;
+  BusyWait busy_;  // db_'s, charged to the Store that opened this catalog
   SQLite::Database db_;
   StatementCache statements_;  // kept across calls: the prefix lookup, eviction
   std::unique_ptr<PrefixIndex> prefix_index_;  // over statements_

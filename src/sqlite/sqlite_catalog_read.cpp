@@ -56,7 +56,7 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
   // (docs/benchmarks.md, "Figures moved out of code comments").
   const bool full = options_.synchronous == Synchronous::kFull;
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-  wait_when_busy(db_.getHandle(), 0);
+  wait_when_busy(db_.getHandle(), nullptr);
   try {
     SQLite::Statement u(db_, "UPDATE conversations SET last_used_ms = ? WHERE tenant_id = ? AND name = ?");
     u.bind(1, now_ms);
@@ -71,7 +71,7 @@ void SqliteCatalog::touch_used_if_idle(const std::string& name, int64_t now_ms) 
     int64_t& pending = pending_uses_[name];
     pending = std::max(pending, now_ms);
   }
-  wait_when_busy(db_.getHandle(), options_.busy_timeout_ms);
+  wait_when_busy(db_.getHandle(), &busy_);
   if (full) sqlite3_exec(db_.getHandle(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

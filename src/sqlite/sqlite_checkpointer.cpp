@@ -24,9 +24,9 @@ int64_t free_bytes_beside(const std::string& file) {
   return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
 }
 
-int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(busy_timeout_ms, 1000));
-  wait_when_busy(db, 0);
+int truncate_wal_without_waiting(sqlite3* db, BusyWait& busy) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(busy.timeout_ms, 1000));
+  wait_when_busy(db, nullptr);
   int rc = SQLITE_OK;
   for (;;) {
     int log = -1, done = -1;
@@ -43,7 +43,7 @@ int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms) {
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  wait_when_busy(db, busy_timeout_ms);
+  wait_when_busy(db, &busy);
   return rc;
 }
 

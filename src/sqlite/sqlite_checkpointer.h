@@ -15,6 +15,8 @@
 namespace colikv {
 namespace detail {
 
+struct BusyWait;  // sqlite_util.h
+
 // Copies the WAL back into the database file on its own thread and
 // connection, so that a commit does not wait for that second write of every
 // byte and its fsync, which took most of the SQL write speed (docs/benchmarks.md,
@@ -36,14 +38,14 @@ namespace detail {
 // size its last commit left) and resets the WAL to zero bytes, without ever
 // holding the write lock while it waits: each TRUNCATE attempt runs with no
 // busy handler, so a reader on an older snapshot or a writer makes it give
-// up at once, and it tries again a few times within busy_timeout_ms (at most
-// a second), letting the lock go in between. Restores db's busy timeout to
-// busy_timeout_ms. Returns SQLITE_OK when every frame was copied back,
+// up at once, and it tries again a few times within busy.timeout_ms (at most
+// a second), letting the lock go in between. Gives db back its busy handler,
+// `busy`. Returns SQLITE_OK when every frame was copied back,
 // SQLITE_BUSY when a reader's snapshot or a writer kept some in the WAL, else
 // the error that stopped it (SQLITE_FULL: no room to copy them back). For
 // vacuum; anything that must empty the WAL (rm's wiping of deleted rows) can
 // call it.
-int truncate_wal_without_waiting(sqlite3* db, int busy_timeout_ms);
+int truncate_wal_without_waiting(sqlite3* db, BusyWait& busy);
 
 // The WAL size to checkpoint at: `configured` (Options::wal_checkpoint_bytes),
 // or less on a filesystem with little free space (free_bytes; < 0: unknown),

@@ -298,14 +298,14 @@ void refuse_leftover_companions(const std::string& path, const std::string& what
   }
 }
 
-SQLite::Database open_store(const std::string& path, const Options& options) {
+SQLite::Database open_store(const std::string& path, const Options& options, BusyWait* busy) {
   const std::string what = "store " + path;
   check_store_path(path, options);
   create_with_mode(path, options, what);
   SQLite::Database db = sqlite_context(what + ": open", [&] {
     return SQLite::Database(path, open_flags(path, options), options.busy_timeout_ms, options.vfs_name);
   });
-  wait_when_busy(db.getHandle(), options.busy_timeout_ms);
+  if (busy) wait_when_busy(db.getHandle(), busy);  // else SQLite's own busy timeout
   if (options.read_only) exec(db, "PRAGMA query_only=1", what);
   harden(db, options, what);
   keep_temporaries_in_memory(db, what);

@@ -15,8 +15,11 @@ namespace detail {
 
 // Opens (or creates) the store at path, ready for use. Throws kNotFound,
 // kVersion, kCorrupt, kReadOnly, kIO, kBusy, kInvalidArgument (a path that is
-// not a regular file) as Store's constructor documents.
-SQLite::Database open_store(const std::string& path, const Options& options);
+// not a regular file) as Store's constructor documents. Its waits for a lock
+// are busy's (wait_when_busy), which must outlive it; without one, SQLite's
+// own busy timeout, Options::busy_timeout_ms.
+struct BusyWait;  // sqlite_util.h
+SQLite::Database open_store(const std::string& path, const Options& options, BusyWait* busy = nullptr);
 
 // Throws kInvalidArgument naming `what` for an Options::file_mode with bits
 // outside 0777.

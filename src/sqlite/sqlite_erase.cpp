@@ -14,19 +14,19 @@ namespace {
 // Runs f with the connection's busy handler off, then gives it back the
 // timeout it had.
 template <class F>
-int without_busy_wait(sqlite3* db, int restore_ms, F f) {
-  wait_when_busy(db, 0);
+int without_busy_wait(sqlite3* db, BusyWait& restore, F f) {
+  wait_when_busy(db, nullptr);
   const int rc = f();
-  wait_when_busy(db, restore_ms);
+  wait_when_busy(db, &restore);
   return rc;
 }
 
 }  // namespace
 
-bool erase_freed_pages(sqlite3* db, int wait_ms, int busy_timeout_ms) {
+bool erase_freed_pages(sqlite3* db, int wait_ms, BusyWait& busy) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
-    const int rc = without_busy_wait(db, busy_timeout_ms, [&] {
+    const int rc = without_busy_wait(db, busy, [&] {
       return sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
     });
     if (rc == SQLITE_OK) return true;

@@ -5,6 +5,8 @@
 
 #include <sqlite3.h>
 
+#include "sqlite/sqlite_util.h"
+
 namespace colikv {
 namespace detail {
 
@@ -21,10 +23,10 @@ namespace detail {
 // the frames it may still read. The write lock is never held while waiting
 // for it: each attempt fails at once (busy handler off) and is retried after
 // a short sleep until wait_ms have passed; the connection's busy timeout is
-// then set back to busy_timeout_ms (SQLite cannot tell it). Returns true when the WAL was
+// then set back to `busy`, its own (SQLite cannot tell it). Returns true when the WAL was
 // emptied, false when readers (or writers) kept it busy that long or SQLite
 // failed; the frames then stay, safe, for a later attempt.
-bool erase_freed_pages(sqlite3* db, int wait_ms, int busy_timeout_ms);
+bool erase_freed_pages(sqlite3* db, int wait_ms, BusyWait& busy);
 
 }  // namespace detail
 }  // namespace colikv

@@ -373,8 +373,7 @@ bool SqliteCatalog::reclaim_dead_writers(const std::string& what) {
     return n;
   });
   if (deleted > 0) {
-    if (StoreCounters* counters = current_counters())
-      StoreCounters::add(counters->reclaimed_held_chunks, static_cast<uint64_t>(deleted));
+    if (busy_.counters) StoreCounters::add(busy_.counters->reclaimed_held_chunks, static_cast<uint64_t>(deleted));
     erase_deleted(what);
   }
   return deleted > 0;

@@ -112,7 +112,7 @@ void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::s
   }
 }
 
-Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms, int64_t step_bytes,
+Catalog::CompactOutcome compact_store(SQLite::Database& db, BusyWait& busy, int64_t step_bytes,
                                       const std::string& what, const std::function<void(int64_t, int64_t)>& progress) {
   Catalog::CompactOutcome out;
   const int64_t page_size = query_int(db, "PRAGMA page_size", what);
@@ -135,7 +135,7 @@ Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms,
                                         "the WAL and a temporary copy); later vacuums need one step at a time");
     }
   }
-  const int rc = truncate_wal_without_waiting(db.getHandle(), busy_timeout_ms);
+  const int rc = truncate_wal_without_waiting(db.getHandle(), busy);
   if (rc != SQLITE_OK && rc != SQLITE_BUSY)
     throw Error(error_code_for_sqlite(rc),
                 what + ": copying the WAL back into the database: " + sqlite3_errstr(rc));

@@ -16,6 +16,8 @@
 namespace colikv {
 namespace detail {
 
+struct BusyWait;  // sqlite_util.h
+
 // Inside an open write transaction: drops chunk_id's payload (chunks.payload
 // NULL, chunk_meta.payload_bytes 0), keeping its row, token ids and id.
 //
@@ -39,7 +41,7 @@ void give_back_free_pages(SQLite::Database& db, int64_t step_bytes, const std::s
 // incremental auto-vacuum one full VACUUM that turns it on (writers wait for
 // that rewrite, once); then the WAL reset without waiting for readers
 // (truncate_wal_without_waiting). kDiskFull names the free space a rewrite needs.
-Catalog::CompactOutcome compact_store(SQLite::Database& db, int busy_timeout_ms, int64_t step_bytes,
+Catalog::CompactOutcome compact_store(SQLite::Database& db, BusyWait& busy, int64_t step_bytes,
                                       const std::string& what, const std::function<void(int64_t, int64_t)>& progress);
 
 }  // namespace detail

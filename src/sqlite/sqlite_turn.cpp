@@ -39,6 +39,12 @@ TurnResult SqliteCatalog::apply(const TurnEdit& edit, const std::string& what) {
 
 TurnResult SqliteCatalog::link_turn(const TurnEdit& edit, const std::string& what, const Held* held) {
   check_turn_conversation(*this, edit, what);
+  if (edit.remove) {  // of no model: none is looked up
+    remove_conversation(edit.conversation_id);
+    free_unused_chunks(edit.free);
+    if (edit.finish) edit.finish(edit.conversation_id);
+    return TurnResult{edit.conversation_id, {}};
+  }
   const int64_t model_id = turn_model_id(*this, edit, what);
   TurnResult r;
   if (edit.create) {

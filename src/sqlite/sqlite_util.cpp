@@ -71,19 +71,18 @@ int64_t query_int(SQLite::Database& db, const std::string& sql, const std::strin
 
 namespace {
 
-int retry_until_timeout(void* timeout_ms, int tries) {
+int retry_until_timeout(void* arg, int tries) {
   using Clock = std::chrono::steady_clock;
-  // A connection is used by one thread at a time, and SQLite calls this with
-  // tries == 0 when a statement first finds the lock taken.
-  thread_local Clock::time_point first_try;
+  BusyWait& wait = *static_cast<BusyWait*>(arg);
   const Clock::time_point now = Clock::now();
-  // Counted as the Store's whose call this is (colikv/metrics.h): a lock wait.
-  StoreCounters* counters = current_counters();
+  // Counted as the connection's Store's (colikv/metrics.h): a lock wait.
+  StoreCounters* counters = wait.counters;
+  // SQLite calls this with tries == 0 when a statement first finds the lock taken.
   if (tries == 0) {
-    first_try = now;
+    wait.first_try = now;
     if (counters) StoreCounters::add(counters->busy_waits, 1);
   }
-  if (now - first_try >= std::chrono::milliseconds(reinterpret_cast<intptr_t>(timeout_ms))) return 0;
+  if (now - wait.first_try >= std::chrono::milliseconds(wait.timeout_ms)) return 0;
   std::this_thread::sleep_for(std::chrono::microseconds(100));
   if (counters)
     StoreCounters::add(counters->lock_wait_ns, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -94,12 +93,12 @@ int retry_until_timeout(void* timeout_ms, int tries) {
 
 }  // namespace
 
-void wait_when_busy(sqlite3* db, int timeout_ms) {
-  if (timeout_ms <= 0) {
+void wait_when_busy(sqlite3* db, BusyWait* wait) {
+  if (!wait || wait->timeout_ms <= 0) {
     sqlite3_busy_timeout(db, 0);
     return;
   }
-  sqlite3_busy_handler(db, &retry_until_timeout, reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
+  sqlite3_busy_handler(db, &retry_until_timeout, wait);
 }
 
 SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Kind kind, StatementCache* statements,

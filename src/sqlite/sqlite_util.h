@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "catalog/backend_error.h"
 #include "core/chunk_codec.h"
 #include "colikv/error.h"
+#include "metrics/metrics.h"
 #include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {
@@ -65,14 +67,27 @@ ChunkHash blob_to_hash(const SQLite::Column& col);
 // chunks.hash is its chain hash.
 std::optional<ChunkHash> digest_column(const SQLite::Column& col);
 
+// A connection's waits for another connection's lock (wait_when_busy): how
+// long one may last, the counters they are charged to (the Store's whose
+// connection it is; null: none), and when the one under way began. One per
+// connection, kept by its owner as long as the connection: the connection's
+// own, not the thread's nor the call's, so that a wait is charged to the
+// Store that waited whichever Store's call the thread is in.
+struct BusyWait {
+  int timeout_ms = 0;
+  StoreCounters* counters = nullptr;
+  std::chrono::steady_clock::time_point first_try;
+};
+
 // Sets db's busy handler: a statement that finds the database locked tries
-// again every 100 microseconds until timeout_ms have passed (0: it fails at
-// once with SQLITE_BUSY). SQLite's own sqlite3_busy_timeout sleeps up to
+// again every 100 microseconds until wait->timeout_ms have passed (null or
+// 0: it fails at once with SQLITE_BUSY), counting its wait in
+// wait->counters. SQLite's own sqlite3_busy_timeout sleeps up to
 // 100 ms between tries, and a writer whose short transactions follow one
 // another (an objects-first turn's chunks) takes the lock back each time in
 // between: the waiting writer missed every opening and waited for the whole
 // turn (docs/benchmarks.md, "Writers side by side on SQLite").
-void wait_when_busy(sqlite3* db, int timeout_ms);
+void wait_when_busy(sqlite3* db, BusyWait* wait);
 
 // BEGIN IMMEDIATE (or DEFERRED for a read snapshot) ... COMMIT; rolls back in
 // the destructor unless committed. Rollback errors are swallowed there: the

@@ -31,7 +31,8 @@ namespace {
 }  // namespace
 #endif
 
-std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options) {
+std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options& options,
+                                      StoreCounters* counters) {
   require_store_location(location);
   require_tenant_name(options.tenant, "store " + shown_location(location));
   if (is_postgres_uri(location)) {
@@ -41,7 +42,7 @@ std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options
     throw_no_postgres(location);
 #endif
   }
-  return with_context("store " + shown_location(location), [&] { return std::make_unique<SqliteCatalog>(location, options); });
+  return with_context("store " + shown_location(location), [&] { return std::make_unique<SqliteCatalog>(location, options, counters); });
 }
 
 void StagedStoreDeleter::operator()(StagedStore* s) const { delete s; }
@@ -59,12 +60,12 @@ StagedStorePtr stage_new_store(const std::string& location, const Options& o) {
 }
 
 std::unique_ptr<Catalog> open_catalog_staged(const std::string& location, const Options& o,
-                                             const StagedStore* staged) {
-  if (!staged) return open_catalog(location, o);
+                                             const StagedStore* staged, StoreCounters* counters) {
+  if (!staged) return open_catalog(location, o, counters);
   Options create = o;
   create.create_if_missing = true;
   try {
-    return open_catalog(staged->path(), create);
+    return open_catalog(staged->path(), create, counters);
   } catch (const Error& e) {
     throw Error(e.code(), staged->named(e.what()));
   }

@@ -60,12 +60,9 @@ StoreHold::StoreHold(Store::Impl& s, bool counts_errors)
   if (s_.calls_in_++ == 0) s_.call_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   exceptions_ = std::uncaught_exceptions();
   errors_noted_ = errors_noted();
-  // The backend's lock waits and reclaims in this call are this Store's.
-  outer_counters_ = exchange_counters(&s_.counters);
 }
 
 StoreHold::~StoreHold() {
-  exchange_counters(outer_counters_);
   if (--s_.calls_in_ == 0) {  // this Store's outermost call on this thread
     if (std::uncaught_exceptions() > exceptions_) {
       s_.pending = PendingCounts();  // its transactions rolled back

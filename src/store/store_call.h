@@ -49,7 +49,6 @@ class SCOPED_CAPABILITY StoreHold {
   bool counts_errors_;
   int exceptions_ = 0;         // std::uncaught_exceptions() when it began
   uint64_t errors_noted_ = 0;  // errors_noted() when it began
-  StoreCounters* outer_counters_ = nullptr;
 };
 
 // True when this thread is in a call of s (holds its lock in a StoreHold):

@@ -114,11 +114,10 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
 
 namespace {
 
-// The open, with what it does on the database (reclaims, lock waits) counted as this Store's.
+// The catalog, with what its connections do (reclaims, lock waits) counted as this Store's.
 std::unique_ptr<detail::Catalog> open_counted(detail::StoreCounters& counters, const std::string& path,
                                               const Options& options, detail::StagedStore* staged) {
-  detail::CountersScope scope(&counters);
-  return detail::open_catalog_staged(path, options, staged);
+  return detail::open_catalog_staged(path, options, staged, &counters);
 }
 
 }  // namespace
@@ -236,14 +235,19 @@ void Store::Impl::erase_if_due() noexcept {
   }
 }
 
-std::vector<int64_t> Store::Impl::delete_whole(int64_t conversation_id) {
-  std::vector<int64_t> ids;
-  with_context(where(), [&] {
-    for (const auto& ch : catalog->chunk_list(conversation_id)) ids.push_back(ch.chunk_id);
-    catalog->delete_conversation(conversation_id);
-    catalog->free_unused_chunks(ids);
+std::vector<int64_t> Store::Impl::delete_whole(const detail::ConversationRow& c) {
+  detail::TurnEdit e;
+  e.name = c.name;
+  e.conversation_id = c.id;
+  e.generation = c.generation;
+  e.remove = true;
+  e.now_ms = now_ms();
+  const std::string here = where(c.name);
+  with_context(here, [&] {
+    for (const auto& ch : catalog->chunk_list(c.id)) e.free.push_back(ch.chunk_id);
+    catalog->apply(e, here);
   });
-  return ids;
+  return e.free;
 }
 
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {

@@ -175,10 +175,11 @@ class Store::Impl {
   void require_writable(const std::string& op) const;
   bool is_json(const std::string& text);
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
-  // Inside a write transaction: deletes a conversation, its chunk list and
-  // those of its chunks no other conversation links (Store::remove, a
+  // Inside a write transaction: deletes conversation c (at its generation,
+  // else kConflict), its chunk list and those of its chunks no other
+  // conversation links, as one edit (Catalog::apply: Store::remove, a
   // tenant's retention); returns the ids of its chunks, freed or not.
-  std::vector<int64_t> delete_whole(int64_t conversation_id);
+  std::vector<int64_t> delete_whole(const detail::ConversationRow& c);
   size_t window() const { return pool.size() * 2; }
   // The chain hash before position 0 of this Store's tenant's conversations.
   detail::ChunkHash chain_seed(const std::string& signature, const std::string& precision) const {

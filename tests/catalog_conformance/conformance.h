@@ -152,6 +152,20 @@ class Conformance : public colikv_test::StoreFixture {
   // Creates a conversation through Catalog::apply (a create edit, no chunks),
   // committed; its id.
   int64_t insert(const NewConversation& n) { return create_in(catalog(), n); }
+  // The edit that removes a conversation as it is now (at its generation),
+  // freeing `free`; fails the case when there is none.
+  TurnEdit removal(const std::string& name, std::vector<int64_t> free = {}) {
+    const auto row = catalog().find_conversation(name);
+    REQUIRE(row);
+    TurnEdit e;
+    e.name = name;
+    e.conversation_id = row->id;
+    e.generation = row->generation;
+    e.remove = true;
+    e.free = std::move(free);
+    e.now_ms = 2000;
+    return e;
+  }
   // A conversation's id; fails the case when there is none.
   int64_t id_of(const std::string& name) {
     const auto row = catalog().find_conversation(name);

@@ -137,7 +137,7 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
     for (const PayloadChunk& p : catalog.payload_chunks(c.id)) bytes[p.chunk_id] = p.bytes;
     // As remove() deletes: its chunks go unless another conversation (a
     // fork, a shared prefix) still links them.
-    const std::vector<int64_t> ids = s.delete_whole(c.id);
+    const std::vector<int64_t> ids = s.delete_whole(s.get_conversation(c.name));
     for (int64_t id : std::set<int64_t>(ids.begin(), ids.end())) {
       if (catalog.chunk_users(id) > 0) continue;  // kept
       ++r.chunks;

@@ -224,8 +224,8 @@ void Store::remove(const std::string& id) {
   const std::string here = s.where(id);
   s.require_writable("delete conversation '" + id + "'");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  ConversationRow c = s.get_conversation(id);
-  with_context(here, [&] { s.delete_whole(c.id); });
+  const ConversationRow c = s.get_conversation(id);
+  s.delete_whole(c);
   txn->commit();
   ++s.pending.erases;
   s.catalog->erase_deleted(here);  // its bytes, out of the store's files too

@@ -183,3 +183,27 @@ TEST_CASE("a read transaction refuses a write through a prepared statement too, 
       static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(r).catalog).database();
   CHECK(db.execAndGet("PRAGMA query_only").getInt() == 1);
 }
+
+TEST_CASE("a new conversation's append of a model the store has read looks it up no more", "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, 48);
+  b.fill(0, 48, 5);
+  Store s(dir.file("s.db"));
+  s.append("c0", m, b.tokens.data(), 48, b.source());  // stores the model row
+  s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+                    .database()
+                    .getHandle();
+  int64_t model_reads = 0;
+  auto count = [](unsigned, void* n, void* q, void*) {
+    if (std::string(sqlite3_sql(static_cast<sqlite3_stmt*>(q))).find("FROM models") != std::string::npos)
+      ++*static_cast<int64_t*>(n);
+    return 0;
+  };
+  sqlite3_trace_v2(db, SQLITE_TRACE_STMT, count, &model_reads);
+  s.append("c2", m, b.tokens.data(), 48, b.source());
+  sqlite3_trace_v2(db, 0, nullptr, nullptr);
+  CHECK(s.count("c2") == 48);
+  CHECK(model_reads == 0);  // the row the first append read stands: a model row never changes
+}

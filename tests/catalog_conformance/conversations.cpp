@@ -123,7 +123,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: delete_conversation drops th
   }
   CHECK(c.find_conversation("p"));
   CHECK(shown(c.chunk_list(parent)) == shown(chunks));
-  CHECK(c.unused_chunks().empty());
+  CHECK(c.strays().unused_chunks.empty());
 
   {
     auto txn = c.begin(Access::kWrite, "conformance");
@@ -145,7 +145,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: delete_conversation drops th
   }
   REQUIRE_FALSE(unshared.empty());
   std::vector<int64_t> unused;
-  for (const auto& u : c.unused_chunks()) unused.push_back(u.chunk_id);
+  for (const auto& u : c.strays().unused_chunks) unused.push_back(u.chunk_id);
   std::sort(unused.begin(), unused.end());
   std::sort(unshared.begin(), unshared.end());
   CHECK(unused == unshared);

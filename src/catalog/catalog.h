@@ -110,9 +110,11 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   virtual std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) = 0;
   // How many conversations the store holds.
   virtual int64_t conversation_count() = 0;
-  // Each of the token lists (JSON text) of the entries of a chunk list that
-  // start before end_pos, in seq order.
-  virtual void for_each_token_list(int64_t conversation_id, int64_t end_pos,
+  // Each of the token lists (JSON text) of the entries of a chunk list from
+  // seq from_seq on that start before end_pos, in seq order; an entry that
+  // names a missing chunk is left out (its caller compares what it got with
+  // the chunk list or the count).
+  virtual void for_each_token_list(int64_t conversation_id, int64_t from_seq, int64_t end_pos,
                                    const std::function<void(int64_t chunk_id, int64_t n_tokens,
                                                             std::string_view tokens_json)>& f) = 0;
 
@@ -120,9 +122,6 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // The store's schema version (SQLite: PRAGMA user_version; PostgreSQL: the
   // colikv_schema table's).
   virtual int schema_version() = 0;
-  // Whether the backend's own JSON check (what the schema's CHECK applies)
-  // accepts `text`.
-  virtual bool is_json(const std::string& text) = 0;
 
   // Models
   // The model_id stored for a signature text; none when there is none.
@@ -144,8 +143,6 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // While the cursor lives, no other method may be called.
   virtual std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos,
                                                    int64_t max_payload_bytes) = 0;
-  // A chunk's token ids as stored (JSON text); none when the chunk is missing.
-  virtual std::optional<std::string> chunk_tokens_json(int64_t chunk_id) = 0;
   // A chunk's stored fields and payload; none when the chunk is missing.
   virtual std::optional<ChunkContent> read_chunk(int64_t chunk_id) = 0;
   // Content digests of the chunks of a model stored with values at chain hash `chain`.
@@ -164,12 +161,6 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // The prefix index over this catalog's connection; lives as long as the
   // Catalog, read in the caller's snapshot.
   virtual PrefixIndex& prefix_index() = 0;
-
-  // Waits for the backend's own background work that would slow the write
-  // about to begin. raw_bytes: about what it writes, uncompressed (SQLite:
-  // a large write waits for a running WAL checkpoint, a small one at most a
-  // few ms).
-  virtual void wait_before_write(int64_t raw_bytes) = 0;
 };
 
 struct StoreCounters;  // metrics/metrics.h
@@ -186,6 +177,12 @@ std::unique_ptr<Catalog> open_catalog(const std::string& location, const Options
 // URI, SQLite's for anything else (a path, or ""). Throws kInvalidArgument
 // for a URI when the PostgreSQL backend is not built.
 int latest_schema_version_for(const std::string& location);
+
+// Whether `text` is JSON as every backend's metadata check takes it: SQLite's
+// json_valid, the schema's CHECK there, and what PostgreSQL's catalog applies
+// too, so that both accept exactly the same metadata (sqlite_util.cpp). Never
+// throws but to allocate.
+bool is_json(const std::string& text);
 
 }  // namespace detail
 }  // namespace colikv

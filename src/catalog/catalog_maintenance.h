@@ -26,25 +26,15 @@ class LocalFiles {
   // The local files the store keeps, as suffixes of its location ("" for the
   // location itself).
   virtual std::vector<std::string> file_suffixes() const = 0;
-  // Bytes of the write-ahead log file beside the store (in file_bytes); 0
-  // while there is none.
-  virtual int64_t wal_bytes() = 0;
   // Outside any transaction, after a gc's transaction: gives free pages back in
   // steps as compact does, without its full rewrite.
   virtual void release_free_pages(const std::string& what, int64_t step_bytes,
                                   const std::function<void(int64_t, int64_t)>& progress) = 0;
-};
-
-// Writers that run side by side (PostgreSQL: one per conversation,
-// docs/postgres.md "Concurrent writers"), and so need locks that a backend
-// whose write transaction excludes every other writer does not.
-class ConcurrentWriters {
- public:
-  virtual ~ConcurrentWriters() = default;
-  // Write transaction. Keeps other writers from setting the tenant's limits
-  // until this one ends, for a read-modify-write of them; appends, which only
-  // read them, are not held up.
-  virtual void lock_tenant_limits() = 0;
+  // Outside any transaction, before a write of about raw_bytes
+  // (uncompressed): waits for the background work on the files that would
+  // slow it (SQLite: a large write waits for a running WAL checkpoint, a
+  // small one at most a few ms).
+  virtual void wait_before_write(int64_t raw_bytes) = 0;
 };
 
 // Server roles that row-level security lets use a tenant (see
@@ -66,8 +56,16 @@ class CatalogMaintenance {
   // The limits as stored, unchecked; a stored value that is not an integer
   // is kCorrupt.
   virtual TenantLimits tenant_limits() = 0;
-  // Write transaction. Sets both limits (none: NULL).
-  virtual void set_tenant_limits(const TenantLimits& limits) = 0;
+  // Write transaction. Sets the limits `fields` names (kTenantMaxBytes,
+  // kTenantMaxIdle) to those of `limits` (none: NULL), and keeps the other
+  // as stored: read under the tenant row's lock where writers run side by
+  // side, so that another writer's change to it is kept, not overwritten
+  // (appends, which only read the limits, are not held up). Returns the
+  // limits as they now stand, unchecked: the kept one as read (one that is
+  // not an integer is kCorrupt; none is read when both are set). Refused: a
+  // negative limit (the schema's CHECK, kConflict); a tenant deleted
+  // meanwhile (kNotFound).
+  virtual TenantLimits set_tenant_limits(const TenantLimits& limits, unsigned fields) = 0;
   // The tenant's conversations last used before used_before_ms (strictly),
   // least recently used first. In a write transaction, those another writer
   // is using are left out, and the rest locked for deleting.
@@ -84,16 +82,14 @@ class CatalogMaintenance {
   // Conversations in scope, least recently used first, stepped lazily;
   // chunks (not conversations) may change while it runs.
   virtual void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) = 0;
-  // A conversation's chunks that still hold values, and their payload sizes.
-  virtual std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) = 0;
-  // Write transaction. Returns those of the chunks no other writer holds
-  // (linking, freeing or evicting it), locked where writers run side by
-  // side: until this transaction ends, none of them is linked anew, so
-  // chunk_users counts read after it stay true. The others are left alone
-  // (an eviction keeps them).
-  virtual std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) = 0;
-  // How many chunk-list entries name the chunk.
-  virtual int64_t chunk_users(int64_t chunk_id) = 0;
+  // A conversation's chunks, once each, with their payload sizes (0:
+  // evicted) and users (how many chunk-list entries name each); none for no
+  // such conversation. In a write transaction each is claimed first, locked
+  // where writers run side by side: until the transaction ends none is linked
+  // anew, so its users stay true. One another writer holds (linking, freeing
+  // or evicting it) is not claimed and has no users count: an eviction or an
+  // expiry keeps it.
+  virtual std::vector<PayloadChunk> claim_chunks(int64_t conversation_id) = 0;
   // Write transaction. Drops a chunk's payload; its row and token ids stay.
   virtual void evict_payload(int64_t chunk_id) = 0;
   // Outside any transaction: frees what free_unused_chunks left for later
@@ -128,7 +124,6 @@ class CatalogMaintenance {
 
   // Capabilities: null where the backend lacks them.
   virtual LocalFiles* local_files() = 0;
-  virtual ConcurrentWriters* concurrent_writers() = 0;
   virtual TenantRoles* tenant_roles() = 0;
 };
 

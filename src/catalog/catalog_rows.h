@@ -194,6 +194,13 @@ struct StrandedConversation {
   int64_t tenant_id = 0;
 };
 
+// What nothing reaches (verify): chunks no chunk list names, by chunk id,
+// and conversations of no tenant, by conversation id.
+struct Strays {
+  std::vector<ChunkPlace> unused_chunks;
+  std::vector<StrandedConversation> conversations_of_no_tenant;
+};
+
 // A chunk used by a conversation (verify's scan of shared chunks).
 struct ChunkUse {
   ChunkPlace chunk;
@@ -243,6 +250,13 @@ struct ModelUsageRow {
   int64_t stored_bytes = 0;   // payload bytes of its chunks
 };
 
+// What this catalog's tenant holds (stats), read in one snapshot.
+struct TenantUsage {
+  std::vector<ModelUsageRow> models;  // by model id
+  int64_t evicted_chunks = 0;         // its chunks whose payload was evicted
+  int64_t evicted_conversations = 0;  // its conversations that use one of those
+};
+
 // A tenant and what its conversations hold (Store::tenants).
 struct TenantRow {
   std::string name;
@@ -261,16 +275,25 @@ struct GaugeUsageRow {
   int64_t evicted_bytes = 0;  // record bytes of those chunks whose payload was evicted
 };
 
+// What the whole store holds (Store::gauges), read in one snapshot.
+struct GaugeUsage {
+  std::vector<GaugeUsageRow> rows;  // by tenant name, then model id
+  int64_t file_bytes = 0;           // as CatalogScans::file_bytes measures them, its WAL included
+  int64_t wal_bytes = 0;            // of those, the write-ahead log beside the store (0 where none)
+  int64_t held_chunks = 0;          // chunks writers hold mid-turn (SQLite's objects first; 0 where none)
+};
+
 // A conversation that expired (tenant retention).
 struct IdleConversation {
   int64_t id = 0;
   std::string name;
 };
 
-// A chunk that holds values and their stored size (eviction).
+// A conversation's chunk, its payload's stored size and its users (eviction, expiry).
 struct PayloadChunk {
   int64_t chunk_id = 0;
-  int64_t bytes = 0;
+  int64_t bytes = 0;             // 0: evicted
+  std::optional<int64_t> users;  // chunk-list entries naming it; none: another writer holds it
 };
 
 }  // namespace detail

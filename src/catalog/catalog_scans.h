@@ -15,16 +15,6 @@
 namespace colikv {
 namespace detail {
 
-// Chunks that writers hold mid-turn (objects first, docs/design.md): a
-// capability of a backend whose writers hold chunks before they link them
-// (SQLite); CatalogScans::held_chunks() is null where none does.
-class HeldChunks {
- public:
-  virtual ~HeldChunks() = default;
-  // How many chunks writers hold now.
-  virtual int64_t held_chunk_count() = 0;
-};
-
 class CatalogScans {
  public:
   virtual ~CatalogScans() = default;
@@ -41,28 +31,25 @@ class CatalogScans {
   // The uses of chunks that still hold values, have no content digest, and
   // are used more than once, by chunk id.
   virtual void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) = 0;
-  // Chunks no chunk list names.
-  virtual std::vector<ChunkPlace> unused_chunks() = 0;
-  // Conversations whose tenant_id names no tenant row, whichever tenant this
-  // catalog's is: no Store can open them, read them or delete them.
-  virtual std::vector<StrandedConversation> conversations_of_no_tenant() = 0;
-  // By model id, of this catalog's tenant (Options::tenant): its
-  // conversations, and the chunks they use.
-  virtual std::vector<ModelUsageRow> model_usage() = 0;
+  // What nothing reaches, for a verify of the whole store: the chunks no
+  // chunk list names, and the conversations whose tenant_id names no tenant
+  // row, whichever tenant this catalog's is (no Store can open, read or
+  // delete them).
+  virtual Strays strays() = 0;
+  // What this catalog's tenant (Options::tenant) holds: by model id, its
+  // conversations and the chunks they use (every model of the store where
+  // models are shared, SQLite; a model of none of them has zero counts); and
+  // its evicted chunks, and its conversations that use one.
+  virtual TenantUsage usage() = 0;
   // Every tenant of the store, whichever this catalog's is, by name.
   virtual std::vector<TenantRow> tenant_usage() = 0;
   // Every tenant's usage by model, whichever this catalog's is (as far as
-  // the server lets this role see), by tenant name then model id.
-  virtual std::vector<GaugeUsageRow> gauge_usage() = 0;
-  // Chunks of this catalog's tenant whose payload was evicted.
-  virtual int64_t evicted_chunk_count() = 0;
-  // Conversations of this catalog's tenant with at least one evicted chunk.
-  virtual int64_t evicted_conversation_count() = 0;
+  // the server lets this role see), with the store's files and the chunks
+  // writers hold mid-turn (objects first: docs/design.md).
+  virtual GaugeUsage gauge_usage() = 0;
   // Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL:
   // its tables and indexes).
   virtual int64_t file_bytes() = 0;
-  // The chunks writers hold mid-turn; null where writers hold none.
-  virtual HeldChunks* held_chunks() = 0;
 };
 
 }  // namespace detail

@@ -101,7 +101,7 @@ struct TurnEdit {
   // Chunks freed unless a chunk list still names them (Catalog::free_unused_chunks).
   std::vector<int64_t> free;
   // What the new chunks hold uncompressed, for a backend that paces large
-  // writes (Catalog::wait_before_write); -1: no pacing.
+  // writes (LocalFiles::wait_before_write); -1: no pacing.
   int64_t write_bytes = -1;
   int64_t now_ms = 0;
   // The store's last step in the committing transaction, given the

@@ -341,14 +341,6 @@ std::unique_ptr<ChunkCursor> PgCatalog::read_chunks(int64_t conversation_id, int
       p);
 }
 
-std::optional<std::string> PgCatalog::chunk_tokens_json(int64_t chunk_id) {
-  PgParams p;
-  p.add(chunk_id);
-  PgRows r = run("SELECT tokens FROM chunks WHERE chunk_id = $1", p, "reading a chunk's tokens");
-  if (r.size() == 0) return std::nullopt;
-  return r.text(0, 0);
-}
-
 std::optional<ChunkContent> PgCatalog::read_chunk(int64_t chunk_id) {
   PgParams p;
   p.add(chunk_id);

@@ -47,7 +47,7 @@
 namespace colikv {
 namespace detail {
 
-class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, private ChunkWriter {
+class PgCatalog : public Catalog, public TenantRoles, private ChunkWriter {
  public:
   // Connects to `uri` and brings its schema up to date (pg_migrations.h).
   PgCatalog(const std::string& uri, const Options& options);
@@ -67,11 +67,10 @@ class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, 
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
   std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) override;
   int64_t conversation_count() override;
-  void for_each_token_list(int64_t conversation_id, int64_t end_pos,
+  void for_each_token_list(int64_t conversation_id, int64_t from_seq, int64_t end_pos,
                            const std::function<void(int64_t, int64_t, std::string_view)>& f) override;
 
   int schema_version() override;
-  bool is_json(const std::string& text) override;
 
   std::optional<int64_t> find_model_id(const std::string& signature) override;
   std::optional<StoredModel> read_model(int64_t model_id) override;
@@ -79,7 +78,6 @@ class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, 
 
   std::vector<ChunkSummary> chunk_list(int64_t conversation_id) override;
   std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos, int64_t max_payload_bytes) override;
-  std::optional<std::string> chunk_tokens_json(int64_t chunk_id) override;
   std::optional<ChunkContent> read_chunk(int64_t chunk_id) override;
   std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) override;
   std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) override;
@@ -91,36 +89,27 @@ class PgCatalog : public Catalog, public ConcurrentWriters, public TenantRoles, 
   void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) override;
   std::vector<LineageRow> lineage() override;
   void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
-  std::vector<ChunkPlace> unused_chunks() override;
-  std::vector<StrandedConversation> conversations_of_no_tenant() override;
-  std::vector<ModelUsageRow> model_usage() override;
+  Strays strays() override;
+  TenantUsage usage() override;
   std::vector<TenantRow> tenant_usage() override;
-  std::vector<GaugeUsageRow> gauge_usage() override;
+  GaugeUsage gauge_usage() override;
   TenantLimits tenant_limits() override;
-  void set_tenant_limits(const TenantLimits& limits) override;
+  TenantLimits set_tenant_limits(const TenantLimits& limits, unsigned fields) override;
   std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;
-  void lock_tenant_limits() override;
   void set_tenant_role(const std::string& role, bool granted, int64_t now_ms) override;  // pg_tenant_roles.cpp
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
-  std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
-  std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) override;
-  int64_t chunk_users(int64_t chunk_id) override;
+  std::vector<PayloadChunk> claim_chunks(int64_t conversation_id) override;
   void evict_payload(int64_t chunk_id) override;
-  int64_t evicted_chunk_count() override;
-  int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes,
                          const std::function<void(int64_t, int64_t)>& progress) override;
   bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
 
   PrefixIndex& prefix_index() override;
-  HeldChunks* held_chunks() override { return nullptr; }  // one transaction per turn: no chunk is held before its link
   LocalFiles* local_files() override { return nullptr; }  // the server keeps the files, and gives their pages back itself
-  ConcurrentWriters* concurrent_writers() override { return this; }
   TenantRoles* tenant_roles() override { return this; }
-  void wait_before_write(int64_t) override {}  // the server has no background work the client waits for
   // A sequence never hands an id out twice, even one a rolled-back
   // transaction took: a row read before a rollback keeps its id to itself.
   uint64_t write_rollbacks() const override { return 0; }

@@ -1,10 +1,6 @@
 // The PgCatalog's reads for info, list, verify, stats and eviction, the
 // conversation updates outside appends (see pg_catalog.h).
-#include <SQLiteCpp/Database.h>
-#include <SQLiteCpp/Statement.h>
-
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "postgres/pg_catalog.h"
@@ -130,12 +126,13 @@ int64_t PgCatalog::conversation_count() {
   return run("SELECT count(*) FROM conversations WHERE tenant_id = $1", p, "counting conversations").int64(0, 0);
 }
 
-void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t end_pos,
+void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t from_seq, int64_t end_pos,
                                     const std::function<void(int64_t, int64_t, std::string_view)>& f) {
   PgParams p;
-  p.add(conversation_id).add(end_pos);
+  p.add(conversation_id).add(from_seq).add(end_pos);
   PgRows r = run("SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
-                 "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND ch.first_pos < $2 ORDER BY cc.seq",
+                 "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND cc.seq >= $2 AND ch.first_pos < $3 "
+                 "ORDER BY cc.seq",
                  p, "reading token ids");
   for (int i = 0; i < r.size(); ++i) {
     const std::string tokens = r.text(i, 2);
@@ -144,21 +141,6 @@ void PgCatalog::for_each_token_list(int64_t conversation_id, int64_t end_pos,
 }
 
 int PgCatalog::schema_version() { return postgres_schema_version(conn_, "reading the schema version"); }
-
-bool PgCatalog::is_json(const std::string& text) {
-  // SQLite's json_valid, so that both backends accept exactly the same
-  // metadata (PostgreSQL's json input differs at the edges, and a failed cast
-  // would abort the caller's transaction).
-  // Never destroyed, as sqlite_migrations.cpp's schema cache: a store may be used
-  // from an atexit handler.
-  static std::mutex& mu = *new std::mutex;
-  static SQLite::Database& validator = *new SQLite::Database(":memory:", SQLite::OPEN_READWRITE);
-  std::lock_guard<std::mutex> lock(mu);
-  SQLite::Statement q(validator, "SELECT json_valid(?)");
-  q.bind(1, text);
-  q.executeStep();
-  return q.getColumn(0).getInt() == 1;
-}
 
 IntegrityReport PgCatalog::check_integrity() {
   // The server checks its own pages; what it cannot know is colikv's side
@@ -265,25 +247,20 @@ void PgCatalog::for_each_undigested_share(const std::function<void(const ChunkUs
   for (int i = 0; i < r.size(); ++i) f({{r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)}, r.int64(i, 3)});
 }
 
-std::vector<ChunkPlace> PgCatalog::unused_chunks() {
+Strays PgCatalog::strays() {
+  Strays out;
   // A queued one is on its way out (0006_chunks_to_free.sql), not left behind.
   PgRows r = run("SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
                  "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id) AND NOT EXISTS "
                  "(SELECT 1 FROM chunks_to_free f WHERE f.chunk_id = ch.chunk_id)",
                  PgParams(), "reading unused chunks");
-  std::vector<ChunkPlace> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)});
-  return out;
-}
-
-// The server enforces the foreign key; a superuser with its triggers off
-// (session_replication_role = replica) does not.
-std::vector<StrandedConversation> PgCatalog::conversations_of_no_tenant() {
-  PgRows r = run("SELECT conversation_id, tenant_id FROM conversations c WHERE NOT EXISTS "
+  for (int i = 0; i < r.size(); ++i) out.unused_chunks.push_back({r.int64(i, 0), r.int64(i, 1), r.int64(i, 2)});
+  // The server enforces the foreign key; a superuser with its triggers off
+  // (session_replication_role = replica) does not.
+  PgRows c = run("SELECT conversation_id, tenant_id FROM conversations c WHERE NOT EXISTS "
                  "(SELECT 1 FROM tenants t WHERE t.tenant_id = c.tenant_id) ORDER BY conversation_id",
                  PgParams(), "reading conversations of no tenant");
-  std::vector<StrandedConversation> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1)});
+  for (int i = 0; i < c.size(); ++i) out.conversations_of_no_tenant.push_back({c.int64(i, 0), c.int64(i, 1)});
   return out;
 }
 
@@ -293,7 +270,10 @@ std::vector<StrandedConversation> PgCatalog::conversations_of_no_tenant() {
   "ch.chunk_id IN (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c " \
   "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = $1)"
 
-std::vector<ModelUsageRow> PgCatalog::model_usage() {
+TenantUsage PgCatalog::usage() {
+  // One round trip: the evicted counts, the tenant's alone, are computed once
+  // (uncorrelated) and repeated on each model's row; a tenant of no model has
+  // no chunk either.
   PgRows r = run("SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
                  " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id AND c.tenant_id = $1), "
                  " (SELECT coalesce(sum(token_count), 0)::bigint FROM conversations c WHERE c.model_id = m.model_id "
@@ -302,10 +282,16 @@ std::vector<ModelUsageRow> PgCatalog::model_usage() {
                  " (SELECT coalesce(sum(n_tokens), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id AND "
                  COLIKV_TENANT_CHUNK "), "
                  " (SELECT coalesce(sum(octet_length(payload)), 0)::bigint FROM chunks ch WHERE ch.model_id = m.model_id "
-                 "    AND " COLIKV_TENANT_CHUNK ") "
+                 "    AND " COLIKV_TENANT_CHUNK "), "
+                 " (SELECT count(DISTINCT ch.chunk_id) FROM chunks ch JOIN conversation_chunks cc "
+                 "    ON cc.chunk_id = ch.chunk_id JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                 "    WHERE ch.payload IS NULL AND c.tenant_id = $1), "
+                 " (SELECT count(DISTINCT cc.conversation_id) FROM chunks ch JOIN conversation_chunks cc "
+                 "    ON cc.chunk_id = ch.chunk_id JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                 "    WHERE ch.payload IS NULL AND c.tenant_id = $1) "
                  "FROM models m WHERE m.tenant_id = $1 ORDER BY m.model_id",
                  PgParams().add(tenant_id_), "reading model usage");
-  std::vector<ModelUsageRow> out;
+  TenantUsage out;
   for (int i = 0; i < r.size(); ++i) {
     ModelUsageRow u;
     u.model_id = r.int64(i, 0);
@@ -316,7 +302,9 @@ std::vector<ModelUsageRow> PgCatalog::model_usage() {
     u.chunks = r.int64(i, 5);
     u.chunk_tokens_sum = r.int64(i, 6);
     u.stored_bytes = r.int64(i, 7);
-    out.push_back(u);
+    out.models.push_back(u);
+    out.evicted_chunks = r.int64(i, 8);
+    out.evicted_conversations = r.int64(i, 9);
   }
   return out;
 }
@@ -359,35 +347,45 @@ void PgCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationV
   }
 }
 
-std::vector<PayloadChunk> PgCatalog::payload_chunks(int64_t conversation_id) {
+std::vector<PayloadChunk> PgCatalog::claim_chunks(int64_t conversation_id) {
   PgParams p;
   p.add(conversation_id);
-  PgRows r = run("SELECT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
-                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 AND k.payload_bytes > 0",
+  PgRows r = run("SELECT DISTINCT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
+                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 ORDER BY k.chunk_id",
                  p, "reading a conversation's chunks");
   std::vector<PayloadChunk> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.int64(i, 1)});
+  std::vector<int64_t> ids;
+  for (int i = 0; i < r.size(); ++i) {
+    out.push_back({r.int64(i, 0), r.int64(i, 1), std::nullopt});
+    ids.push_back(r.int64(i, 0));
+  }
+  if (ids.empty()) return out;
+  const std::string id_list = id_array(ids);
+  std::map<int64_t, int64_t> users;  // of the claimed ones: 0 until counted
+  if (writing_) {
+    // SKIP LOCKED: a chunk another writer holds is being linked (or freed or
+    // evicted) by it; it is kept rather than waited for. The users counted
+    // next, in a new snapshot, stay true: a new link would need the row lock
+    // (FOR SHARE, or its foreign key's KEY SHARE).
+    PgRows claimed = run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) ORDER BY chunk_id "
+                         "FOR UPDATE SKIP LOCKED",
+                         PgParams().add(id_list), "claiming chunks to evict");
+    for (int i = 0; i < claimed.size(); ++i) users[claimed.int64(i, 0)] = 0;
+  } else {
+    for (int64_t id : ids) users[id] = 0;  // a read's snapshot holds still
+  }
+  PgRows counts = run("SELECT chunk_id, count(*) FROM conversation_chunks WHERE chunk_id = ANY($1::bigint[]) "
+                      "GROUP BY chunk_id",
+                      PgParams().add(id_list), "counting chunks' users");
+  for (int i = 0; i < counts.size(); ++i) {
+    auto u = users.find(counts.int64(i, 0));
+    if (u != users.end()) u->second = counts.int64(i, 1);
+  }
+  for (PayloadChunk& c : out) {
+    auto u = users.find(c.chunk_id);
+    if (u != users.end()) c.users = u->second;
+  }
   return out;
-}
-
-std::vector<int64_t> PgCatalog::claim_chunks(const std::vector<int64_t>& chunk_ids) {
-  if (chunk_ids.empty()) return {};
-  // SKIP LOCKED: a chunk another writer holds is being linked (or freed or
-  // evicted) by it; an eviction keeps it rather than wait for that writer's
-  // turn. The users counted after this, in a new snapshot, stay true: a new
-  // link would need the row lock (FOR SHARE, or its foreign key's KEY SHARE).
-  PgRows r = run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) ORDER BY chunk_id "
-                 "FOR UPDATE SKIP LOCKED",
-                 PgParams().add(id_array(chunk_ids)), "claiming chunks to evict");
-  std::vector<int64_t> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back(r.int64(i, 0));
-  return out;
-}
-
-int64_t PgCatalog::chunk_users(int64_t chunk_id) {
-  PgParams p;
-  p.add(chunk_id);
-  return run("SELECT count(*) FROM conversation_chunks WHERE chunk_id = $1", p, "counting a chunk's users").int64(0, 0);
 }
 
 void PgCatalog::evict_payload(int64_t chunk_id) {
@@ -395,22 +393,6 @@ void PgCatalog::evict_payload(int64_t chunk_id) {
   p.add(chunk_id);
   run("UPDATE chunks SET payload = NULL WHERE chunk_id = $1", p, "evicting a chunk");
   run("UPDATE chunk_meta SET payload_bytes = 0 WHERE chunk_id = $1", p, "evicting a chunk");
-}
-
-int64_t PgCatalog::evicted_chunk_count() {
-  return run("SELECT count(DISTINCT ch.chunk_id) FROM chunks ch JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
-             "JOIN conversations c ON c.conversation_id = cc.conversation_id "
-             "WHERE ch.payload IS NULL AND c.tenant_id = $1",
-             PgParams().add(tenant_id_), "counting evicted chunks")
-      .int64(0, 0);
-}
-
-int64_t PgCatalog::evicted_conversation_count() {
-  return run("SELECT count(DISTINCT cc.conversation_id) FROM chunks ch JOIN conversation_chunks cc "
-             "ON cc.chunk_id = ch.chunk_id JOIN conversations c ON c.conversation_id = cc.conversation_id "
-             "WHERE ch.payload IS NULL AND c.tenant_id = $1",
-             PgParams().add(tenant_id_), "counting evicted conversations")
-      .int64(0, 0);
 }
 
 std::vector<TenantRow> PgCatalog::tenant_usage() {
@@ -431,7 +413,7 @@ std::vector<TenantRow> PgCatalog::tenant_usage() {
   return out;
 }
 
-std::vector<GaugeUsageRow> PgCatalog::gauge_usage() {
+GaugeUsage PgCatalog::gauge_usage() {
   // As SQLite's (sqlite_catalog_read.cpp): conversations, then distinct chunks, by tenant and model.
   std::map<std::pair<std::string, int64_t>, GaugeUsageRow> rows;
   PgRows convs = run("SELECT t.name, c.model_id, count(*), coalesce(sum(c.token_count), 0)::bigint FROM conversations c "
@@ -456,12 +438,14 @@ std::vector<GaugeUsageRow> PgCatalog::gauge_usage() {
     r.stored_bytes = chunks.int64(i, 2);
     r.evicted_bytes = chunks.int64(i, 3);
   }
-  std::vector<GaugeUsageRow> out;
+  GaugeUsage out;
   for (auto& e : rows) {
     e.second.tenant = e.first.first;
     e.second.model_id = e.first.second;
-    out.push_back(std::move(e.second));
+    out.rows.push_back(std::move(e.second));
   }
+  // No WAL of its own, and one transaction per turn: no chunk is held before its link.
+  out.file_bytes = file_bytes();
   return out;
 }
 
@@ -475,21 +459,27 @@ TenantLimits PgCatalog::tenant_limits() {
   return l;
 }
 
-void PgCatalog::set_tenant_limits(const TenantLimits& limits) {
+TenantLimits PgCatalog::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
+  TenantLimits merged = limits;
+  if ((fields & kAllTenantLimits) != kAllTenantLimits) {
+    // The kept limit read under the row's lock, so that another writer's
+    // change to it is kept. NO KEY UPDATE: the conversations' foreign key
+    // (KEY SHARE) and the appends' plain reads of the limits go on.
+    PgRows r = run("SELECT max_bytes, max_idle_ms FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE",
+                   PgParams().add(tenant_id_), "locking the tenant's limits");
+    if (r.size() == 1) {
+      if (!(fields & kTenantMaxBytes)) merged.max_bytes = r.is_null(0, 0) ? std::nullopt : std::optional<int64_t>(r.int64(0, 0));
+      if (!(fields & kTenantMaxIdle)) merged.max_idle_ms = r.is_null(0, 1) ? std::nullopt : std::optional<int64_t>(r.int64(0, 1));
+    }
+  }
   PgParams p;
-  if (limits.max_bytes) p.add(*limits.max_bytes); else p.add_null();
-  if (limits.max_idle_ms) p.add(*limits.max_idle_ms); else p.add_null();
+  if (merged.max_bytes) p.add(*merged.max_bytes); else p.add_null();
+  if (merged.max_idle_ms) p.add(*merged.max_idle_ms); else p.add_null();
   p.add(tenant_id_);
   PgRows r = run("UPDATE tenants SET max_bytes = $1::bigint, max_idle_ms = $2::bigint WHERE tenant_id = $3", p,
                  "setting the tenant's limits");
   if (r.affected() != 1) throw PgError(ErrorCode::kNotFound, "no such tenant (deleted meanwhile)");
-}
-
-void PgCatalog::lock_tenant_limits() {
-  // NO KEY UPDATE: the conversations' foreign key (KEY SHARE) and the
-  // appends' plain reads of the limits go on.
-  run("SELECT 1 FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE", PgParams().add(tenant_id_),
-      "locking the tenant's limits");
+  return merged;
 }
 
 std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_ms) {

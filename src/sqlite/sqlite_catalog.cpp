@@ -356,17 +356,6 @@ std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id,
   throw sqlite_error(e);
 }
 
-std::optional<std::string> SqliteCatalog::chunk_tokens_json(int64_t chunk_id) try {
-  auto q = statements_.use("SELECT tokens FROM chunks WHERE chunk_id = ?");
-  q->bind(1, chunk_id);
-  if (!q->executeStep()) return std::nullopt;
-  SQLite::Column col = q->getColumn(0);
-  const char* text = static_cast<const char*>(col.getBlob());
-  return std::string(text ? text : "", static_cast<size_t>(col.getBytes()));
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
 std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) try {
   SQLite::Statement q(db_,
                       "SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
@@ -581,54 +570,30 @@ void SqliteCatalog::visit_least_recent(Scope scope, const PrefixIndex::Conversat
   throw sqlite_error(e);
 }
 
-std::vector<PayloadChunk> SqliteCatalog::payload_chunks(int64_t conversation_id) try {
+std::vector<PayloadChunk> SqliteCatalog::claim_chunks(int64_t conversation_id) try {
+  // The write transaction holds every other writer's links off; a chunk a
+  // writer holds (objects first, sqlite_held.cpp) is about to be linked: an
+  // eviction keeps it.
   auto q = statements_.use(
-      "SELECT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
-      "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND k.payload_bytes > 0");
+      "SELECT k.chunk_id, k.payload_bytes, "
+      " EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = k.chunk_id), "
+      " (SELECT count(*) FROM conversation_chunks u WHERE u.chunk_id = k.chunk_id) "
+      "FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? "
+      "GROUP BY k.chunk_id ORDER BY k.chunk_id");
   q->bind(1, conversation_id);
   std::vector<PayloadChunk> out;
-  while (q->executeStep()) out.push_back({q->getColumn(0).getInt64(), q->getColumn(1).getInt64()});
+  while (q->executeStep()) {
+    PayloadChunk c{q->getColumn(0).getInt64(), q->getColumn(1).getInt64(), std::nullopt};
+    if (q->getColumn(2).getInt() == 0) c.users = q->getColumn(3).getInt64();
+    out.push_back(c);
+  }
   return out;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
-int64_t SqliteCatalog::chunk_users(int64_t chunk_id) try {
-  auto q = statements_.use("SELECT count(*) FROM conversation_chunks WHERE chunk_id = ?");
-  q->bind(1, chunk_id);
-  q->executeStep();
-  return q->getColumn(0).getInt64();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
 
 void SqliteCatalog::evict_payload(int64_t chunk_id) try {
   evict_chunk_payload(db_, statements_, chunk_id);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
-// How many distinct `counted` (a column of ch or cc) the tenant's
-// conversations reach through evicted chunks.
-int64_t SqliteCatalog::count_evicted(const char* counted) {
-  SQLite::Statement q(db_, std::string("SELECT count(DISTINCT ") + counted +
-                               ") FROM chunks ch INDEXED BY chunks_evicted "
-                               "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
-                               "JOIN conversations c ON c.conversation_id = cc.conversation_id "
-                               "WHERE ch.payload IS NULL AND c.tenant_id = ?");
-  q.bind(1, tenant_id_);
-  q.executeStep();
-  return q.getColumn(0).getInt64();
-}
-
-int64_t SqliteCatalog::evicted_chunk_count() try {
-  return count_evicted("ch.chunk_id");
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
-int64_t SqliteCatalog::evicted_conversation_count() try {
-  return count_evicted("cc.conversation_id");
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -656,14 +621,6 @@ bool SqliteCatalog::erase_deleted(const std::string&) try {
 
 int64_t SqliteCatalog::file_bytes() try {
   return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal");
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
-int64_t SqliteCatalog::wal_bytes() { return file_size_or_zero(path_ + "-wal"); }
-
-int64_t SqliteCatalog::held_chunk_count() try {
-  return query_int(db_, "SELECT count(DISTINCT chunk_id) FROM held_chunks", "counting held chunks");
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }

@@ -26,7 +26,7 @@ namespace detail {
 // a writers row of a library before the lock file, sqlite_held.cpp).
 std::string& simulated_boot_id();
 
-class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, private ChunkWriter {
+class SqliteCatalog : public Catalog, public LocalFiles, private ChunkWriter {
  public:
   // Opens (or creates) the store at path (open_store) with its background
   // checkpointer when writable.
@@ -47,11 +47,10 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   std::optional<ConversationInfoRow> conversation_info(const std::string& name) override;
   std::vector<ConversationInfoRow> list_conversations(int64_t limit, int64_t offset) override;
   int64_t conversation_count() override;
-  void for_each_token_list(int64_t conversation_id, int64_t end_pos,
+  void for_each_token_list(int64_t conversation_id, int64_t from_seq, int64_t end_pos,
                            const std::function<void(int64_t, int64_t, std::string_view)>& f) override;
 
   int schema_version() override;
-  bool is_json(const std::string& text) override;
 
   std::optional<int64_t> find_model_id(const std::string& signature) override;
   std::optional<StoredModel> read_model(int64_t model_id) override;
@@ -59,47 +58,37 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
 
   std::vector<ChunkSummary> chunk_list(int64_t conversation_id) override;
   std::unique_ptr<ChunkCursor> read_chunks(int64_t conversation_id, int64_t end_pos, int64_t max_payload_bytes) override;
-  std::optional<std::string> chunk_tokens_json(int64_t chunk_id) override;
   std::optional<ChunkContent> read_chunk(int64_t chunk_id) override;
   std::vector<ChunkHash> digests_at(int64_t model_id, const ChunkHash& chain) override;
   std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) override;
   void free_unused_chunks(const std::vector<int64_t>& chunk_ids) override;
   void free_queued_chunks() override;
-  std::vector<int64_t> claim_chunks(const std::vector<int64_t>& chunk_ids) override;
 
   IntegrityReport check_integrity() override;
   std::vector<ConversationRow> conversations_to_verify(const std::string& only) override;
   void for_each_verify_row(int64_t conversation_id, const std::function<void(const VerifyChunkRow&)>& f) override;
   std::vector<LineageRow> lineage() override;
   void for_each_undigested_share(const std::function<void(const ChunkUse&)>& f) override;
-  std::vector<ChunkPlace> unused_chunks() override;
-  std::vector<StrandedConversation> conversations_of_no_tenant() override;
-  std::vector<ModelUsageRow> model_usage() override;
+  Strays strays() override;
+  TenantUsage usage() override;
   std::vector<TenantRow> tenant_usage() override;
-  std::vector<GaugeUsageRow> gauge_usage() override;
+  GaugeUsage gauge_usage() override;
   TenantLimits tenant_limits() override;
-  void set_tenant_limits(const TenantLimits& limits) override;
+  TenantLimits set_tenant_limits(const TenantLimits& limits, unsigned fields) override;
   std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) override;
 
   int64_t stored_payload_bytes(Scope scope) override;
   void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) override;
-  std::vector<PayloadChunk> payload_chunks(int64_t conversation_id) override;
-  int64_t chunk_users(int64_t chunk_id) override;
+  std::vector<PayloadChunk> claim_chunks(int64_t conversation_id) override;
   void evict_payload(int64_t chunk_id) override;
-  int64_t evicted_chunk_count() override;
-  int64_t evicted_conversation_count() override;
   CompactOutcome compact(const std::string& what, int64_t step_bytes,
                          const std::function<void(int64_t, int64_t)>& progress) override;
   void release_free_pages(const std::string& what, int64_t step_bytes,
                           const std::function<void(int64_t, int64_t)>& progress) override;
   bool erase_deleted(const std::string& what) override;
   int64_t file_bytes() override;
-  int64_t held_chunk_count() override;
-  int64_t wal_bytes() override;
   std::vector<std::string> file_suffixes() const override { return {"", "-wal", "-shm", "-journal", "-writers"}; }
-  HeldChunks* held_chunks() override { return this; }
   LocalFiles* local_files() override { return this; }
-  ConcurrentWriters* concurrent_writers() override { return nullptr; }  // its write transaction excludes every other writer
   TenantRoles* tenant_roles() override { return nullptr; }              // a file has no server roles
 
   PrefixIndex& prefix_index() override;
@@ -214,8 +203,6 @@ class SqliteCatalog : public Catalog, public LocalFiles, public HeldChunks, priv
   bool reclaim_dead_writers(const std::string& what);
   // On close: this writer's holds and row go (best effort).
   void close_writer() noexcept;
-  // count(DISTINCT counted) over the tenant's links to evicted chunks.
-  int64_t count_evicted(const char* counted);
   // Declared last so that it stops before the connection closes.
   std::unique_ptr<Checkpointer> checkpointer_;
 };

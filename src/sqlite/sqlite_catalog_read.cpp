@@ -3,10 +3,12 @@
 #include <sqlite3.h>
 
 #include <map>
+#include <mutex>
 #include <utility>
 #include <algorithm>
 
 #include "sqlite/sqlite_catalog.h"
+#include "sqlite/sqlite_connection.h"
 #include "sqlite/sqlite_util.h"
 
 namespace colikv {
@@ -149,13 +151,15 @@ int64_t SqliteCatalog::conversation_count() try {
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::for_each_token_list(
-    int64_t conversation_id, int64_t end_pos, const std::function<void(int64_t, int64_t, std::string_view)>& f) try {
+void SqliteCatalog::for_each_token_list(int64_t conversation_id, int64_t from_seq, int64_t end_pos,
+                                        const std::function<void(int64_t, int64_t, std::string_view)>& f) try {
   SQLite::Statement q(db_,
                       "SELECT ch.chunk_id, ch.n_tokens, ch.tokens FROM conversation_chunks cc JOIN chunks ch "
-                      "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND ch.first_pos < ? ORDER BY cc.seq");
+                      "ON ch.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? AND cc.seq >= ? AND ch.first_pos < ? "
+                      "ORDER BY cc.seq");
   q.bind(1, conversation_id);
-  q.bind(2, end_pos);
+  q.bind(2, from_seq);
+  q.bind(3, end_pos);
   while (q.executeStep()) f(q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), text_view(q.getColumn(2)));
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -163,15 +167,6 @@ void SqliteCatalog::for_each_token_list(
 
 int SqliteCatalog::schema_version() try {
   return db_.execAndGet("PRAGMA user_version").getInt();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
-bool SqliteCatalog::is_json(const std::string& text) try {
-  SQLite::Statement q(db_, "SELECT json_valid(?)");
-  q.bind(1, text);
-  q.executeStep();
-  return q.getColumn(0).getInt() == 1;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -280,26 +275,20 @@ void SqliteCatalog::for_each_undigested_share(const std::function<void(const Chu
   throw sqlite_error(e);
 }
 
-std::vector<ChunkPlace> SqliteCatalog::unused_chunks() try {
+Strays SqliteCatalog::strays() try {
+  Strays out;
   SQLite::Statement q(db_,
                       "SELECT chunk_id, first_pos, n_tokens FROM chunks ch WHERE NOT EXISTS "
                       "(SELECT 1 FROM conversation_chunks cc WHERE cc.chunk_id = ch.chunk_id) AND NOT EXISTS "
                       "(SELECT 1 FROM held_chunks h WHERE h.chunk_id = ch.chunk_id)");
-  std::vector<ChunkPlace> out;
-  while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()});
-  return out;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
-// A foreign key the schema declares but a hand edit with enforcement off
-// can break: SQLite enforces it only on the connections that turn it on.
-std::vector<StrandedConversation> SqliteCatalog::conversations_of_no_tenant() try {
-  SQLite::Statement q(db_,
+  while (q.executeStep())
+    out.unused_chunks.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64()});
+  // A foreign key the schema declares but a hand edit with enforcement off
+  // can break: SQLite enforces it only on the connections that turn it on.
+  SQLite::Statement c(db_,
                       "SELECT conversation_id, tenant_id FROM conversations c WHERE NOT EXISTS "
                       "(SELECT 1 FROM tenants t WHERE t.tenant_id = c.tenant_id) ORDER BY conversation_id");
-  std::vector<StrandedConversation> out;
-  while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getInt64()});
+  while (c.executeStep()) out.conversations_of_no_tenant.push_back({c.getColumn(0).getInt64(), c.getColumn(1).getInt64()});
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -311,7 +300,7 @@ std::vector<StrandedConversation> SqliteCatalog::conversations_of_no_tenant() tr
   "ch.chunk_id IN (SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "              \
   "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = ?1)"
 
-std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
+TenantUsage SqliteCatalog::usage() try {
   SQLite::Statement q(db_,
                       "SELECT m.model_id, m.chunk_tokens, m.record_bytes, "
                       " (SELECT count(*) FROM conversations c WHERE c.model_id = m.model_id AND c.tenant_id = ?1), "
@@ -324,7 +313,7 @@ std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
                       COLIKV_TENANT_CHUNK ") "
                       "FROM models m ORDER BY m.model_id");
   q.bind(1, tenant_id_);
-  std::vector<ModelUsageRow> out;
+  TenantUsage out;
   while (q.executeStep()) {
     ModelUsageRow u;
     u.model_id = q.getColumn(0).getInt64();
@@ -335,8 +324,19 @@ std::vector<ModelUsageRow> SqliteCatalog::model_usage() try {
     u.chunks = q.getColumn(5).getInt64();
     u.chunk_tokens_sum = q.getColumn(6).getInt64();
     u.stored_bytes = q.getColumn(7).getInt64();
-    out.push_back(u);
+    out.models.push_back(u);
   }
+  // The tenant's conversations reached through evicted chunks, and those chunks.
+  SQLite::Statement e(db_,
+                      "SELECT count(DISTINCT ch.chunk_id), count(DISTINCT cc.conversation_id) "
+                      "FROM chunks ch INDEXED BY chunks_evicted "
+                      "JOIN conversation_chunks cc ON cc.chunk_id = ch.chunk_id "
+                      "JOIN conversations c ON c.conversation_id = cc.conversation_id "
+                      "WHERE ch.payload IS NULL AND c.tenant_id = ?");
+  e.bind(1, tenant_id_);
+  e.executeStep();
+  out.evicted_chunks = e.getColumn(0).getInt64();
+  out.evicted_conversations = e.getColumn(1).getInt64();
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -394,7 +394,7 @@ const char* const kGaugeChunks =
 
 }  // namespace
 
-std::vector<GaugeUsageRow> SqliteCatalog::gauge_usage() try {
+GaugeUsage SqliteCatalog::gauge_usage() try {
   std::map<std::pair<std::string, int64_t>, GaugeUsageRow> rows;
   SQLite::Statement convs(db_, kGaugeConversations);
   while (convs.executeStep()) {
@@ -408,12 +408,15 @@ std::vector<GaugeUsageRow> SqliteCatalog::gauge_usage() try {
     r.stored_bytes = chunks.getColumn(2).getInt64();
     r.evicted_bytes = chunks.getColumn(3).getInt64();
   }
-  std::vector<GaugeUsageRow> out;
+  GaugeUsage out;
   for (auto& e : rows) {
     e.second.tenant = e.first.first;
     e.second.model_id = e.first.second;
-    out.push_back(std::move(e.second));
+    out.rows.push_back(std::move(e.second));
   }
+  out.held_chunks = query_int(db_, "SELECT count(DISTINCT chunk_id) FROM held_chunks", "counting held chunks");
+  out.wal_bytes = file_size_or_zero(path_ + "-wal");
+  out.file_bytes = file_size_or_zero(path_) + out.wal_bytes;
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
@@ -432,12 +435,21 @@ TenantLimits SqliteCatalog::tenant_limits() try {
   throw sqlite_error(e);
 }
 
-void SqliteCatalog::set_tenant_limits(const TenantLimits& limits) try {
+TenantLimits SqliteCatalog::set_tenant_limits(const TenantLimits& limits, unsigned fields) try {
+  // The write transaction holds every other writer off: the kept limit is
+  // read as it stands.
+  TenantLimits merged = limits;
+  if ((fields & kAllTenantLimits) != kAllTenantLimits) {
+    const TenantLimits stored = tenant_limits();
+    if (!(fields & kTenantMaxBytes)) merged.max_bytes = stored.max_bytes;
+    if (!(fields & kTenantMaxIdle)) merged.max_idle_ms = stored.max_idle_ms;
+  }
   SQLite::Statement u(db_, "UPDATE tenants SET max_bytes = ?, max_idle_ms = ? WHERE tenant_id = ?");
-  if (limits.max_bytes) u.bind(1, *limits.max_bytes); else u.bind(1);
-  if (limits.max_idle_ms) u.bind(2, *limits.max_idle_ms); else u.bind(2);
+  if (merged.max_bytes) u.bind(1, *merged.max_bytes); else u.bind(1);
+  if (merged.max_idle_ms) u.bind(2, *merged.max_idle_ms); else u.bind(2);
   u.bind(3, tenant_id_);
   if (u.exec() != 1) throw Error(ErrorCode::kNotFound, "no such tenant '" + options_.tenant + "' (deleted meanwhile)");
+  return merged;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -453,6 +465,34 @@ std::vector<IdleConversation> SqliteCatalog::idle_conversations(int64_t used_bef
   return out;
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
+}
+
+bool is_json(const std::string& text) {
+  // One connection of the process for it, never closed (a store may be used
+  // from an atexit handler), its statement prepared once, under its lock.
+  struct Validator {
+    std::mutex mu;
+    sqlite3* db = nullptr;
+    sqlite3_stmt* q = nullptr;
+  };
+  static Validator& v = *new Validator;
+  std::lock_guard<std::mutex> lock(v.mu);
+  if (!v.q) {
+    if (!v.db && sqlite3_open_v2(":memory:", &v.db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      sqlite3_close(v.db);
+      v.db = nullptr;
+      throw Error(ErrorCode::kInternal, "checking JSON: cannot open SQLite's in-memory database");
+    }
+    if (sqlite3_prepare_v2(v.db, "SELECT json_valid(?)", -1, &v.q, nullptr) != SQLITE_OK)
+      throw Error(ErrorCode::kInternal, std::string("checking JSON: ") + sqlite3_errmsg(v.db));
+  }
+  int rc = sqlite3_bind_text64(v.q, 1, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8);
+  if (rc == SQLITE_OK) rc = sqlite3_step(v.q);
+  const bool valid = rc == SQLITE_ROW && sqlite3_column_int(v.q, 0) == 1;
+  sqlite3_reset(v.q);
+  sqlite3_clear_bindings(v.q);
+  if (rc != SQLITE_ROW) throw Error(ErrorCode::kInternal, std::string("checking JSON: ") + sqlite3_errstr(rc));
+  return valid;
 }
 
 }  // namespace detail

@@ -383,20 +383,5 @@ void SqliteCatalog::free_queued_chunks() {
   if (!options_.read_only) reclaim_dead_writers("store " + shown_location(path_));
 }
 
-std::vector<int64_t> SqliteCatalog::claim_chunks(const std::vector<int64_t>& chunk_ids) try {
-  // A chunk a writer holds is about to be linked: an eviction keeps it.
-  auto q = statements_.use("SELECT 1 FROM held_chunks WHERE chunk_id = ? LIMIT 1");
-  std::vector<int64_t> out;
-  for (int64_t id : chunk_ids) {
-    q->bind(1, id);
-    const bool held = q->executeStep();
-    q->reset();
-    if (!held) out.push_back(id);
-  }
-  return out;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
-}
-
 }  // namespace detail
 }  // namespace colikv

@@ -148,7 +148,8 @@ StoreStats Store::stats() {
   StoreStats out;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   read_rows(s.where(), [&] {
-    for (const detail::ModelUsageRow& row : s.catalog->model_usage()) {
+    const detail::TenantUsage usage = s.catalog->usage();
+    for (const detail::ModelUsageRow& row : usage.models) {
       // Another tenant's model is none of this one's business.
       if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
       UsageStats u;
@@ -171,7 +172,8 @@ StoreStats Store::stats() {
       out.total.stored_bytes += u.stored_bytes;
       out.models.push_back(u);
     }
-    detail::fill_eviction_stats(s, out);
+    out.evicted_chunks = usage.evicted_chunks;
+    out.evicted_conversations = usage.evicted_conversations;
   });
   out.file_bytes = with_context(s.where(), [&] { return s.catalog->file_bytes(); });  // a server's query can fail
   return out;

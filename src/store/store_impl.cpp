@@ -24,7 +24,7 @@ using detail::parse_tokens_or_throw;
 using detail::range_text;
 using detail::throw_negative_count;
 using detail::check_chunk_list;
-using detail::chunk_tokens_by_id;
+using detail::chunk_tokens_of;
 using detail::ConversationState;
 using detail::read_state;
 
@@ -93,11 +93,19 @@ void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const 
                                          " but its count is " + std::to_string(conv.count));
 }
 
-std::vector<int32_t> chunk_tokens_by_id(detail::Catalog& catalog, int64_t chunk_id, int64_t n, const std::string& where) {
-  const std::optional<std::string> json = catalog.chunk_tokens_json(chunk_id);
-  if (!json) throw Error(ErrorCode::kCorrupt, where + ": chunk " + std::to_string(chunk_id) + " is missing");
-  return parse_tokens_or_throw(json->data(), static_cast<int64_t>(json->size()), n,
-                               where + ": chunk " + std::to_string(chunk_id));
+std::vector<int32_t> chunk_tokens_of(detail::Catalog& catalog, int64_t conversation_id, const ChunkSummary& c,
+                                     const std::string& where) {
+  std::vector<int32_t> out;
+  bool found = false;
+  catalog.for_each_token_list(conversation_id, c.seq, detail::saturating_add(c.first_pos, 1),
+                              [&](int64_t chunk_id, int64_t, std::string_view json) {
+                                if (chunk_id != c.chunk_id) return;  // a later entry at the same place
+                                found = true;
+                                out = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), c.n_tokens,
+                                                            where + ": chunk " + std::to_string(c.chunk_id));
+                              });
+  if (!found) throw Error(ErrorCode::kCorrupt, where + ": chunk " + std::to_string(c.chunk_id) + " is missing");
+  return out;
 }
 
 ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here) {
@@ -150,7 +158,7 @@ std::string Store::Impl::where(const std::string& id) const {
 }
 
 bool Store::Impl::is_json(const std::string& text) {
-  return with_context(where(), [&] { return catalog->is_json(text); });
+  return detail::is_json(text);
 }
 
 void Store::Impl::require_writable(const std::string& op) const {

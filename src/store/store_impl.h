@@ -235,8 +235,10 @@ std::string range_text(int64_t a, int64_t b);
 // chunk_layout.h says.
 void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const std::vector<ChunkSummary>& chunks,
                       const std::string& here);
-// The token ids of stored chunk chunk_id, which must hold n of them (kCorrupt).
-std::vector<int32_t> chunk_tokens_by_id(Catalog& catalog, int64_t chunk_id, int64_t n, const std::string& where);
+// The token ids of entry c of conversation_id's chunk list, which must hold
+// c.n_tokens of them (kCorrupt).
+std::vector<int32_t> chunk_tokens_of(Catalog& catalog, int64_t conversation_id, const ChunkSummary& c,
+                                     const std::string& where);
 
 // A conversation's row, model and chunk list, from one read snapshot.
 struct ConversationState {

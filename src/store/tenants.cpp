@@ -79,18 +79,12 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   if (idle && limits.max_idle_ms && *limits.max_idle_ms < 0)
     throw Error(ErrorCode::kInvalidArgument, here + ": negative max_idle_ms " + std::to_string(*limits.max_idle_ms));
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  // The kept field is read under the tenant's lock: another host's change to
-  // it since this one's last read is kept, not overwritten with a stale value.
-  TenantLimits merged = limits;
-  if (!bytes || !idle) {
-    // Where writers serialize, the write transaction holds them off already.
-    if (detail::ConcurrentWriters* writers = s.catalog->concurrent_writers())
-      detail::with_context(here, [&] { writers->lock_tenant_limits(); });
-    const TenantLimits stored = detail::stored_limits(s, here);
-    if (!bytes) merged.max_bytes = stored.max_bytes;
-    if (!idle) merged.max_idle_ms = stored.max_idle_ms;
-  }
-  detail::with_context(here, [&] { s.catalog->set_tenant_limits(merged); });
+  // The kept field is read by the catalog under the tenant's lock: another
+  // host's change to it since this one's last read is kept, not overwritten
+  // with a stale value. A kept value out of range fails the call, undone.
+  const TenantLimits now =
+      detail::with_context(here, [&] { return s.catalog->set_tenant_limits(limits, fields); });
+  detail::checked_limits(now, here);
   txn->commit();
 }
 

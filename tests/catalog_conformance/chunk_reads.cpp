@@ -1,6 +1,5 @@
 // Catalog conformance: reading chunks (catalog.h, "Chunks": chunk_list,
-// read_chunks, read_chunk, chunk_tokens_json, find_chunk, digests_at,
-// for_each_token_list). The chunks are a Store's (conformance.h).
+// read_chunks, read_chunk, find_chunk, digests_at, for_each_token_list). The chunks are a Store's (conformance.h).
 #include "catalog_conformance/conformance.h"
 
 #include <algorithm>
@@ -10,7 +9,7 @@ namespace conformance {
 using colikv::detail::ChunkListRow;
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: chunk_list lists a conversation's chunks in seq order, "
-                              "read_chunk and chunk_tokens_json read each", "[backends][catalog]") {
+                              "read_chunk and for_each_token_list read each", "[backends][catalog]") {
   const auto list = store_a();
   Catalog& c = catalog();
   const int64_t id = id_of("a");
@@ -22,7 +21,14 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: chunk_list lists a conversat
     CHECK_FALSE(list[i].evicted);
     CHECK(list[i].digest);
     if (i > 0) CHECK(list[i].seq > list[i - 1].seq);
-    const auto stored_tokens = c.chunk_tokens_json(list[i].chunk_id);
+    // The entry alone: from its seq, before the next one's start.
+    std::optional<std::string> stored_tokens;
+    c.for_each_token_list(id, list[i].seq, first[i] + 1, [&](int64_t chunk_id, int64_t n, std::string_view json) {
+      CHECK_FALSE(stored_tokens);
+      CHECK(chunk_id == list[i].chunk_id);
+      CHECK(n == tokens[i]);
+      stored_tokens = std::string(json);
+    });
     REQUIRE(stored_tokens);
     CHECK(*stored_tokens == tokens_json(10, 1, first[i], tokens[i]));
     const auto chunk = c.read_chunk(list[i].chunk_id);
@@ -42,7 +48,6 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: chunk_list lists a conversat
   for (const auto& s : list) past = std::max(past, s.chunk_id);
   CHECK(c.chunk_list(id + 1000).empty());
   CHECK_FALSE(c.read_chunk(past + 1000));
-  CHECK_FALSE(c.chunk_tokens_json(past + 1000));
 }
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: read_chunks streams the entries that start before end_pos with "
@@ -156,13 +161,13 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: find_chunk finds a chunk by 
   txn->commit();
 }
 
-TEST_CASE_METHOD(Conformance, "catalog conformance: for_each_token_list gives the token lists of the entries that "
-                              "start before end_pos, in seq order", "[backends][catalog]") {
+TEST_CASE_METHOD(Conformance, "catalog conformance: for_each_token_list gives the token lists of the entries from "
+                              "from_seq on that start before end_pos, in seq order", "[backends][catalog]") {
   const auto list = store_a();
   Catalog& c = catalog();
   const int64_t id = id_of("a");
   std::string seen;
-  c.for_each_token_list(id, 9, [&](int64_t chunk_id, int64_t n, std::string_view json) {
+  c.for_each_token_list(id, 0, 9, [&](int64_t chunk_id, int64_t n, std::string_view json) {
     seen += std::to_string(chunk_id) + ":" + std::to_string(n) + ":" + std::string(json) + " ";
   });
   std::string expect;
@@ -171,10 +176,15 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: for_each_token_list gives th
               tokens_json(10, 1, s.first_pos, s.n_tokens) + " ";
   CHECK(seen == expect);
   seen.clear();
-  c.for_each_token_list(id, 8, [&](int64_t, int64_t, std::string_view json) { seen += std::string(json); });
+  c.for_each_token_list(id, 0, 8, [&](int64_t, int64_t, std::string_view json) { seen += std::string(json); });
   CHECK(seen == tokens_json(10, 1, 0, 4) + tokens_json(10, 1, 4, 4));
+  seen.clear();
+  c.for_each_token_list(id, list[1].seq, 10, [&](int64_t, int64_t, std::string_view json) { seen += std::string(json); });
+  CHECK(seen == tokens_json(10, 1, 4, 4) + tokens_json(10, 1, 8, 2));
   int calls = 0;
-  c.for_each_token_list(id + 1000, 10, [&](int64_t, int64_t, std::string_view) { ++calls; });
+  c.for_each_token_list(id + 1000, 0, 10, [&](int64_t, int64_t, std::string_view) { ++calls; });
+  c.for_each_token_list(id, list[2].seq + 1, 10, [&](int64_t, int64_t, std::string_view) { ++calls; });
+  c.for_each_token_list(id, 0, 0, [&](int64_t, int64_t, std::string_view) { ++calls; });
   CHECK(calls == 0);
 }
 

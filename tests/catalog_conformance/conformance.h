@@ -120,7 +120,7 @@ class Conformance : public colikv_test::StoreFixture {
     return chunks_of_a();
   }
 
-  // The token ids history(n, seed) stores, as chunk_tokens_json reads them.
+  // The token ids history(n, seed) stores, as for_each_token_list reads them.
   std::string tokens_json(int64_t n, uint32_t seed, int64_t from, int64_t count) const {
     const colikv_test::EngineBuffers h = history(n, seed);
     std::string s = "[";

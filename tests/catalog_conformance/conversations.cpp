@@ -121,7 +121,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a removal edit drops the row
     CHECK(shown(c, "p") == parent_before);
     CHECK(shown(c.chunk_list(parent)) == shown(chunks));
     CHECK(shown(c, "f") == fork_before);
-    CHECK(c.unused_chunks().empty());
+    CHECK(c.strays().unused_chunks.empty());
     for (const ChunkSummary& s : chunks) CHECK(c.read_chunk(s.chunk_id));
   };
   std::vector<int64_t> ids;
@@ -175,7 +175,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a removal edit drops the row
   }
   REQUIRE_FALSE(unshared.empty());
   std::vector<int64_t> unused;
-  for (const auto& u : c.unused_chunks()) unused.push_back(u.chunk_id);
+  for (const auto& u : c.strays().unused_chunks) unused.push_back(u.chunk_id);
   std::sort(unused.begin(), unused.end());
   std::sort(unshared.begin(), unshared.end());
   CHECK(unused == unshared);
@@ -195,7 +195,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a removal edit drops the row
   CHECK(c.conversation_count() == 0);
   for (int64_t id : fork_ids) CHECK_FALSE(c.read_chunk(id));
   unused.clear();
-  for (const auto& u : c.unused_chunks()) unused.push_back(u.chunk_id);
+  for (const auto& u : c.strays().unused_chunks) unused.push_back(u.chunk_id);
   std::sort(unused.begin(), unused.end());
   CHECK(unused == unshared);  // not named: left for later
 }

@@ -112,11 +112,8 @@ struct EditFixture {
   }
 };
 
-// The chunks writers hold mid-turn; none where writers hold none (HeldChunks).
-int64_t held_chunks(Catalog& c) {
-  colikv::detail::HeldChunks* held = c.held_chunks();
-  return held ? held->held_chunk_count() : 0;
-}
+// The chunks writers hold mid-turn; none where writers hold none.
+int64_t held_chunks(Catalog& c) { return c.gauge_usage().held_chunks; }
 
 ErrorCode code_of(const std::function<void()>& f) {
   try {
@@ -140,7 +137,7 @@ TEST_CASE("catalog apply: a new conversation's edit returns its id and its chunk
   CHECK(row->count == 12);
   REQUIRE(r.chunk_ids.size() == 3);
   CHECK(f.list("a") == r.chunk_ids);
-  CHECK(f.catalog->unused_chunks().empty());
+  CHECK(f.catalog->strays().unused_chunks.empty());
   CHECK(held_chunks(*f.catalog) == 0);
 }
 
@@ -163,7 +160,7 @@ TEST_CASE("catalog apply: an edit at another generation is kConflict and changes
   CHECK(after->generation == before->generation);
   CHECK(after->count == 8);
   CHECK(f.list("a") == list_before);
-  CHECK(f.catalog->unused_chunks().empty());
+  CHECK(f.catalog->strays().unused_chunks.empty());
 
   // A conversation that is gone is the same refusal.
   e = f.change("a");
@@ -179,7 +176,7 @@ TEST_CASE("catalog apply: a name to create that is taken is kConflict and change
   CHECK(code_of([&] { f.catalog->apply(f.create("a", &again, 8), "test"); }) == ErrorCode::kConflict);
   CHECK(f.catalog->find_conversation("a")->count == 4);
   CHECK(f.list("a").size() == 1);
-  CHECK(f.catalog->unused_chunks().empty());
+  CHECK(f.catalog->strays().unused_chunks.empty());
 }
 
 TEST_CASE("catalog apply: an edit that fails at its last step leaves no conversation, link or chunk of it",
@@ -196,7 +193,7 @@ TEST_CASE("catalog apply: an edit that fails at its last step leaves no conversa
   colikv::detail::objects_first_min_bytes() = saved;
   CHECK(code == ErrorCode::kIO);
   CHECK_FALSE(f.catalog->find_conversation("a"));
-  CHECK(f.catalog->unused_chunks().empty());
+  CHECK(f.catalog->strays().unused_chunks.empty());
   CHECK(held_chunks(*f.catalog) == 0);
 }
 
@@ -231,5 +228,5 @@ TEST_CASE("catalog apply: a cut drops entries, frees what no list names, and a f
   CHECK(f.catalog->find_conversation("a")->generation > generation);
   CHECK(f.catalog->read_chunk(made.chunk_ids[1]).has_value());
   CHECK_FALSE(f.catalog->read_chunk(made.chunk_ids[2]).has_value());
-  CHECK(f.catalog->unused_chunks().empty());
+  CHECK(f.catalog->strays().unused_chunks.empty());
 }

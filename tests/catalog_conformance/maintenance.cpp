@@ -1,8 +1,8 @@
 // Catalog conformance: tenant limits, retention and eviction, and the store's
 // space (catalog.h, "Tenant limits", "Eviction"): tenant_limits,
 // set_tenant_limits, idle_conversations, stored_payload_bytes,
-// visit_least_recent, payload_chunks, chunk_users, evict_payload, the evicted
-// counts, compact, release_free_pages, erase_deleted, file_bytes.
+// visit_least_recent, claim_chunks, evict_payload, usage's evicted counts,
+// compact, release_free_pages, erase_deleted, file_bytes.
 #include "catalog_conformance/conformance.h"
 
 #include <algorithm>
@@ -19,6 +19,15 @@ int64_t sum_of(const std::vector<colikv::detail::PayloadChunk>& chunks) {
   return sum;
 }
 
+// What claim_chunks says of chunk `id`: "users N", "held" (another writer's), or "absent".
+std::string claim_of(const std::vector<colikv::detail::PayloadChunk>& chunks, int64_t id) {
+  for (const auto& p : chunks)
+    if (p.chunk_id == id) return p.users ? "users " + std::to_string(*p.users) : "held";
+  return "absent";
+}
+
+const unsigned kBoth = colikv::kAllTenantLimits;
+
 }  // namespace
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: set_tenant_limits sets the tenant's two limits, tenant_limits "
@@ -32,13 +41,13 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: set_tenant_limits sets the t
   l.max_idle_ms = 60000;
   {
     auto txn = c.begin(Access::kWrite, "conformance");
-    c.set_tenant_limits(l);
+    c.set_tenant_limits(l, kBoth);
     CHECK(c.tenant_limits().max_bytes == 1000);
   }  // rolled back
   CHECK_FALSE(c.tenant_limits().max_bytes);
   {
     auto txn = c.begin(Access::kWrite, "conformance");
-    c.set_tenant_limits(l);
+    c.set_tenant_limits(l, kBoth);
     txn->commit();
   }
   CHECK(c.tenant_limits().max_bytes == 1000);
@@ -55,7 +64,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: set_tenant_limits sets the t
     auto txn = c.begin(Access::kWrite, "conformance");
     colikv::TenantLimits bad;
     bad.max_bytes = -1;
-    CHECK(refused(c, [&] { c.set_tenant_limits(bad); }) == ErrorCode::kConflict);
+    CHECK(refused(c, [&] { c.set_tenant_limits(bad, kBoth); }) == ErrorCode::kConflict);
     txn->commit();
   }
   CHECK(c.tenant_limits().max_bytes == 1000);
@@ -65,11 +74,33 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: set_tenant_limits sets the t
   one.max_idle_ms = 5;
   {
     auto txn = c.begin(Access::kWrite, "conformance");
-    c.set_tenant_limits(one);
+    const colikv::TenantLimits now = c.set_tenant_limits(one, kBoth);
+    CHECK_FALSE(now.max_bytes);
+    CHECK(now.max_idle_ms == 5);
     txn->commit();
   }
   CHECK_FALSE(c.tenant_limits().max_bytes);
   CHECK(c.tenant_limits().max_idle_ms == 5);
+
+  // One field: the other stays as stored, whatever `limits` holds for it; the
+  // limits as they now stand come back.
+  {
+    auto txn = c.begin(Access::kWrite, "conformance");
+    colikv::TenantLimits bytes;
+    bytes.max_bytes = 700;
+    bytes.max_idle_ms = 99;  // not named: ignored
+    const colikv::TenantLimits now = c.set_tenant_limits(bytes, colikv::kTenantMaxBytes);
+    CHECK(now.max_bytes == 700);
+    CHECK(now.max_idle_ms == 5);
+    colikv::TenantLimits idle;  // none: NULL, for the field named
+    const colikv::TenantLimits then = c.set_tenant_limits(idle, colikv::kTenantMaxIdle);
+    CHECK(then.max_bytes == 700);
+    CHECK_FALSE(then.max_idle_ms);
+    txn->commit();
+  }
+  CHECK(c.tenant_limits().max_bytes == 700);
+  CHECK_FALSE(c.tenant_limits().max_idle_ms);
+  CHECK_FALSE(other->tenant_limits().max_bytes);  // still the tenant's own
 }
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: idle_conversations and visit_least_recent step through "
@@ -134,12 +165,12 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: idle_conversations and visit
   CHECK(visit(Scope::kStore, 1) == "x");
 }
 
-TEST_CASE_METHOD(Conformance, "catalog conformance: stored_payload_bytes, payload_chunks and chunk_users count "
-                              "what the chunk lists hold", "[backends][catalog]") {
+TEST_CASE_METHOD(Conformance, "catalog conformance: stored_payload_bytes and claim_chunks count what the chunk "
+                              "lists hold, and claim_chunks each chunk's users", "[backends][catalog]") {
   const auto list = store_a_f_and_x();
   Catalog& c = catalog();
   const int64_t a = id_of("a"), f = id_of("f");
-  const auto payloads = c.payload_chunks(a);
+  const auto payloads = c.claim_chunks(a);
   REQUIRE(payloads.size() == 3);
   for (const auto& p : payloads) {
     const auto chunk = c.read_chunk(p.chunk_id);
@@ -148,24 +179,32 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: stored_payload_bytes, payloa
   }
   const int64_t mine = sum_of(payloads);
   const int64_t tail = static_cast<int64_t>(c.read_chunk(list[2].chunk_id)->payload->size());
-  CHECK(sum_of(c.payload_chunks(f)) == mine - tail);  // the two it shares
+  CHECK(sum_of(c.claim_chunks(f)) == mine - tail);  // the two it shares
   const auto other = open(tenant("other"));
-  const int64_t theirs = sum_of(other->payload_chunks(other->find_conversation("x")->id));
+  const int64_t theirs = sum_of(other->claim_chunks(other->find_conversation("x")->id));
   CHECK(theirs > 0);
   CHECK(c.stored_payload_bytes(Scope::kTenant) == mine);
   CHECK(c.stored_payload_bytes(Scope::kStore) == mine + theirs);
   CHECK(other->stored_payload_bytes(Scope::kTenant) == theirs);
-  CHECK(c.payload_chunks(a + f + 1000).empty());
+  CHECK(c.claim_chunks(a + f + 1000).empty());
 
-  CHECK(c.chunk_users(list[0].chunk_id) == 2);  // the fork's too
-  CHECK(c.chunk_users(list[1].chunk_id) == 2);
-  CHECK(c.chunk_users(list[2].chunk_id) == 1);
-  CHECK(c.chunk_users(list[2].chunk_id + 1000) == 0);
+  CHECK(claim_of(payloads, list[0].chunk_id) == "users 2");  // the fork's too
+  CHECK(claim_of(payloads, list[1].chunk_id) == "users 2");
+  CHECK(claim_of(payloads, list[2].chunk_id) == "users 1");
+  {  // in a write transaction, claimed: the same counts, which no other writer changes until it ends
+    auto txn = c.begin(Access::kWrite, "conformance");
+    const auto claimed = c.claim_chunks(f);
+    REQUIRE(claimed.size() == 2);
+    CHECK(claim_of(claimed, list[0].chunk_id) == "users 2");
+    CHECK(claim_of(claimed, list[1].chunk_id) == "users 2");
+    CHECK(claim_of(claimed, list[2].chunk_id) == "absent");  // not the fork's
+    txn->commit();
+  }
 
-  // A chunk no list names any more: no user, no tenant's bytes, still the store's.
+  // A chunk no list names any more: no tenant's bytes, still the store's.
   c.apply(removal("a"), "conformance");  // frees none
-  CHECK(c.chunk_users(list[2].chunk_id) == 0);
-  CHECK(c.chunk_users(list[0].chunk_id) == 1);
+  CHECK(claim_of(c.claim_chunks(f), list[0].chunk_id) == "users 1");
+  CHECK(c.claim_chunks(a).empty());
   CHECK(c.stored_payload_bytes(Scope::kTenant) == mine - tail);
   CHECK(c.stored_payload_bytes(Scope::kStore) == mine + theirs);
 }
@@ -183,8 +222,8 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: evict_payload drops a chunk'
   const int64_t bytes = static_cast<int64_t>(before->payload->size());
   const int64_t store_bytes = c.stored_payload_bytes(Scope::kStore);
   const std::string a_before = shown(c, "a"), f_before = shown(c, "f");
-  CHECK(c.evicted_chunk_count() == 0);
-  CHECK(c.evicted_conversation_count() == 0);
+  CHECK(c.usage().evicted_chunks == 0);
+  CHECK(c.usage().evicted_conversations == 0);
 
   {
     auto txn = c.begin(Access::kWrite, "conformance");
@@ -206,13 +245,17 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: evict_payload drops a chunk'
   CHECK_FALSE(after->payload);
   CHECK(after->tokens_json == before->tokens_json);
   CHECK(after->n_tokens == before->n_tokens);
-  CHECK(c.chunk_tokens_json(shared.chunk_id) == before->tokens_json);
+  std::string tokens;
+  c.for_each_token_list(a, shared.seq, shared.first_pos + 1,
+                        [&](int64_t, int64_t, std::string_view json) { tokens = std::string(json); });
+  CHECK(tokens == before->tokens_json);
   const auto list_after = c.chunk_list(a);
   REQUIRE(list_after.size() == 3);
   CHECK_FALSE(list_after[0].evicted);
   CHECK(list_after[1].evicted);
   CHECK(list_after[1].chunk_id == shared.chunk_id);
-  CHECK(c.chunk_users(shared.chunk_id) == 2);  // still linked
+  const auto claimed = c.claim_chunks(a);
+  CHECK(claim_of(claimed, shared.chunk_id) == "users 2");  // still linked, with no payload
   const auto found = c.find_chunk(mid, shared.key);
   REQUIRE(found);
   CHECK(found->chunk_id == shared.chunk_id);
@@ -220,16 +263,16 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: evict_payload drops a chunk'
   CHECK(c.digests_at(mid, shared.chain).empty());  // it no longer holds values
   CHECK(c.stored_payload_bytes(Scope::kStore) == store_bytes - bytes);
   CHECK(c.stored_payload_bytes(Scope::kTenant) == store_bytes - bytes);
-  for (const auto& p : c.payload_chunks(a)) CHECK(p.chunk_id != shared.chunk_id);
-  CHECK(c.payload_chunks(a).size() == 2);
-  CHECK(c.evicted_chunk_count() == 1);
-  CHECK(c.evicted_conversation_count() == 2);  // both lists name it
+  for (const auto& p : claimed) CHECK((p.bytes == 0) == (p.chunk_id == shared.chunk_id));
+  CHECK(claimed.size() == 3);
+  CHECK(c.usage().evicted_chunks == 1);
+  CHECK(c.usage().evicted_conversations == 2);  // both lists name it
   const auto info = c.conversation_info("a");
   REQUIRE(info);
   CHECK(info->evicted);
   CHECK(c.conversation_info("f")->evicted);
   CHECK(c.conversation_info("a")->count == 10);
-  const auto gauges = c.gauge_usage();
+  const auto gauges = c.gauge_usage().rows;
   REQUIRE(gauges.size() == 1);
   CHECK(gauges[0].evicted_bytes == shared.n_tokens * static_cast<int64_t>(model.record_bytes()));
   CHECK(gauges[0].stored_bytes == store_bytes - bytes);

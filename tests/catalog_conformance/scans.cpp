@@ -1,6 +1,6 @@
 // Catalog conformance: the scans of verify and stats (catalog.h, "Verify and
 // stats"): check_integrity, conversations_to_verify, for_each_verify_row,
-// lineage, unused_chunks, model_usage, tenant_usage, gauge_usage.
+// lineage, strays, usage, tenant_usage, gauge_usage.
 #include "catalog_conformance/conformance.h"
 
 #include <algorithm>
@@ -38,8 +38,9 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a sound store passes check_i
   const auto report = c.check_integrity();
   CHECK_FALSE(report.check.empty());
   CHECK(report.text == "ok");
-  CHECK(c.unused_chunks().empty());
-  CHECK(c.conversations_of_no_tenant().empty());
+  const auto strays = c.strays();
+  CHECK(strays.unused_chunks.empty());
+  CHECK(strays.conversations_of_no_tenant.empty());
   int shares = 0;
   c.for_each_undigested_share([&](const colikv::detail::ChunkUse&) { ++shares; });
   CHECK(shares == 0);  // every chunk of this library has its digest
@@ -172,7 +173,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: lineage gives each of the te
   CHECK(rows[1].forked_at == 8);
 }
 
-TEST_CASE_METHOD(Conformance, "catalog conformance: model_usage, tenant_usage and gauge_usage count conversations, "
+TEST_CASE_METHOD(Conformance, "catalog conformance: usage, tenant_usage and gauge_usage count conversations, "
                               "tokens, distinct chunks and their payload bytes", "[backends][catalog]") {
   const auto a = store_a_f_and_x();
   Catalog& c = catalog();
@@ -184,7 +185,10 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: model_usage, tenant_usage an
   const int64_t my_bytes = payload_bytes(c, mine);
   CHECK(my_bytes > 0);
 
-  const auto usage = c.model_usage();
+  const auto mine_usage = c.usage();
+  CHECK(mine_usage.evicted_chunks == 0);
+  CHECK(mine_usage.evicted_conversations == 0);
+  const auto& usage = mine_usage.models;
   REQUIRE(usage.size() == 1);
   CHECK(usage[0].model_id == mid);
   CHECK(usage[0].chunk_tokens == 4);
@@ -199,7 +203,7 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: model_usage, tenant_usage an
   const auto theirs = other->chunk_list(other->find_conversation("x")->id);
   REQUIRE(theirs.size() == 1);
   const int64_t their_bytes = payload_bytes(*other, chunk_ids(theirs));
-  const auto other_usage = other->model_usage();
+  const auto other_usage = other->usage().models;
   REQUIRE(other_usage.size() == 1);
   CHECK(other_usage[0].conversations == 1);
   CHECK(other_usage[0].tokens == 4);
@@ -219,7 +223,13 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: model_usage, tenant_usage an
     CHECK(tenants[1].conversations == 1);
     CHECK(tenants[1].stored_bytes == their_bytes);
 
-    const auto gauges = any->gauge_usage();
+    const auto gauge = any->gauge_usage();
+    CHECK(gauge.held_chunks == 0);  // no writer is mid-turn
+    CHECK(gauge.file_bytes > 0);
+    CHECK(gauge.wal_bytes >= 0);
+    CHECK(gauge.wal_bytes <= gauge.file_bytes);
+    if (colikv_test::testing_postgres()) CHECK(gauge.wal_bytes == 0);  // the server's WAL is not the store's
+    const auto& gauges = gauge.rows;
     REQUIRE(gauges.size() == 2);
     CHECK(gauges[0].tenant == "");
     CHECK(gauges[0].model_id == mid);

@@ -14,6 +14,7 @@
 #include "store/kv_planes.h"
 #include "store/store_call.h"
 #include "store/store_impl.h"
+#include "store/write/chunk_layout.h"
 
 namespace colikv {
 
@@ -73,11 +74,17 @@ class SourceReader {
   // An evicted chunk's token ids, which it keeps.
   std::vector<int32_t> token_ids(const ChunkSummary& c) {
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
-    const std::optional<std::string> json =
-        detail::read_rows(what, [&] { return s_.catalog->chunk_tokens_json(c.chunk_id); });
     std::vector<int32_t> t;
-    if (!json || !detail::parse_tokens_json(json->data(), json->size(), t) || static_cast<int64_t>(t.size()) != c.n_tokens)
-      throw Error(ErrorCode::kCorrupt, what + ": its token list is missing or malformed");
+    bool read = false;
+    detail::read_rows(what, [&] {
+      s_.catalog->for_each_token_list(conv_.id, c.seq, detail::saturating_add(c.first_pos, 1),
+                                      [&](int64_t chunk_id, int64_t, std::string_view json) {
+                                        if (chunk_id == c.chunk_id)
+                                          read = detail::parse_tokens_json(json.data(), json.size(), t) &&
+                                                 static_cast<int64_t>(t.size()) == c.n_tokens;
+                                      });
+    });
+    if (!read) throw Error(ErrorCode::kCorrupt, what + ": its token list is missing or malformed");
     return t;
   }
 

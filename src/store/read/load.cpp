@@ -288,7 +288,7 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
   // Grown by what the chunks hold, not reserved by what the count claims.
   std::vector<int32_t> out;
   read_rows(here, [&] {
-    s.catalog->for_each_token_list(c.id, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+    s.catalog->for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
       auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
                                      here + ": chunk " + std::to_string(chunk_id));
       out.insert(out.end(), t.begin(), t.end());

@@ -36,7 +36,7 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
   if (tokens) {
     with_context(here, [&] {
       std::vector<int32_t> t;
-      s.catalog->for_each_token_list(st.conv.id, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
+      s.catalog->for_each_token_list(st.conv.id, 0, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
         if (filled >= st.n) return;
         if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
           throw Error(ErrorCode::kCorrupt, here + ": a chunk's token list is not a JSON array of its token ids");
@@ -81,16 +81,13 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
       catalog.visit_least_recent(scope, [&](int64_t conv_id, const std::string& name) {
         if (conv_id == protect_id) return false;
         Victim v{conv_id, name, {}};
-        const std::vector<PayloadChunk> chunks = catalog.payload_chunks(conv_id);
-        // Its chunks not weighed yet are claimed before their users are
-        // counted: where writers run side by side (PostgreSQL), one another
-        // writer is linking is not claimed, and kept (catalog.h).
-        std::vector<int64_t> unseen;
-        for (const PayloadChunk& c : chunks)
-          if (!holders.count(c.chunk_id)) unseen.push_back(c.chunk_id);
-        const std::vector<int64_t> claimed_ids = catalog.claim_chunks(unseen);
-        const std::set<int64_t> claimed(claimed_ids.begin(), claimed_ids.end());
-        for (int64_t id : unseen) holders.emplace(id, claimed.count(id) ? catalog.chunk_users(id) : INT64_MAX);
+        // Claimed before their users are counted: one another writer is
+        // linking has no count, and is kept (catalog_maintenance.h). A chunk
+        // weighed for an earlier victim keeps the count it has come down to.
+        std::vector<PayloadChunk> chunks = catalog.claim_chunks(conv_id);
+        chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](const PayloadChunk& c) { return c.bytes <= 0; }),
+                     chunks.end());  // evicted already
+        for (const PayloadChunk& c : chunks) holders.emplace(c.chunk_id, c.users ? *c.users : INT64_MAX);
         for (const PayloadChunk& c : chunks) {
           v.chunks.push_back(c.chunk_id);
           auto h = holders.find(c.chunk_id);
@@ -133,16 +130,16 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
   const std::vector<IdleConversation> idle = catalog.idle_conversations(used_before_ms);
   for (const IdleConversation& c : idle) {
     if (c.id == protect_id) continue;
-    std::map<int64_t, int64_t> bytes;
-    for (const PayloadChunk& p : catalog.payload_chunks(c.id)) bytes[p.chunk_id] = p.bytes;
-    // As remove() deletes: its chunks go unless another conversation (a
-    // fork, a shared prefix) still links them.
+    // Claimed and counted before the delete: a chunk that only this
+    // conversation's entries name goes with it; one another conversation (a
+    // fork, a shared prefix) links, or another writer holds, is kept. The
+    // delete is a removal edit, as remove()'s (its generation as read here).
+    const std::vector<PayloadChunk> chunks = catalog.claim_chunks(c.id);
     const std::vector<int64_t> ids = s.delete_whole(s.get_conversation(c.name));
-    for (int64_t id : std::set<int64_t>(ids.begin(), ids.end())) {
-      if (catalog.chunk_users(id) > 0) continue;  // kept
+    for (const PayloadChunk& p : chunks) {
+      if (!p.users || *p.users > std::count(ids.begin(), ids.end(), p.chunk_id)) continue;  // kept
       ++r.chunks;
-      auto b = bytes.find(id);
-      if (b != bytes.end()) r.freed_bytes += b->second;
+      r.freed_bytes += p.bytes;
     }
     r.conversations.push_back(c.name);
     if (progress && *progress)
@@ -176,13 +173,6 @@ bool apply_limits(Store::Impl& s, int64_t written) {
   if (limits.max_bytes) evict_to_fit(s, *limits.max_bytes, written, Catalog::Scope::kTenant);
   if (s.options.max_store_bytes > 0) evict_to_fit(s, s.options.max_store_bytes, written, Catalog::Scope::kStore);
   return deleted;
-}
-
-void fill_eviction_stats(Store::Impl& s, StoreStats& out) {
-  with_context(s.where(), [&] {
-    out.evicted_chunks = s.catalog->evicted_chunk_count();
-    out.evicted_conversations = s.catalog->evicted_conversation_count();
-  });
 }
 
 EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progress) {

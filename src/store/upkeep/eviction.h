@@ -62,9 +62,6 @@ TenantLimits checked_limits(const TenantLimits& stored, const std::string& here)
 // checked as checked_limits does.
 TenantLimits stored_limits(Store::Impl& s, const std::string& here);
 
-// Fills StoreStats::evicted_conversations and evicted_chunks (in a snapshot).
-void fill_eviction_stats(Store::Impl& s, StoreStats& out);
-
 }  // namespace detail
 }  // namespace colikv
 

@@ -103,10 +103,7 @@ class Verifier {
       if (progress_) progress_(done_tokens, total_tokens);
     }
     report_.uncompared_shares = find_uncompared_shares(*s_.catalog, only_);
-    if (only_.empty()) {
-      find_unused_chunks();
-      find_conversations_of_no_tenant();
-    }
+    if (only_.empty()) find_strays();
     return std::move(report_);
   }
 
@@ -276,15 +273,14 @@ class Verifier {
     }
   }
 
-  void find_unused_chunks() {
-    for (const detail::ChunkPlace& c : s_.catalog->unused_chunks())
+  // Chunks no conversation uses, and conversations of no tenant: those
+  // named by number, not name, since their names belong to no tenant asking.
+  void find_strays() {
+    const detail::Strays strays = s_.catalog->strays();
+    for (const detail::ChunkPlace& c : strays.unused_chunks)
       report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens),
                                   "chunk is not used by any conversation"});
-  }
-
-  // Rows named by number, not name: their names belong to no tenant asking.
-  void find_conversations_of_no_tenant() {
-    for (const detail::StrandedConversation& c : s_.catalog->conversations_of_no_tenant())
+    for (const detail::StrandedConversation& c : strays.conversations_of_no_tenant)
       report_.problems.push_back({"", -1, -1, -1, -1,
                                   "conversation row " + std::to_string(c.conversation_id) + " belongs to tenant_id " +
                                       std::to_string(c.tenant_id) +

@@ -32,7 +32,7 @@ using detail::now_ms;
 using detail::chunk_tokens_for;
 using detail::range_text;
 using detail::check_chunk_list;
-using detail::chunk_tokens_by_id;
+using detail::chunk_tokens_of;
 using detail::load_rows;
 using detail::TailRegion;
 using detail::WriteChunk;
@@ -287,7 +287,7 @@ class Appender : private detail::TurnChunks {
   }
 
   [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const {
-    std::vector<int32_t> stored = with_context(here_, [&] { return chunk_tokens_by_id(*s_.catalog, c.chunk_id, n, here_); });
+    std::vector<int32_t> stored = with_context(here_, [&] { return chunk_tokens_of(*s_.catalog, conv_->id, c, here_); });
     for (int64_t i = 0; i < n; ++i)
       if (stored[i] != req_.tokens[first + i])
         throw Error(ErrorCode::kDiverged,

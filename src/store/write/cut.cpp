@@ -24,7 +24,7 @@ using detail::PlaneList;
 using detail::with_context;
 using detail::now_ms;
 using detail::parse_tokens_or_throw;
-using detail::chunk_tokens_by_id;
+using detail::chunk_tokens_of;
 using detail::ConversationState;
 using detail::read_state;
 using detail::TailRegion;
@@ -124,7 +124,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
   r.anchor = chain_before(s, st, full);
   with_context(here, [&] {
     for (size_t k = full; k < cut.whole; ++k) {
-      const std::vector<int32_t> t = chunk_tokens_by_id(*s.catalog, st.chunks[k].chunk_id, st.chunks[k].n_tokens, here);
+      const std::vector<int32_t> t = chunk_tokens_of(*s.catalog, st.conv.id, st.chunks[k], here);
       r.before.insert(r.before.end(), t.begin(), t.end());
     }
   });
@@ -281,7 +281,8 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
   // a divergence or a model mismatch found by the append undoes the truncate.
   // Like an append, it waits for a running checkpoint before it begins, or the
   // WAL grows instead of starting over (and is checkpointed more often).
-  s.catalog->wait_before_write(len > from ? (len - from) * detail::token_raw_bytes(model) : 0);
+  if (detail::LocalFiles* files = s.catalog->local_files())
+    files->wait_before_write(len > from ? (len - from) * detail::token_raw_bytes(model) : 0);
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   const int64_t committed = count(id);
   if (from > committed)

@@ -14,7 +14,7 @@
 #include "store/kv_planes.h"
 #include "store/store_call.h"
 #include "store/store_impl.h"
-#include "store/write/chunk_layout.h"
+#include "core/chunk_layout.h"
 
 namespace colikv {
 

@@ -429,7 +429,7 @@ TenantLimits SqliteCatalog::tenant_limits() try {
   l.max_idle_ms = stored_limit(q->getColumn(1), options_.tenant);
   return l;
 } catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  throw sqlite_error(e, Reading::kStoredRows);
 }
 
 void SqliteCatalog::set_tenant_limits(const TenantLimits& limits) try {

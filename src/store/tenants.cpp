@@ -30,7 +30,7 @@ void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) {
                 here + ": tenant roles need a PostgreSQL store: a SQLite store has no server roles (its file mode, "
                        "Options::file_mode, decides who reads every tenant)");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  detail::with_context(here, [&] { roles->set_tenant_role(role, granted, detail::now_ms()); });
+  roles->set_tenant_role(role, granted, detail::now_ms());
   txn->commit();
 }
 
@@ -51,11 +51,9 @@ std::vector<TenantInfo> Store::tenants() {
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   std::vector<TenantInfo> out;
-  detail::read_rows(s.where(), [&] {
-    for (const detail::TenantRow& t : s.catalog->tenant_usage())
-      out.push_back({t.name, t.conversations, t.stored_bytes,
-                     detail::checked_limits(t.limits, s.where() + ": tenant '" + t.name + "'")});
-  });
+  for (const detail::TenantRow& t : s.catalog->tenant_usage())
+    out.push_back({t.name, t.conversations, t.stored_bytes,
+                   detail::checked_limits(t.limits, s.where() + ": tenant '" + t.name + "'")});
   return out;
 }
 
@@ -85,12 +83,12 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   if (!bytes || !idle) {
     // Where writers serialize, the write transaction holds them off already.
     if (detail::ConcurrentWriters* writers = s.catalog->concurrent_writers())
-      detail::with_context(here, [&] { writers->lock_tenant_limits(); });
+      writers->lock_tenant_limits();
     const TenantLimits stored = detail::stored_limits(s, here);
     if (!bytes) merged.max_bytes = stored.max_bytes;
     if (!idle) merged.max_idle_ms = stored.max_idle_ms;
   }
-  detail::with_context(here, [&] { s.catalog->set_tenant_limits(merged); });
+  s.catalog->set_tenant_limits(merged);
   txn->commit();
 }
 

@@ -27,7 +27,7 @@ class SourceReader {
  public:
   SourceReader(Store::Impl& s, const detail::ConversationRow& conv, const ModelSignature& model)
       : s_(s), conv_(conv), model_(model), here_(s.where(conv.name)) {
-    chunks_ = detail::with_context(here_, [&] { return s_.catalog->chunk_list(conv_.id); });
+    chunks_ = s_.catalog->chunk_list(conv_.id);
     int64_t covered = 0;
     for (const ChunkSummary& c : chunks_) {
       if (c.first_pos != covered)
@@ -74,7 +74,7 @@ class SourceReader {
   std::vector<int32_t> token_ids(const ChunkSummary& c) {
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
     const std::optional<std::string> json =
-        detail::read_rows(what, [&] { return s_.catalog->chunk_tokens_json(c.chunk_id); });
+        s_.catalog->chunk_tokens_json(c.chunk_id);
     std::vector<int32_t> t;
     if (!json || !detail::parse_tokens_json(json->data(), json->size(), t) || static_cast<int64_t>(t.size()) != c.n_tokens)
       throw Error(ErrorCode::kCorrupt, what + ": its token list is missing or malformed");
@@ -85,7 +85,7 @@ class SourceReader {
   void decode(const ChunkSummary& c) {
     if (decoded_ == c.chunk_id) return;
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
-    auto content = detail::read_rows(what, [&] { return s_.catalog->read_chunk(c.chunk_id); });
+    auto content = s_.catalog->read_chunk(c.chunk_id);
     if (!content || !content->payload) throw Error(ErrorCode::kCorrupt, what + ": missing or evicted meanwhile");
     detail::ChunkPrecision precision;
     bool compressed = false;
@@ -171,7 +171,7 @@ void check_same(Store& src, Store& dst, const std::string& id, const detail::Con
   if (have.precision != conv.precision) differs("another precision");
   if (have.count != conv.count) differs(std::to_string(have.count) + " tokens rather than " + std::to_string(conv.count));
   if (dst.tokens(id) != src.tokens(id)) differs("other token ids");
-  const std::optional<int64_t> gone = detail::with_context(here, [&] { return d.catalog->prefix_index().first_evicted_pos(have.id, have.count); });
+  const std::optional<int64_t> gone = d.catalog->prefix_index().first_evicted_pos(have.id, have.count);
   r.evicted_from = gone ? *gone : -1;
   const int64_t limit = evicted_from < 0 ? -1 : evicted_from;
   const int64_t compared = gone ? (limit < 0 ? *gone : std::min(*gone, limit)) : limit;
@@ -193,7 +193,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
   const detail::ConversationRow conv = s.get_conversation(id);
   const detail::ModelRow model = s.model_by_id(conv.model_id);
-  const auto info = detail::with_context(s.where(id), [&] { return s.catalog->conversation_info(id); });
+  const auto info = s.catalog->conversation_info(id);
   if (!info) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
   detail::ChunkPrecision precision;
   if (!detail::parse_precision(conv.precision, precision))
@@ -244,7 +244,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   // source, or earlier where a chunk of the copy spans evicted positions).
   const detail::ConversationRow copied_row = d.get_conversation(id);
   const std::optional<int64_t> gone =
-      detail::with_context(d.where(id), [&] { return d.catalog->prefix_index().first_evicted_pos(copied_row.id, copied_row.count); });
+      d.catalog->prefix_index().first_evicted_pos(copied_row.id, copied_row.count);
   r.evicted_from = gone ? *gone : -1;
   if (reader.evicted_from() >= 0 && (!gone || *gone > reader.evicted_from()))
     throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy holds values the source's evicted chunks lack");

@@ -23,8 +23,9 @@ enum class Reading {
 };
 
 // A colikv::Error raised by a backend, not yet named by what the store was
-// doing: with_context prefixes it. Caught as colikv::Error where no context
-// is added, it is complete but for that prefix.
+// doing: its catalog's ErrorContext names it before it is thrown across
+// catalog.h (with_context, while a catalog opens). Caught as colikv::Error
+// where no context is added, it is complete but for that prefix.
 class BackendError : public Error {
  public:
   BackendError(ErrorCode code, const std::string& message) : Error(code, message) {}

@@ -158,10 +158,6 @@ class SqliteChunkCursor : public ChunkCursor {
 
 }  // namespace
 
-Error SqliteCatalog::sqlite_error(const SQLite::Exception& e, Reading reading) const {
-  return errors().name(detail::sqlite_error(e), reading);
-}
-
 std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
   const bool outermost = sqlite3_get_autocommit(db_.getHandle()) != 0;
   auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_,

@@ -113,6 +113,10 @@ bool SqliteCatalog::set_text(const std::string& name, ConversationText column, c
   throw sqlite_error(e);
 }
 
+Error SqliteCatalog::sqlite_error(const SQLite::Exception& e, Reading reading) const {
+  return errors().name(detail::sqlite_error(e), reading);
+}
+
 std::optional<ConversationInfoRow> SqliteCatalog::conversation_info(const std::string& name) try {
   SQLite::Statement q(db_, std::string(kInfoSelect) + "WHERE c.tenant_id = ? AND c.name = ?");
   q.bind(1, tenant_id_);

@@ -1,7 +1,9 @@
 // The one error type that crosses catalog.h. A backend turns its own
-// exceptions (SQLite's, libpq's results) into BackendError in its own files;
-// the store adds what it was doing with with_context, so that users see one
-// colikv::Error naming the store, the operation and the database's words.
+// exceptions (SQLite's, libpq's results) into BackendError in its own files,
+// and names it by its catalog's ErrorContext (the store and the operation of
+// the open transaction) where it throws, so that users see one colikv::Error
+// naming the store, the operation and the database's words, and the store
+// adds no context at each call.
 #ifndef COLIKV_SRC_BACKEND_ERROR_H
 #define COLIKV_SRC_BACKEND_ERROR_H
 
@@ -21,8 +23,9 @@ enum class Reading {
 };
 
 // A colikv::Error raised by a backend, not yet named by what the store was
-// doing: with_context prefixes it. Caught as colikv::Error where no context
-// is added, it is complete but for that prefix.
+// doing: its catalog's ErrorContext names it before it is thrown across
+// catalog.h (with_context, while a catalog opens). Caught as colikv::Error
+// where no context is added, it is complete but for that prefix.
 class BackendError : public Error {
  public:
   BackendError(ErrorCode code, const std::string& message) : Error(code, message) {}
@@ -43,7 +46,59 @@ class BackendError : public Error {
   std::string stored_rows_message_;
 };
 
-// Runs f(), turning a BackendError into colikv::Error prefixed by `what`;
+// What a catalog's errors are named by (catalog.h, "Errors"): the `what` of
+// its outermost open transaction (Catalog::begin's), which names the store
+// and the operation, else the store alone. Kept by the backend's begin, with
+// a Scope its outermost transaction holds (a store operation that runs in no
+// transaction may hold one too); one per catalog, used by one thread at a time.
+class ErrorContext {
+ public:
+  // "store PATH", as Store::Impl::where() names it; set once the catalog is open.
+  void set_store(std::string store) { store_ = std::move(store); }
+
+  // While it lives, errors are named by `what` (reading kStoredRows: a read
+  // snapshot's). Restores what was there before when it ends.
+  class Scope {
+   public:
+    Scope(ErrorContext& c, const std::string& what, Reading reading)
+        : c_(c), what_(std::move(c.what_)), reading_(c.reading_), open_(c.open_) {
+      c_.what_ = what;
+      c_.reading_ = reading;
+      c_.open_ = true;
+    }
+    ~Scope() {
+      c_.what_ = std::move(what_);
+      c_.reading_ = reading_;
+      c_.open_ = open_;
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    ErrorContext& c_;
+    std::string what_;
+    Reading reading_;
+    bool open_;
+  };
+
+  // `e` as users see it: named once, by the open transaction, else the store.
+  // `reading` kStoredRows: the call read stored rows whatever the transaction.
+  Error name(const BackendError& e, Reading reading = Reading::kAny) const {
+    if (open_ && reading_ == Reading::kStoredRows) reading = Reading::kStoredRows;
+    const std::string& what = open_ ? what_ : store_;
+    if (what.empty()) return Error(e.code(), e.what());
+    return e.in_context(what, reading);
+  }
+
+ private:
+  std::string store_;
+  std::string what_;
+  Reading reading_ = Reading::kAny;
+  bool open_ = false;
+};
+
+// Runs f(), turning a BackendError into colikv::Error prefixed by `what`
+// (for a catalog being opened, whose errors() names nothing yet);
 // any other exception, a colikv::Error that names its context already among
 // them, passes unchanged.
 template <class F>
@@ -53,12 +108,6 @@ auto with_context(const std::string& what, F&& f, Reading reading = Reading::kAn
   } catch (const BackendError& e) {
     throw e.in_context(what, reading);
   }
-}
-
-// with_context for a read of stored rows.
-template <class F>
-auto read_rows(const std::string& what, F&& f) -> decltype(f()) {
-  return with_context(what, std::forward<F>(f), Reading::kStoredRows);
 }
 
 }  // namespace detail

@@ -8,12 +8,12 @@
 // comment says otherwise (as leveldb's env.h states its own):
 // - Errors: a method throws colikv::Error only, never a backend's own
 //   exception (SQLiteCpp's, ...): each backend translates its own in its own
-//   files (SQLite codes, SQLSTATEs to ErrorCode). What the database raised
-//   is a BackendError (backend_error.h), to which the caller adds what it
-//   was doing with with_context (read_rows while it reads stored rows, where
-//   a value out of range is kCorrupt); a colikv::Error of another type
-//   already names its context. A value that is absent is an empty optional,
-//   never an error.
+//   files (SQLite codes, SQLSTATEs to ErrorCode), and names it once by
+//   errors() (backend_error.h): the `what` of the outermost open
+//   transaction (begin's), else the store; in a read snapshot, a stored
+//   value out of range is kCorrupt. So the caller adds no context at each
+//   call: the `what` it begins a transaction with names the operation. A
+//   value that is absent is an empty optional, never an error.
 // - Transactions: a read runs in the caller's snapshot when one is open
 //   (begin(kRead) or begin(kWrite)), else alone; a method that writes needs the
 //   write transaction (begin(kWrite)) open, and its change is undone with it.
@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "catalog/backend_error.h"
 #include "catalog/catalog_maintenance.h"
 #include "catalog/catalog_rows.h"
 #include "catalog/catalog_scans.h"
@@ -158,9 +159,17 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
   // waits for it here): free_queued_chunks, or its own commit, frees it.
   virtual void free_unused_chunks(const std::vector<int64_t>& chunk_ids) = 0;
 
+  // What this catalog's errors are named by; the store sets its name once
+  // opened, the backend's begin the operation (backend_error.h).
+  ErrorContext& errors() { return errors_; }
+  const ErrorContext& errors() const { return errors_; }
+
   // The prefix index over this catalog's connection; lives as long as the
   // Catalog, read in the caller's snapshot.
   virtual PrefixIndex& prefix_index() = 0;
+
+ private:
+  ErrorContext errors_;
 };
 
 struct StoreCounters;  // metrics/metrics.h

@@ -19,28 +19,21 @@ PgConnection::Settings settings_of(const Options& o) {
   return s;
 }
 
-// Runs f, turning a PgError into a plain colikv::Error: begin() and commit()
-// name their operation themselves (`what`), as SQLite's do, so that no
-// with_context around them names it a second time.
-template <class F>
-void as_store_error(F&& f) {
-  try {
-    f();
-  } catch (const PgError& e) {
-    throw Error(e.code(), e.what());
-  }
-}
-
 // BEGIN (a snapshot, or a write transaction) ... COMMIT, rolled back when
-// destroyed uncommitted; inside an open transaction, a savepoint. The
+// destroyed uncommitted; inside an open transaction, a savepoint. An
+// outermost one names the catalog's errors by its `what` until it ends, its
+// own statements' among them (a nested one is part of the operation its
+// outermost names). The
 // catalog hears when an outermost write transaction ends (write_ended): it
 // keeps the flag its locking reads follow, and frees what the transaction
 // queued once it has committed.
 class PgTransaction : public Catalog::Transaction {
  public:
   PgTransaction(PgCatalog& catalog, PgConnection& conn, Catalog::Access access, const std::string& what)
-      : catalog_(catalog), conn_(conn), what_(what), nested_(conn.in_transaction()) {
-    as_store_error([&] { start(access); });
+      : catalog_(catalog), conn_(conn), nested_(conn.in_transaction()) {
+    if (!nested_)
+      named_.emplace(catalog.errors(), what, access == Catalog::Access::kRead ? Reading::kStoredRows : Reading::kAny);
+    start(access);
   }
   ~PgTransaction() override {
     if (!done_) rollback();
@@ -49,7 +42,7 @@ class PgTransaction : public Catalog::Transaction {
   void commit() override {
     done_ = true;
     try {
-      as_store_error([&] { conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", what_); });
+      conn_.exec(nested_ ? "RELEASE SAVEPOINT colikv_nested" : "COMMIT", "");
     } catch (...) {
       end_write(false);  // a failed COMMIT has rolled back too
       throw;
@@ -60,15 +53,15 @@ class PgTransaction : public Catalog::Transaction {
  private:
   void start(Catalog::Access access) {
     if (nested_) {
-      conn_.exec("SAVEPOINT colikv_nested", what_);
+      conn_.exec("SAVEPOINT colikv_nested", "");
       return;
     }
-    conn_.ensure_connected(what_);
+    conn_.ensure_connected("");
     if (access == Catalog::Access::kRead) {
-      conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", what_);
+      conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "");
       return;
     }
-    conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED", what_);
+    conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "");
     writing_ = true;
     catalog_.write_began();
     try {
@@ -76,7 +69,7 @@ class PgTransaction : public Catalog::Transaction {
       // takes it exclusively; among themselves, row locks (pg_catalog.h).
       PgParams key;
       key.add(conn_.store_lock_key());
-      conn_.query("SELECT pg_advisory_xact_lock_shared($1::bigint)", key, what_);
+      conn_.query("SELECT pg_advisory_xact_lock_shared($1::bigint)", key, "");
     } catch (...) {
       rollback();
       throw;
@@ -94,16 +87,16 @@ class PgTransaction : public Catalog::Transaction {
   void rollback() noexcept {
     done_ = true;
     try {
-      conn_.exec(nested_ ? "ROLLBACK TO SAVEPOINT colikv_nested; RELEASE SAVEPOINT colikv_nested" : "ROLLBACK", what_);
-    } catch (const PgError&) {
+      conn_.exec(nested_ ? "ROLLBACK TO SAVEPOINT colikv_nested; RELEASE SAVEPOINT colikv_nested" : "ROLLBACK", "");
+    } catch (const Error&) {
     }
     end_write(false);
   }
 
   PgCatalog& catalog_;
   PgConnection& conn_;
-  std::string what_;
   bool nested_;
+  std::optional<ErrorContext::Scope> named_;  // an outermost one's
   bool writing_ = false;  // an outermost write transaction
   bool done_ = false;
 };
@@ -157,6 +150,8 @@ PgCatalog::PgCatalog(const std::string& uri, const Options& options) : conn_(uri
   open_tenant(options);
   // What a writer that died after its commit left queued (schema 6).
   if (!options.read_only) free_queued_chunks(/*wait=*/false);
+  // Last: errors thrown while opening are named by the opener (open_catalog).
+  conn_.set_errors(&errors());
 }
 
 void PgCatalog::write_began() { writing_ = true; }
@@ -234,7 +229,7 @@ int64_t PgCatalog::insert_conversation(const NewConversation& c) {
 }
 
 void PgCatalog::throw_name_taken() {
-  throw PgError(ErrorCode::kConflict, "another writer created a conversation with this id meanwhile");
+  conn_.raise(PgError(ErrorCode::kConflict, "another writer created a conversation with this id meanwhile"));
 }
 
 int64_t PgCatalog::insert_fork(const NewFork& f) {
@@ -250,7 +245,7 @@ int64_t PgCatalog::insert_fork(const NewFork& f) {
     PgParams q;
     q.add(f.parent_id).add(tenant_id_);
     if (run("SELECT 1 FROM conversations WHERE conversation_id = $1 AND tenant_id = $2", q, "creating a fork").size() == 0)
-      throw PgError(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists");
+      conn_.raise(PgError(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists"));
     throw_name_taken();
   }
   return r.int64(0, 0);

@@ -129,7 +129,7 @@ class PgCatalog : public Catalog, public TenantRoles, private ChunkWriter {
                  int64_t generation);
   PgRows run(const char* sql, const PgParams& params, const char* what);
   // kConflict: a racing writer took the name of a conversation about to be created.
-  [[noreturn]] static void throw_name_taken();
+  [[noreturn]] void throw_name_taken();
   // A bigint[] parameter's text: {1,2,3}.
   static std::string id_array(const std::vector<int64_t>& ids);
   void record_chunk_meta(int64_t chunk_id, const ChunkRecord& c, int64_t payload_bytes);

@@ -78,7 +78,7 @@ void PgCatalog::touch_used_if_idle(const std::string& name, int64_t) {
                 "(SELECT conversation_id FROM conversations WHERE name = $1 AND tenant_id = $2 FOR UPDATE SKIP LOCKED)",
                 p, "recording a load");
     conn_.exec("COMMIT", "recording a load");
-  } catch (const PgError&) {
+  } catch (const Error&) {
     conn_.abandon_transaction();  // a lost connection too: the next call reconnects
   }
 }
@@ -88,7 +88,7 @@ bool PgCatalog::set_text(const std::string& name, ConversationText column, const
   p.add(value).add(now_ms).add(name).add(tenant_id_);
   try {
     return run(set_text_sql(column), p, "updating a conversation").affected() != 0;
-  } catch (const PgError& e) {
+  } catch (const Error& e) {
     // The core found the new name free; a racing writer created it since.
     if (column == ConversationText::kName && e.code() == ErrorCode::kConflict) throw_name_taken();
     throw;
@@ -478,7 +478,7 @@ TenantLimits PgCatalog::set_tenant_limits(const TenantLimits& limits, unsigned f
   p.add(tenant_id_);
   PgRows r = run("UPDATE tenants SET max_bytes = $1::bigint, max_idle_ms = $2::bigint WHERE tenant_id = $3", p,
                  "setting the tenant's limits");
-  if (r.affected() != 1) throw PgError(ErrorCode::kNotFound, "no such tenant (deleted meanwhile)");
+  if (r.affected() != 1) conn_.raise(PgError(ErrorCode::kNotFound, "no such tenant (deleted meanwhile)"));
   return merged;
 }
 

@@ -77,8 +77,7 @@ bool integer_type(Oid t) { return t == 16 || t == 20 || t == 21 || t == 23 || t 
 PgParams& PgParams::add(int64_t v) { return add(std::to_string(v)); }
 
 PgParams& PgParams::add(const std::string& s) {
-  if (s.find('\0') != std::string::npos)
-    throw PgError(ErrorCode::kInvalidArgument, "a text value holds a NUL byte, which PostgreSQL text cannot store");
+  if (s.find('\0') != std::string::npos) holds_nul_ = true;
   owned_.push_back(s);
   values_.push_back(owned_.back().c_str());
   lengths_.push_back(static_cast<int>(s.size()));
@@ -108,11 +107,17 @@ PgParams& PgParams::add_null() {
 
 int64_t PgRows::int64(int row, int col) const {
   const Oid type = PQftype(r_.get(), col);
-  if (!integer_type(type))
-    throw PgError(ErrorCode::kCorrupt, std::string("column ") + PQfname(r_.get(), col) + " is of type " +
-                                           type_name(type) + ", not an integer (was it changed by hand?)");
+  if (!integer_type(type)) {
+    raise(PgError(ErrorCode::kCorrupt, std::string("column ") + PQfname(r_.get(), col) + " is of type " +
+                                            type_name(type) + ", not an integer (was it changed by hand?)"));
+  }
   if (is_null(row, col)) return 0;
   return big_endian(bytes(row, col), static_cast<int>(length(row, col)));
+}
+
+void PgRows::raise(const PgError& e) const {
+  if (errors_) throw errors_->name(e);
+  throw e;
 }
 
 std::string PgRows::text(int row, int col) const {
@@ -147,17 +152,17 @@ void PgConnection::connect(const std::string& what) {
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   if (!libpq_parses(uri_))
     throw PgError(ErrorCode::kInvalidArgument,
-                  what + ": " + server_ +
+                  at(what) +
                       ": libpq cannot parse the URI (percent-encode '/', '?', '#', '@', '&' and '=' inside its parts)");
   const std::string uri = libpq_uri(uri_);
   const char* values[] = {"10", "colikv", uri.c_str(), nullptr};
   conn_.reset(PQconnectdbParams(keys, values, 1));
-  if (!conn_) throw PgError(ErrorCode::kInternal, what + ": " + server_ + ": out of memory");
+  if (!conn_) throw PgError(ErrorCode::kInternal, at(what) + ": out of memory");
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
     const std::string msg = without_secrets(one_line(PQerrorMessage(conn_.get())), uri_);
     // No such database is the caller's to fix, like a missing store file.
     const bool missing_db = msg.find("does not exist") != std::string::npos && msg.find("database") != std::string::npos;
-    throw PgError(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, what + ": " + server_ + ": " + msg);
+    throw PgError(missing_db ? ErrorCode::kNotFound : ErrorCode::kIO, at(what) + ": " + msg);
   }
   // A library prints nothing: the server's notices (a shutdown's warning) are
   // dropped, but for the warnings a caller collects (vacuum_full).
@@ -171,7 +176,7 @@ void PgConnection::configure_session(const std::string& what) {
                     "; SET synchronous_commit = " + (settings_.synchronous_commit ? "on" : "off") +
                     "; SET default_transaction_read_only = " + (settings_.read_only ? "on" : "off") +
                     "; SET client_min_messages = warning";
-  exec(sql, what);
+  exec_unnamed(sql, what);
   resolve_schema(what);
 }
 
@@ -179,13 +184,13 @@ void PgConnection::resolve_schema(const std::string& what) {
   if (schema_oid_ == 0) {
     // Where the search_path finds the store's tables, else where it would
     // create them.
-    PgRows r = query("SELECT n.oid::bigint, n.nspname::text FROM pg_namespace n WHERE n.oid = coalesce("
+    PgRows r = query_unnamed("SELECT n.oid::bigint, n.nspname::text FROM pg_namespace n WHERE n.oid = coalesce("
                      "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass('colikv_schema')), "
                      "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
                      what);
     if (r.size() == 0) {
       // No schema to create a store in: the migrations' CREATE fails with the server's own message.
-      PgRows key = query("SELECT ('x' || substr(md5(''), 1, 16))::bit(64)::bigint", what);
+      PgRows key = query_unnamed("SELECT ('x' || substr(md5(''), 1, 16))::bit(64)::bigint", what);
       lock_key_ = key.int64(0, 0);
       return;
     }
@@ -196,8 +201,8 @@ void PgConnection::resolve_schema(const std::string& what) {
   // (md5(current_schema())) for a store whose role's search_path starts at it.
   PgParams p;
   p.add(schema_name_);
-  query("SELECT set_config('search_path', quote_ident($1::text) || ', pg_temp', false)", p, what);
-  lock_key_ = query("SELECT ('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint", p, what).int64(0, 0);
+  query_unnamed("SELECT set_config('search_path', quote_ident($1::text) || ', pg_temp', false)", p, what);
+  lock_key_ = query_unnamed("SELECT ('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint", p, what).int64(0, 0);
 }
 
 void PgConnection::on_notice(void* self, const PGresult* r) {
@@ -208,12 +213,16 @@ void PgConnection::on_notice(void* self, const PGresult* r) {
 }
 
 void PgConnection::vacuum_full(const std::vector<std::string>& tables, const std::string& what) {
+  named([&] { vacuum_tables(tables, what); });
+}
+
+void PgConnection::vacuum_tables(const std::vector<std::string>& tables, const std::string& what) {
   std::vector<std::string> vacuumed, skipped, warnings;
   for (const std::string& t : tables) {
     warnings.clear();
     warnings_ = &warnings;
     try {
-      exec("VACUUM FULL " + t, what);
+      exec_unnamed("VACUUM FULL " + t, what);
     } catch (...) {
       warnings_ = nullptr;
       throw;
@@ -226,7 +235,7 @@ void PgConnection::vacuum_full(const std::vector<std::string>& tables, const std
     skipped.push_back(t + " (" + warnings.front() + ")");
   }
   if (skipped.empty()) return;
-  std::string msg = what + ": " + server_ + ": the server skipped ";
+  std::string msg = at(what) + ": the server skipped ";
   for (size_t i = 0; i < skipped.size(); ++i) msg += (i ? ", " : "") + skipped[i];
   if (vacuumed.empty()) {
     msg += "; nothing was vacuumed";
@@ -254,6 +263,10 @@ bool PgConnection::closed_by_server() {
 }
 
 void PgConnection::ensure_connected(const std::string& what) {
+  named([&] { reconnect_if_closed(what); });
+}
+
+void PgConnection::reconnect_if_closed(const std::string& what) {
   if (!closed_by_server()) return;
   // A server restarting refuses connections for a moment: tried again until
   // the busy timeout, as a lock is waited for, and never longer.
@@ -261,7 +274,7 @@ void PgConnection::ensure_connected(const std::string& what) {
   auto pause = std::chrono::milliseconds(20);
   for (;;) {
     try {
-      connect(what + ": reconnecting");
+      connect(what.empty() ? "reconnecting" : what + ": reconnecting");
       return;
     } catch (const PgError& e) {
       if (e.code() != ErrorCode::kIO || std::chrono::steady_clock::now() + pause >= deadline) throw;
@@ -284,7 +297,7 @@ void PgConnection::fail(const PGresult* r, const std::string& what) {
     msg += msg.find("statement timeout") != std::string::npos
                ? " (the server's statement_timeout fired: it cancels a statement that runs longer)"
                : " (the server cancelled the statement)";
-  throw PgError(code, what + ": " + server_ + ": " + msg);
+  throw PgError(code, at(what) + ": " + msg);
 }
 
 namespace {
@@ -300,7 +313,7 @@ bool ends_transaction(const std::string& sql) {
 
 bool PgConnection::ready_to_send(const std::string& sql, const std::string& what) {
   if (streaming_)
-    throw PgError(ErrorCode::kInternal, what + ": " + server_ + ": a statement was sent while another's rows were still coming");
+    throw PgError(ErrorCode::kInternal, at(what) + ": a statement was sent while another's rows were still coming");
   if (lost_in_transaction_) {
     // The server rolled the transaction back with the connection: only its
     // end (nothing left to send) or a new BEGIN may follow, never its
@@ -308,16 +321,16 @@ bool PgConnection::ready_to_send(const std::string& sql, const std::string& what
     if (ends_transaction(sql)) {
       lost_in_transaction_ = false;
       if (sql.rfind("ROLLBACK", 0) == 0) return false;
-      throw PgError(ErrorCode::kIO, what + ": " + server_ +
+      throw PgError(ErrorCode::kIO, at(what) +
                                         ": the connection was lost inside the transaction, which the server rolled "
                                         "back; nothing of it was committed (the next call reconnects)");
     }
     if (sql.rfind("BEGIN", 0) != 0)
-      throw PgError(ErrorCode::kIO, what + ": " + server_ +
+      throw PgError(ErrorCode::kIO, at(what) +
                                         ": the connection was lost inside a transaction, which the server rolled back");
     lost_in_transaction_ = false;
   }
-  if (!in_transaction()) ensure_connected(what);
+  if (!in_transaction()) reconnect_if_closed(what);
   // A COMMIT or ROLLBACK that loses the connection still ends the
   // transaction: the next call starts afresh instead of failing as its rest.
   sent_in_transaction_ = in_transaction() && !ends_transaction(sql);
@@ -332,7 +345,7 @@ void PgConnection::abandon_transaction() noexcept {
   if (!in_transaction()) return;
   try {
     exec("ROLLBACK", "rolling back");
-  } catch (const PgError&) {  // lost: the server rolled it back
+  } catch (const Error&) {  // lost: the server rolled it back
   }
 }
 
@@ -348,7 +361,22 @@ const std::string& PgConnection::prepared(const std::string& sql, const PgParams
   return it->second;
 }
 
+void PgConnection::raise(const PgError& e) const {
+  if (errors_) throw errors_->name(e);
+  throw e;
+}
+
+void PgConnection::check_params(const PgParams& params, const std::string& what) const {
+  if (params.holds_nul())
+    throw PgError(ErrorCode::kInvalidArgument, at(what) + ": a text value holds a NUL byte, which PostgreSQL text cannot store");
+}
+
 PgRows PgConnection::query(const std::string& sql, const PgParams& params, const std::string& what) {
+  return named([&] { return query_unnamed(sql, params, what); });
+}
+
+PgRows PgConnection::query_unnamed(const std::string& sql, const PgParams& params, const std::string& what) {
+  check_params(params, what);
   if (!ready_to_send(sql, what)) return PgRows(nullptr);
   const std::string& name = prepared(sql, params, what);
   ++round_trips_;
@@ -356,10 +384,14 @@ PgRows PgConnection::query(const std::string& sql, const PgParams& params, const
                                params.formats(), 1));
   const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) fail(r.get(), what);
-  return PgRows(std::move(r));
+  return PgRows(std::move(r), errors_);
 }
 
 void PgConnection::exec(const std::string& sql, const std::string& what) {
+  named([&] { exec_unnamed(sql, what); });
+}
+
+void PgConnection::exec_unnamed(const std::string& sql, const std::string& what) {
   if (!ready_to_send(sql, what)) return;
   ++round_trips_;
   PgResultPtr r(PQexec(conn_.get(), sql.c_str()));
@@ -369,6 +401,12 @@ void PgConnection::exec(const std::string& sql, const std::string& what) {
 
 PgRowStream::PgRowStream(PgConnection& conn, const std::string& sql, const PgParams& params, const std::string& what)
     : conn_(conn), what_(what) {
+  conn_.named([&] { send(sql, params); });
+}
+
+void PgRowStream::send(const std::string& sql, const PgParams& params) {
+  const std::string& what = what_;
+  conn_.check_params(params, what);
   if (!conn_.ready_to_send(sql, what)) {
     done_ = true;  // only a ROLLBACK is skipped so: no rows
     return;
@@ -403,14 +441,15 @@ std::optional<PgRows> PgRowStream::next() {
   const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st == PGRES_SINGLE_TUPLE) {
     if (after_row_for_tests) after_row_for_tests();
-    return PgRows(std::move(r));
+    return PgRows(std::move(r), conn_.errors_);
   }
   if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
     finish();  // the end of the rows: reads the null result after it
     return std::nullopt;
   }
   finish();
-  conn_.fail(r.get(), what_);
+  conn_.named([&] { conn_.fail(r.get(), what_); });
+  return std::nullopt;  // not reached: fail throws
 }
 
 }  // namespace detail

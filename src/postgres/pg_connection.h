@@ -49,8 +49,10 @@ class PgParams {
  public:
   PgParams& add(int64_t v);
   // Text, whole: a NUL byte in it (which PostgreSQL's text cannot hold, and
-  // libpq's text format would cut at) throws PgError(kInvalidArgument).
+  // libpq's text format would cut at) makes the statement that gets these
+  // parameters throw PgError(kInvalidArgument) instead of running.
   PgParams& add(const std::string& s);
+  bool holds_nul() const { return holds_nul_; }
   PgParams& add_bytes(const void* data, size_t size);  // not copied: must outlive the query
   PgParams& add_hash(const ChunkHash& h);
   PgParams& add_null();
@@ -65,12 +67,14 @@ class PgParams {
   std::vector<const char*> values_;
   std::vector<int> lengths_;
   std::vector<int> formats_;
+  bool holds_nul_ = false;
 };
 
 // A result's rows in binary format: integers of any width, text, bytes.
 class PgRows {
  public:
-  explicit PgRows(PgResultPtr r) : r_(std::move(r)) {}
+  // `errors` (may be null) names a column's error as the connection's.
+  explicit PgRows(PgResultPtr r, const ErrorContext* errors = nullptr) : r_(std::move(r)), errors_(errors) {}
   int size() const { return PQntuples(r_.get()); }
   bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
   // An integer or boolean column; one of another type (changed by hand)
@@ -83,9 +87,12 @@ class PgRows {
   ChunkHash hash(int row, int col) const;
   std::optional<ChunkHash> optional_hash(int row, int col) const;
   int64_t affected() const;
+  // Throws `e` (about these rows), named as the connection's errors.
+  [[noreturn]] void raise(const PgError& e) const;
 
  private:
   PgResultPtr r_;
+  const ErrorContext* errors_;
 };
 
 class PgConnection {
@@ -104,8 +111,15 @@ class PgConnection {
   // "postgresql server HOST:PORT/DB" for messages.
   const std::string& server() const { return server_; }
 
+  // Names the errors of query(), exec(), vacuum_full(), ensure_connected()
+  // and PgRowStream by `errors` (its catalog's, backend_error.h) from now on;
+  // before, they throw PgError for the opener to name.
+  void set_errors(const ErrorContext* errors) { errors_ = errors; }
+  // Throws `e`, named by the errors set (its own `what` may be empty).
+  [[noreturn]] void raise(const PgError& e) const;
+
   // Runs one statement (prepared once per connection and kept), results in
-  // binary. Throws PgError naming `what` and the server.
+  // binary. Throws PgError naming `what` (when not empty) and the server.
   PgRows query(const std::string& sql, const PgParams& params, const std::string& what);
   PgRows query(const std::string& sql, const std::string& what) { return query(sql, PgParams(), what); }
   // Runs SQL text, possibly several statements, without parameters.
@@ -149,6 +163,26 @@ class PgConnection {
 
  private:
   friend class PgRowStream;
+  // Runs f, naming a PgError it throws by errors_ (raise).
+  template <class F>
+  auto named(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const PgError& e) {
+      raise(e);
+    }
+  }
+  // query(), exec(), vacuum_full() and ensure_connected() throwing PgError
+  // unnamed: for the connection's own steps (a reconnect's session setup).
+  PgRows query_unnamed(const std::string& sql, const PgParams& params, const std::string& what);
+  PgRows query_unnamed(const std::string& sql, const std::string& what) { return query_unnamed(sql, PgParams(), what); }
+  void exec_unnamed(const std::string& sql, const std::string& what);
+  void vacuum_tables(const std::vector<std::string>& tables, const std::string& what);
+  void reconnect_if_closed(const std::string& what);
+  // Throws PgError(kInvalidArgument) for parameters holding a NUL byte.
+  void check_params(const PgParams& params, const std::string& what) const;
+  // `what` and the server, for the start of a message.
+  std::string at(const std::string& what) const { return what.empty() ? server_ : what + ": " + server_; }
   void connect(const std::string& what);
   void configure_session(const std::string& what);
   void resolve_schema(const std::string& what);
@@ -175,6 +209,7 @@ class PgConnection {
   bool lost_in_transaction_ = false;  // and the connection was lost with it
   std::vector<std::string>* warnings_ = nullptr;  // where the server's warnings go while collected
   int64_t round_trips_ = 0;
+  const ErrorContext* errors_ = nullptr;
   bool streaming_ = false;  // a PgRowStream's rows are still coming: no other statement may be sent
 };
 
@@ -203,6 +238,7 @@ class PgRowStream {
   static std::function<void()> after_row_for_tests;
 
  private:
+  void send(const std::string& sql, const PgParams& params);
   void finish() noexcept;
 
   PgConnection& conn_;

@@ -44,7 +44,7 @@ void apply_one(PgConnection& conn, const Migration& m, const std::string& what) 
   } catch (...) {
     try {
       conn.exec("ROLLBACK", what);
-    } catch (const PgError&) {
+    } catch (const Error&) {
     }
     throw;
   }

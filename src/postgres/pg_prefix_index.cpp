@@ -159,7 +159,7 @@ std::vector<PrefixIndex::Walk> decode(const PgRows& r, size_t blocks) {
   for (int i = 0; i < r.size(); ++i) {
     const int64_t block = r.int64(i, 0), kind = r.int64(i, 1);
     if (block < 0 || block >= static_cast<int64_t>(blocks))
-      throw PgError(ErrorCode::kInternal, "a prefix lookup's row names walk " + std::to_string(block));
+      r.raise(PgError(ErrorCode::kInternal, "a prefix lookup's row names walk " + std::to_string(block)));
     const auto b = static_cast<size_t>(block);
     if (kind == 0) {
       out[b].first.more = r.int64(i, 2) != 0;

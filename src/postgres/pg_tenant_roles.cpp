@@ -52,19 +52,19 @@ void PgCatalog::set_tenant_role(const std::string& role, bool granted, int64_t n
   // The views must read as the role that queries them (security_invoker,
   // PostgreSQL 15): as their owner's they would show it every tenant's rows.
   if (r.int64(0, 0) < 150000)
-    throw PgError(ErrorCode::kUnsupported, conn_.server() + ": tenant roles need PostgreSQL 15 or newer (server " +
-                                               std::to_string(r.int64(0, 0)) + ")");
+    conn_.raise(PgError(ErrorCode::kUnsupported, conn_.server() + ": tenant roles need PostgreSQL 15 or newer (server " +
+                                               std::to_string(r.int64(0, 0)) + ")"));
   // GRANT by another role only warns; tenant_roles would refuse it anyway.
   if (r.int64(0, 1) == 0)
-    throw PgError(ErrorCode::kReadOnly, conn_.server() +
+    conn_.raise(PgError(ErrorCode::kReadOnly, conn_.server() +
                                             ": only the store's owner grants tenants: its tables belong to role '" +
-                                            r.text(0, 2) + "', this is role '" + r.text(0, 3) + "'");
-  if (r.is_null(0, 4)) throw PgError(ErrorCode::kNotFound, conn_.server() + ": no such role '" + role + "'");
+                                            r.text(0, 2) + "', this is role '" + r.text(0, 3) + "'"));
+  if (r.is_null(0, 4)) conn_.raise(PgError(ErrorCode::kNotFound, conn_.server() + ": no such role '" + role + "'"));
   if (granted && r.int64(0, 5) != 0)
-    throw PgError(ErrorCode::kInvalidArgument,
+    conn_.raise(PgError(ErrorCode::kInvalidArgument,
                   conn_.server() + ": role '" + role +
                       "' sees every tenant anyway (a superuser, BYPASSRLS, or a member of the tables' owner '" +
-                      r.text(0, 2) + "'): grant a role that row-level security applies to");
+                      r.text(0, 2) + "'): grant a role that row-level security applies to"));
   const int64_t role_oid = r.int64(0, 4);
   const std::string quoted_role = r.text(0, 6), quoted_schema = r.text(0, 7);
 
@@ -72,7 +72,7 @@ void PgCatalog::set_tenant_role(const std::string& role, bool granted, int64_t n
   g.add(tenant_id_).add(role_oid);
   if (!granted) {
     if (run("DELETE FROM tenant_roles WHERE tenant_id = $1 AND role_oid = $2::bigint::oid", g, what).affected() == 0)
-      throw PgError(ErrorCode::kNotFound, conn_.server() + ": role '" + role + "' holds no grant of this tenant");
+      conn_.raise(PgError(ErrorCode::kNotFound, conn_.server() + ": role '" + role + "' holds no grant of this tenant"));
     PgParams o;
     o.add(role_oid);
     // Its last tenant of this store: the privileges the grants gave go too.

@@ -83,7 +83,7 @@ void PgCatalog::link_turn(int64_t conversation_id, const TurnEdit& edit, const s
          "last_used_ms = CASE WHEN $7::bigint <> 0 THEN " COLIKV_PG_SERVER_MS " ELSE last_used_ms END "
          "WHERE conversation_id = $1 AND ($8::bigint < 0 OR generation = $8) RETURNING generation";
   if (run(sql.c_str(), p, "linking chunks").size() == 0)
-    throw PgError(ErrorCode::kConflict, "another writer changed the conversation meanwhile; reload and retry");
+    conn_.raise(PgError(ErrorCode::kConflict, "another writer changed the conversation meanwhile; reload and retry"));
 }
 
 }  // namespace detail

@@ -19,16 +19,22 @@ namespace detail {
 
 namespace {
 
+// An outermost one names the catalog's errors by its `what` until it ends
+// (a nested one is part of the operation its outermost names).
 class SqliteTransaction : public Catalog::Transaction {
  public:
   SqliteTransaction(SQLite::Database& db, StatementCache& statements, const std::string& what, Catalog::Access access,
-                    std::atomic<uint64_t>& rollbacks)
+                    std::atomic<uint64_t>& rollbacks, ErrorContext* outermost)
       : txn_(db, what, access == Catalog::Access::kWrite ? SqlTransaction::kWrite : SqlTransaction::kRead,
-             &statements, &rollbacks) {}
+             &statements, &rollbacks),
+        named_(outermost ? std::make_optional<ErrorContext::Scope>(
+                               *outermost, what, access == Catalog::Access::kRead ? Reading::kStoredRows : Reading::kAny)
+                         : std::nullopt) {}
   void commit() override { txn_.commit(); }
 
  private:
   SqlTransaction txn_;
+  std::optional<ErrorContext::Scope> named_;
 };
 
 // What chunk_meta records of a chunk.
@@ -96,8 +102,9 @@ ChunkMeta meta_of(const ChunkRecord& c) {
 // buffer first), through one blob handle moved from chunk to chunk.
 class SqliteChunkCursor : public ChunkCursor {
  public:
-  SqliteChunkCursor(SQLite::Database& db, int64_t conversation_id, int64_t end_pos)
+  SqliteChunkCursor(SQLite::Database& db, const ErrorContext& errors, int64_t conversation_id, int64_t end_pos)
       : db_(db),
+        errors_(errors),
         q_(db,
            "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
            "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
@@ -130,7 +137,7 @@ class SqliteChunkCursor : public ChunkCursor {
     r.digest = digest_column(q_.getColumn(11));
     return true;
   } catch (const SQLite::Exception& e) {
-    throw sqlite_error(e);
+    throw errors_.name(sqlite_error(e), Reading::kStoredRows);
   }
 
   void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
@@ -144,6 +151,7 @@ class SqliteChunkCursor : public ChunkCursor {
 
  private:
   SQLite::Database& db_;
+  const ErrorContext& errors_;
   SQLite::Statement q_;
   sqlite3_blob* blob_ = nullptr;
 };
@@ -152,7 +160,8 @@ class SqliteChunkCursor : public ChunkCursor {
 
 std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
   const bool outermost = sqlite3_get_autocommit(db_.getHandle()) != 0;
-  auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_);
+  auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_,
+                                                 outermost ? &errors() : nullptr);
   // First of all in the transaction: a use a load could not record is
   // written before any retention or expiry of this catalog reads last_used_ms.
   if (access == Access::kWrite && outermost && !pending_uses_.empty()) record_pending_uses();
@@ -351,7 +360,7 @@ std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) try
 
 std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos, int64_t) try {
   // The payloads are read one at a time after their sizes are checked: no bound is needed here.
-  return std::make_unique<SqliteChunkCursor>(db_, conversation_id, end_pos);
+  return std::make_unique<SqliteChunkCursor>(db_, errors(), conversation_id, end_pos);
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);
 }
@@ -378,7 +387,7 @@ std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) try {
   c.precision = q.getColumn(6).getString();
   return c;
 } catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  throw sqlite_error(e, Reading::kStoredRows);
 }
 
 std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) try {
@@ -500,7 +509,7 @@ SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options, St
     }
   }
 } catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  throw detail::sqlite_error(e);  // unnamed: open_catalog names the store
 }
 
 void SqliteCatalog::open_tenant() {

@@ -5,6 +5,7 @@
 #define COLIKV_SRC_SQLITE_SQLITE_CATALOG_H
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
 
 #include <atomic>
 #include <chrono>
@@ -94,6 +95,10 @@ class SqliteCatalog : public Catalog, public LocalFiles, private ChunkWriter {
   PrefixIndex& prefix_index() override;
   void wait_before_write(int64_t raw_bytes) override;
   uint64_t write_rollbacks() const override { return write_rollbacks_.load(std::memory_order_relaxed); }
+
+  // SQLite's exception as this catalog's error, named once by errors()
+  // (backend_error.h); reading kStoredRows for a method that reads stored rows.
+  Error sqlite_error(const SQLite::Exception& e, Reading reading = Reading::kAny) const;
 
  private:
   std::atomic<uint64_t> write_rollbacks_{0};

@@ -115,6 +115,10 @@ bool SqliteCatalog::set_text(const std::string& name, ConversationText column, c
   throw sqlite_error(e);
 }
 
+Error SqliteCatalog::sqlite_error(const SQLite::Exception& e, Reading reading) const {
+  return errors().name(detail::sqlite_error(e), reading);
+}
+
 std::optional<ConversationInfoRow> SqliteCatalog::conversation_info(const std::string& name) try {
   SQLite::Statement q(db_, std::string(kInfoSelect) + "WHERE c.tenant_id = ? AND c.name = ?");
   q.bind(1, tenant_id_);
@@ -432,7 +436,7 @@ TenantLimits SqliteCatalog::tenant_limits() try {
   l.max_idle_ms = stored_limit(q->getColumn(1), options_.tenant);
   return l;
 } catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  throw sqlite_error(e, Reading::kStoredRows);
 }
 
 TenantLimits SqliteCatalog::set_tenant_limits(const TenantLimits& limits, unsigned fields) try {

@@ -83,6 +83,10 @@ void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev, const std
     q.bind(index, anchor.data(), static_cast<int>(anchor.size()));  // a blob, zero-length or not
 }
 
+Error SqlitePrefixIndex::sqlite_error(const SQLite::Exception& e) const {
+  return catalog_.errors().name(detail::sqlite_error(e));
+}
+
 std::unique_ptr<PrefixIndex::Lookup> SqlitePrefixIndex::lookup(const std::string& signature, const std::string& what) {
   auto snapshot = catalog_.begin(Catalog::Access::kRead, what);
   const std::optional<int64_t> model_id = catalog_.find_model_id(signature);

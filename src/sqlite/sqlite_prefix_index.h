@@ -4,6 +4,8 @@
 #ifndef COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 #define COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 
+#include <SQLiteCpp/Exception.h>
+
 #include "catalog/catalog.h"
 #include "sqlite/sqlite_statement_cache.h"
 
@@ -37,6 +39,8 @@ class SqlitePrefixIndex : public PrefixIndex {
   Holders holders(int64_t model_id, const std::string& precision, const Step& step, int64_t skip, int64_t limit);
 
  private:
+  // SQLite's exception as the catalog's error, named by its errors().
+  Error sqlite_error(const SQLite::Exception& e) const;
   bool follows(int64_t model_id, const std::string& precision, const ChunkHash* prev, const TokenRegion& region);
   bool uses(int64_t conversation_id, int64_t model_id, const std::string& precision, const Step& step);
   std::optional<std::vector<Holder>> recent_users(int64_t model_id, const std::string& precision, const Step& step,

@@ -13,8 +13,6 @@
 namespace colikv {
 
 using detail::ModelRow;
-using detail::read_rows;
-using detail::with_context;
 using detail::now_ms;
 
 int64_t Store::count(const std::string& id) {
@@ -37,10 +35,8 @@ void update_text_column(Store::Impl& s, const std::string& id, detail::Conversat
   const std::string here = s.where(id);
   s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  with_context(here, [&] {
-    if (!s.catalog->set_text(id, column, value, now_ms()))
-      throw Error(ErrorCode::kNotFound, here + ": no such conversation");
-  });
+  if (!s.catalog->set_text(id, column, value, now_ms()))
+    throw Error(ErrorCode::kNotFound, here + ": no such conversation");
   txn->commit();
 }
 
@@ -119,27 +115,26 @@ ConversationInfo Store::info(const std::string& id) {
   detail::StoreCall call(*impl_, id);
   Impl& s = *impl_;
   detail::require_no_nul(id, "conversation id", s.where());
-  return read_rows(s.where(id), [&] {
-    std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
-    if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
-    return info_from_row(s, std::move(*row));
-  });
+  // No transaction (one statement reads the row): the conversation names its errors.
+  const detail::ErrorContext::Scope named(s.catalog->errors(), s.where(id), detail::Reading::kStoredRows);
+  std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
+  if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
+  return info_from_row(s, std::move(*row));
 }
 
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   detail::StoreCall call(*impl_);
   Impl& s = *impl_;
-  return read_rows(s.where(), [&] {
-    std::vector<ConversationInfo> out;
-    for (auto& row : s.catalog->list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
-      out.push_back(info_from_row(s, std::move(row)));
-    return out;
-  });
+  const detail::ErrorContext::Scope named(s.catalog->errors(), s.where(), detail::Reading::kStoredRows);
+  std::vector<ConversationInfo> out;
+  for (auto& row : s.catalog->list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
+    out.push_back(info_from_row(s, std::move(row)));
+  return out;
 }
 
 int64_t Store::conversation_count() {
   detail::StoreCall call(*impl_);
-  return with_context(impl_->where(), [&] { return impl_->catalog->conversation_count(); });
+  return impl_->catalog->conversation_count();
 }
 
 StoreStats Store::stats() {
@@ -147,35 +142,33 @@ StoreStats Store::stats() {
   Impl& s = *impl_;
   StoreStats out;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
-  read_rows(s.where(), [&] {
-    const detail::TenantUsage usage = s.catalog->usage();
-    for (const detail::ModelUsageRow& row : usage.models) {
-      // Another tenant's model is none of this one's business.
-      if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
-      UsageStats u;
-      u.model = s.model_by_id(row.model_id).sig;
-      u.chunk_tokens = row.chunk_tokens;
-      // The model's own record size, not the stored column no check covers.
-      const int64_t rb = u.model.record_bytes();
-      const std::string what = s.where() + ": model row " + std::to_string(row.model_id);
-      u.conversations = row.conversations;
-      u.tokens = row.tokens;
-      u.chunks = row.chunks;
-      u.logical_bytes = checked_product(u.tokens, rb, what);
-      u.unique_bytes = checked_product(row.chunk_tokens_sum, rb, what);
-      u.stored_bytes = row.stored_bytes;
-      out.total.conversations += u.conversations;
-      out.total.tokens = checked_sum(out.total.tokens, u.tokens, what);
-      out.total.chunks += u.chunks;
-      out.total.logical_bytes = checked_sum(out.total.logical_bytes, u.logical_bytes, what);
-      out.total.unique_bytes = checked_sum(out.total.unique_bytes, u.unique_bytes, what);
-      out.total.stored_bytes += u.stored_bytes;
-      out.models.push_back(u);
-    }
-    out.evicted_chunks = usage.evicted_chunks;
-    out.evicted_conversations = usage.evicted_conversations;
-  });
-  out.file_bytes = with_context(s.where(), [&] { return s.catalog->file_bytes(); });  // a server's query can fail
+  const detail::TenantUsage usage = s.catalog->usage();
+  for (const detail::ModelUsageRow& row : usage.models) {
+    // Another tenant's model is none of this one's business.
+    if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
+    UsageStats u;
+    u.model = s.model_by_id(row.model_id).sig;
+    u.chunk_tokens = row.chunk_tokens;
+    // The model's own record size, not the stored column no check covers.
+    const int64_t rb = u.model.record_bytes();
+    const std::string what = s.where() + ": model row " + std::to_string(row.model_id);
+    u.conversations = row.conversations;
+    u.tokens = row.tokens;
+    u.chunks = row.chunks;
+    u.logical_bytes = checked_product(u.tokens, rb, what);
+    u.unique_bytes = checked_product(row.chunk_tokens_sum, rb, what);
+    u.stored_bytes = row.stored_bytes;
+    out.total.conversations += u.conversations;
+    out.total.tokens = checked_sum(out.total.tokens, u.tokens, what);
+    out.total.chunks += u.chunks;
+    out.total.logical_bytes = checked_sum(out.total.logical_bytes, u.logical_bytes, what);
+    out.total.unique_bytes = checked_sum(out.total.unique_bytes, u.unique_bytes, what);
+    out.total.stored_bytes += u.stored_bytes;
+    out.models.push_back(u);
+  }
+  out.evicted_chunks = usage.evicted_chunks;
+  out.evicted_conversations = usage.evicted_conversations;
+  out.file_bytes = s.catalog->file_bytes();  // a server's query can fail
   return out;
 }
 

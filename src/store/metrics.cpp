@@ -26,18 +26,16 @@ Gauges Store::gauges() {
   Gauges g;
   g.store = detail::shown_location(s.path);
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
-  detail::with_context(here, [&] {
-    std::map<int64_t, std::string> models;
-    const detail::GaugeUsage usage = s.catalog->gauge_usage();
-    for (const detail::GaugeUsageRow& r : usage.rows) {
-      auto m = models.find(r.model_id);
-      if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;
-      g.rows.push_back({r.tenant, m->second, r.conversations, r.tokens, r.stored_bytes, r.evicted_bytes});
-    }
-    g.held_chunks = usage.held_chunks;
-    g.wal_bytes = usage.wal_bytes;
-    g.file_bytes = usage.file_bytes - usage.wal_bytes;
-  });
+  std::map<int64_t, std::string> models;
+  const detail::GaugeUsage usage = s.catalog->gauge_usage();
+  for (const detail::GaugeUsageRow& r : usage.rows) {
+    auto m = models.find(r.model_id);
+    if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;
+    g.rows.push_back({r.tenant, m->second, r.conversations, r.tokens, r.stored_bytes, r.evicted_bytes});
+  }
+  g.held_chunks = usage.held_chunks;
+  g.wal_bytes = usage.wal_bytes;
+  g.file_bytes = usage.file_bytes - usage.wal_bytes;
   return g;
 }
 

@@ -11,7 +11,6 @@
 
 namespace colikv {
 
-using detail::with_context;
 
 Store::Store(const std::string& path, const Options& options) : impl_(new Impl(path, options)) {}
 
@@ -33,7 +32,7 @@ const Options& Store::options() const { return impl_->options; }
 
 int Store::schema_version() const {
   detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
-  return with_context(impl_->where(), [&] { return impl_->catalog->schema_version(); });
+  return impl_->catalog->schema_version();
 }
 
 void Store::publish() {

@@ -17,7 +17,6 @@ namespace colikv {
 using detail::ChunkSummary;
 using detail::ConversationRow;
 using detail::ModelRow;
-using detail::with_context;
 using detail::now_ms;
 using detail::chunk_tokens_for;
 using detail::parse_tokens_or_throw;
@@ -113,7 +112,7 @@ ConversationState read_state(Store::Impl& s, const std::string& id, const std::s
   ConversationState st;
   st.conv = s.get_conversation(id);
   st.model = s.model_by_id(st.conv.model_id);
-  st.chunks = with_context(here, [&] { return s.catalog->chunk_list(st.conv.id); });
+  st.chunks = s.catalog->chunk_list(st.conv.id);
   check_chunk_list(st.conv, st.model, st.chunks, here);
   return st;
 }
@@ -136,6 +135,7 @@ Store::Impl::Impl(const std::string& p, const Options& o)
       staged(detail::stage_new_store(p, o)),
       catalog(open_counted(counters, p, o, staged.get())),
       pool(o.threads) {
+  catalog->errors().set_store(where());  // names what the catalog raises outside a transaction
   if (!options.read_only) {
     async = detail::make_async_writer(*this);
     // An engine's first turn after a restart copies into memory already
@@ -168,7 +168,7 @@ void Store::Impl::require_writable(const std::string& op) const {
 
 std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {
   detail::require_no_nul(id, "conversation id", where());
-  return with_context(where(id), [&] { return catalog->find_conversation(id); });
+  return catalog->find_conversation(id);
 }
 
 ConversationRow Store::Impl::get_conversation(const std::string& id) {
@@ -189,7 +189,7 @@ ModelRow Store::Impl::model_by_id(int64_t model_id) {
   }
   auto it = models_by_id_.find(model_id);
   if (it != models_by_id_.end()) return it->second;
-  const std::optional<detail::StoredModel> stored = with_context(where(), [&] { return catalog->read_model(model_id); });
+  const std::optional<detail::StoredModel> stored = catalog->read_model(model_id);
   if (!stored) throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + " is missing");
   ModelRow r;
   r.id = model_id;
@@ -222,16 +222,14 @@ std::optional<ModelRow> Store::Impl::find_model(const ModelSignature& sig) {
   if (catalog->write_rollbacks() == models_rollbacks_)
     for (const auto& known : models_by_id_)
       if (known.second.sig == sig) return known.second;
-  const std::optional<int64_t> id = with_context(where(), [&] { return catalog->find_model_id(sig.to_string()); });
+  const std::optional<int64_t> id = catalog->find_model_id(sig.to_string());
   if (!id) return std::nullopt;
   return model_by_id(*id);
 }
 
 ModelRow Store::Impl::ensure_model(const ModelSignature& sig) {
   if (auto m = find_model(sig)) return *m;
-  with_context(where(), [&] {
-    catalog->insert_model(sig, chunk_tokens_for(sig, options.chunk_target_bytes), now_ms());
-  });
+  catalog->insert_model(sig, chunk_tokens_for(sig, options.chunk_target_bytes), now_ms());
   return *find_model(sig);
 }
 
@@ -256,16 +254,13 @@ std::vector<int64_t> Store::Impl::delete_whole(const detail::ConversationRow& c)
   e.generation = c.generation;
   e.remove = true;
   e.now_ms = now_ms();
-  const std::string here = where(c.name);
-  with_context(here, [&] {
-    for (const auto& ch : catalog->chunk_list(c.id)) e.free.push_back(ch.chunk_id);
-    catalog->apply(e, here);
-  });
+  for (const auto& ch : catalog->chunk_list(c.id)) e.free.push_back(ch.chunk_id);
+  catalog->apply(e, where(c.name));
   return e.free;
 }
 
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
-  with_context(where(), [&] { catalog->free_unused_chunks(chunk_ids); });
+  catalog->free_unused_chunks(chunk_ids);
 }
 
 }  // namespace colikv

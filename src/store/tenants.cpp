@@ -30,7 +30,7 @@ void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) {
                 here + ": tenant roles need a PostgreSQL store: a SQLite store has no server roles (its file mode, "
                        "Options::file_mode, decides who reads every tenant)");
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  detail::with_context(here, [&] { roles->set_tenant_role(role, granted, detail::now_ms()); });
+  roles->set_tenant_role(role, granted, detail::now_ms());
   txn->commit();
 }
 
@@ -51,11 +51,9 @@ std::vector<TenantInfo> Store::tenants() {
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
   std::vector<TenantInfo> out;
-  detail::read_rows(s.where(), [&] {
-    for (const detail::TenantRow& t : s.catalog->tenant_usage())
-      out.push_back({t.name, t.conversations, t.stored_bytes,
-                     detail::checked_limits(t.limits, s.where() + ": tenant '" + t.name + "'")});
-  });
+  for (const detail::TenantRow& t : s.catalog->tenant_usage())
+    out.push_back({t.name, t.conversations, t.stored_bytes,
+                   detail::checked_limits(t.limits, s.where() + ": tenant '" + t.name + "'")});
   return out;
 }
 
@@ -82,9 +80,7 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
   // The kept field is read by the catalog under the tenant's lock: another
   // host's change to it since this one's last read is kept, not overwritten
   // with a stale value. A kept value out of range fails the call, undone.
-  const TenantLimits now =
-      detail::with_context(here, [&] { return s.catalog->set_tenant_limits(limits, fields); });
-  detail::checked_limits(now, here);
+  detail::checked_limits(s.catalog->set_tenant_limits(limits, fields), here);
   txn->commit();
 }
 

@@ -51,7 +51,6 @@
 namespace colikv {
 
 using detail::ChunkHash;
-using detail::with_context;
 using Holder = detail::PrefixIndex::Holder;
 using Holders = detail::PrefixIndex::Holders;
 using Lookup = detail::PrefixIndex::Lookup;
@@ -292,30 +291,28 @@ PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, con
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));
   if (len > 0 && !tokens) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: tokens is null");
   if (len == 0) return PrefixMatch();
-  return with_context(s.where() + ": match", [&] {
-    const std::unique_ptr<Lookup> lookup = s.catalog->prefix_index().lookup(model.to_string(), s.where());
-    if (!lookup->model_id() || lookup->precisions().empty()) return PrefixMatch();
-    const detail::ModelRow m = s.model_by_id(*lookup->model_id());
-    // Chunks of each precision the model's conversations are stored in
-    // (f32, a lossy one) chain from their own seed: one walk per precision,
-    // the longest match wins, a tie goes to the most recently used.
-    std::vector<detail::PrefixIndex::Precision> precisions;
-    std::vector<ChunkHash> seeds;
-    for (const std::string& precision : lookup->precisions()) {
-      seeds.push_back(s.chain_seed(m.text, precision));
-      precisions.push_back({precision, prompt_chains(seeds.back(), tokens, len, m.chunk_tokens)});
-    }
-    std::vector<detail::PrefixIndex::Walk> walks =
-        lookup->walks(m.chunk_tokens, precisions, tokens, len, lookup->holders_per_read());
-    if (walks.size() != precisions.size())
-      throw Error(ErrorCode::kInternal, "the prefix index answered " + std::to_string(walks.size()) + " walks for " +
-                                            std::to_string(precisions.size()) + " precisions");
-    BestMatch best;
-    for (size_t i = 0; i < precisions.size(); ++i)
-      best.offer(Matcher(*lookup, m, precisions[i].name, loadable_only, seeds[i], precisions[i].chains, walks[i])
-                     .run(tokens));
-    return best.best();
-  });
+  const std::unique_ptr<Lookup> lookup = s.catalog->prefix_index().lookup(model.to_string(), s.where());
+  if (!lookup->model_id() || lookup->precisions().empty()) return PrefixMatch();
+  const detail::ModelRow m = s.model_by_id(*lookup->model_id());
+  // Chunks of each precision the model's conversations are stored in
+  // (f32, a lossy one) chain from their own seed: one walk per precision,
+  // the longest match wins, a tie goes to the most recently used.
+  std::vector<detail::PrefixIndex::Precision> precisions;
+  std::vector<ChunkHash> seeds;
+  for (const std::string& precision : lookup->precisions()) {
+    seeds.push_back(s.chain_seed(m.text, precision));
+    precisions.push_back({precision, prompt_chains(seeds.back(), tokens, len, m.chunk_tokens)});
+  }
+  std::vector<detail::PrefixIndex::Walk> walks =
+      lookup->walks(m.chunk_tokens, precisions, tokens, len, lookup->holders_per_read());
+  if (walks.size() != precisions.size())
+    throw Error(ErrorCode::kInternal, "the prefix index answered " + std::to_string(walks.size()) + " walks for " +
+                                          std::to_string(precisions.size()) + " precisions");
+  BestMatch best;
+  for (size_t i = 0; i < precisions.size(); ++i)
+    best.offer(Matcher(*lookup, m, precisions[i].name, loadable_only, seeds[i], precisions[i].chains, walks[i])
+                   .run(tokens));
+  return best.best();
 }
 
 }  // namespace

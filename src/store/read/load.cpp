@@ -24,7 +24,6 @@ using detail::ChunkHash;
 using detail::ConversationRow;
 using detail::PlaneList;
 using detail::StoredChunk;
-using detail::read_rows;
 using detail::check_kv_pointers;
 using detail::now_ms;
 using detail::parse_tokens_or_throw;
@@ -217,7 +216,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
   const detail::ScanStart start = scan_start(*this, id, expect, limit, here);
   on_start(start);
   if (start.n == 0) return;
-  read_rows(here, [&] { ChunkScan(*this, start, here, decode, consume).run(); });
+  ChunkScan(*this, start, here, decode, consume).run();
 }
 
 namespace {
@@ -287,12 +286,10 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
   if (c.count < 0) throw_negative_count(c, here);
   // Grown by what the chunks hold, not reserved by what the count claims.
   std::vector<int32_t> out;
-  read_rows(here, [&] {
-    s.catalog->for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
-      auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
-                                     here + ": chunk " + std::to_string(chunk_id));
-      out.insert(out.end(), t.begin(), t.end());
-    });
+  s.catalog->for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+    auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
+                                   here + ": chunk " + std::to_string(chunk_id));
+    out.insert(out.end(), t.begin(), t.end());
   });
   if (static_cast<int64_t>(out.size()) != c.count)
     throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(out.size()) + " tokens but its count is " +

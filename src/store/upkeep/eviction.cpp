@@ -21,7 +21,6 @@
 
 namespace colikv {
 
-using detail::with_context;
 
 namespace detail {
 
@@ -29,21 +28,19 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
   if (st.n <= 0) return;
   const std::string here = s.where(st.conv.name);
   const std::optional<int64_t> gone =
-      with_context(here, [&] { return s.catalog->prefix_index().first_evicted_pos(st.conv.id, st.n); });
+      s.catalog->prefix_index().first_evicted_pos(st.conv.id, st.n);
   if (!gone) return;
   const int64_t first_gone = *gone;
   int64_t filled = 0;
   if (tokens) {
-    with_context(here, [&] {
-      std::vector<int32_t> t;
-      s.catalog->for_each_token_list(st.conv.id, 0, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
-        if (filled >= st.n) return;
-        if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
-          throw Error(ErrorCode::kCorrupt, here + ": a chunk's token list is not a JSON array of its token ids");
-        const int64_t take = std::min<int64_t>(static_cast<int64_t>(t.size()), st.n - filled);
-        std::copy(t.begin(), t.begin() + take, tokens + filled);
-        filled += take;
-      });
+    std::vector<int32_t> t;
+    s.catalog->for_each_token_list(st.conv.id, 0, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
+      if (filled >= st.n) return;
+      if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
+        throw Error(ErrorCode::kCorrupt, here + ": a chunk's token list is not a JSON array of its token ids");
+      const int64_t take = std::min<int64_t>(static_cast<int64_t>(t.size()), st.n - filled);
+      std::copy(t.begin(), t.begin() + take, tokens + filled);
+      filled += take;
     });
     if (filled != st.n)
       throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(filled) + " of the " +
@@ -62,66 +59,64 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
                             const ProgressFn* progress) {
   EvictionReport r;
   const std::string here = s.where();
-  return with_context(here, [&] {
-    Catalog& catalog = *s.catalog;
-    r.stored_bytes_before = catalog.stored_payload_bytes(scope);
-    int64_t total = r.stored_bytes_before;
-    if (total > max_bytes) {
-      // Least recently used first.
-      struct Victim {
-        int64_t id;
-        std::string name;
-        std::vector<int64_t> chunks;  // its chunks that still had a payload
-      };
-      std::vector<Victim> victims;
-      std::unordered_map<int64_t, int64_t> holders;  // chunk -> conversations not yet evicted that use it
-      std::set<int64_t> freed;
-      // Stepped lazily: a budget just exceeded costs a few rows, not a list
-      // of every conversation.
-      catalog.visit_least_recent(scope, [&](int64_t conv_id, const std::string& name) {
-        if (conv_id == protect_id) return false;
-        Victim v{conv_id, name, {}};
-        // Claimed before their users are counted: one another writer is
-        // linking has no count, and is kept (catalog_maintenance.h). A chunk
-        // weighed for an earlier victim keeps the count it has come down to.
-        std::vector<PayloadChunk> chunks = catalog.claim_chunks(conv_id);
-        chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](const PayloadChunk& c) { return c.bytes <= 0; }),
-                     chunks.end());  // evicted already
-        for (const PayloadChunk& c : chunks) holders.emplace(c.chunk_id, c.users ? *c.users : INT64_MAX);
-        for (const PayloadChunk& c : chunks) {
-          v.chunks.push_back(c.chunk_id);
-          auto h = holders.find(c.chunk_id);
-          if (--h->second > 0) continue;  // a conversation that is kept still uses it
-          catalog.evict_payload(c.chunk_id);
-          freed.insert(c.chunk_id);
-          total -= c.bytes;
-          ++r.chunks;
-        }
-        victims.push_back(std::move(v));
-        if (progress && *progress) {
-          const int64_t over = r.stored_bytes_before - max_bytes;  // the last victim may free more than that
-          (*progress)(std::min(r.stored_bytes_before - total, over), over);
-        }
-        return total <= max_bytes;
-      });
-      // A conversation that lost KV data is evicted. Its generation stays:
-      // an eviction changes no token id and no value a writer relies on, so
-      // it is no conflict for one that prepared its write before it. A chunk
-      // an append meant to name again is encoded once found evicted
-      // (put_chunk); a truncate or fork keeps the values it decoded; chunks
-      // kept as they are stay evicted, as the gc left them.
-      for (auto& v : victims) {
-        bool lost = std::any_of(v.chunks.begin(), v.chunks.end(), [&](int64_t c) { return freed.count(c) > 0; });
-        if (lost) r.conversations.push_back(v.name);
+  Catalog& catalog = *s.catalog;
+  r.stored_bytes_before = catalog.stored_payload_bytes(scope);
+  int64_t total = r.stored_bytes_before;
+  if (total > max_bytes) {
+    // Least recently used first.
+    struct Victim {
+      int64_t id;
+      std::string name;
+      std::vector<int64_t> chunks;  // its chunks that still had a payload
+    };
+    std::vector<Victim> victims;
+    std::unordered_map<int64_t, int64_t> holders;  // chunk -> conversations not yet evicted that use it
+    std::set<int64_t> freed;
+    // Stepped lazily: a budget just exceeded costs a few rows, not a list
+    // of every conversation.
+    catalog.visit_least_recent(scope, [&](int64_t conv_id, const std::string& name) {
+      if (conv_id == protect_id) return false;
+      Victim v{conv_id, name, {}};
+      // Claimed before their users are counted: one another writer is
+      // linking has no count, and is kept (catalog_maintenance.h). A chunk
+      // weighed for an earlier victim keeps the count it has come down to.
+      std::vector<PayloadChunk> chunks = catalog.claim_chunks(conv_id);
+      chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](const PayloadChunk& c) { return c.bytes <= 0; }),
+                   chunks.end());  // evicted already
+      for (const PayloadChunk& c : chunks) holders.emplace(c.chunk_id, c.users ? *c.users : INT64_MAX);
+      for (const PayloadChunk& c : chunks) {
+        v.chunks.push_back(c.chunk_id);
+        auto h = holders.find(c.chunk_id);
+        if (--h->second > 0) continue;  // a conversation that is kept still uses it
+        catalog.evict_payload(c.chunk_id);
+        freed.insert(c.chunk_id);
+        total -= c.bytes;
+        ++r.chunks;
       }
+      victims.push_back(std::move(v));
+      if (progress && *progress) {
+        const int64_t over = r.stored_bytes_before - max_bytes;  // the last victim may free more than that
+        (*progress)(std::min(r.stored_bytes_before - total, over), over);
+      }
+      return total <= max_bytes;
+    });
+    // A conversation that lost KV data is evicted. Its generation stays:
+    // an eviction changes no token id and no value a writer relies on, so
+    // it is no conflict for one that prepared its write before it. A chunk
+    // an append meant to name again is encoded once found evicted
+    // (put_chunk); a truncate or fork keeps the values it decoded; chunks
+    // kept as they are stay evicted, as the gc left them.
+    for (auto& v : victims) {
+      bool lost = std::any_of(v.chunks.begin(), v.chunks.end(), [&](int64_t c) { return freed.count(c) > 0; });
+      if (lost) r.conversations.push_back(v.name);
     }
-    r.stored_bytes_after = total;
-    r.freed_bytes = r.stored_bytes_before - total;
-    s.pending.evictions += r.conversations.size();  // committed with the call (StoreCall)
-    s.pending.evicted_bytes += static_cast<uint64_t>(r.freed_bytes);
-    r.fits = total <= max_bytes;
-    return r;
-  });
+  }
+  r.stored_bytes_after = total;
+  r.freed_bytes = r.stored_bytes_before - total;
+  s.pending.evictions += r.conversations.size();  // committed with the call (StoreCall)
+  s.pending.evicted_bytes += static_cast<uint64_t>(r.freed_bytes);
+  r.fits = total <= max_bytes;
+  return r;
 }
 
 ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id, const ProgressFn* progress) {
@@ -160,7 +155,7 @@ TenantLimits checked_limits(const TenantLimits& stored, const std::string& here)
 }
 
 TenantLimits stored_limits(Store::Impl& s, const std::string& here) {
-  return checked_limits(read_rows(here, [&] { return s.catalog->tenant_limits(); }), here);
+  return checked_limits(s.catalog->tenant_limits(), here);
 }
 
 bool apply_limits(Store::Impl& s, int64_t written) {
@@ -168,7 +163,7 @@ bool apply_limits(Store::Impl& s, int64_t written) {
   bool deleted = false;
   // Retention first: what it deletes need not be evicted for the quota.
   if (limits.max_idle_ms)
-    deleted = !with_context(s.where(), [&] { return expire_idle(s, now_ms() - *limits.max_idle_ms, written); })
+    deleted = !expire_idle(s, now_ms() - *limits.max_idle_ms, written)
                    .conversations.empty();
   if (limits.max_bytes) evict_to_fit(s, *limits.max_bytes, written, Catalog::Scope::kTenant);
   if (s.options.max_store_bytes > 0) evict_to_fit(s, s.options.max_store_bytes, written, Catalog::Scope::kStore);
@@ -191,9 +186,7 @@ EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progr
   // writers go in between, and the file follows the budget down.
   // A server gives its pages back itself.
   if (detail::LocalFiles* files = s.catalog->local_files())
-    with_context(s.where() + ": gc", [&] {
-      files->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
-    });
+    files->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
   // The evicted values, out of the store's files too. Not after the budget's
   // eviction in an append: that would checkpoint on every append at the budget.
   if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
@@ -208,7 +201,7 @@ ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& p
   ExpiryReport r;
   {
     const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-    r = with_context(here, [&] { return detail::expire_idle(s, detail::now_ms() - max_idle_ms, -1, &progress); });
+    r = detail::expire_idle(s, detail::now_ms() - max_idle_ms, -1, &progress);
     txn->commit();
   }
   // What it deleted, out of the store's files as remove() erases.
@@ -227,7 +220,7 @@ GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const st
   const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
   // In gc's order: expiry first, so the budget counts without what it deletes.
   if (max_idle_ms)
-    plan.expiry = with_context(here, [&] { return detail::expire_idle(s, detail::now_ms() - *max_idle_ms, -1); });
+    plan.expiry = detail::expire_idle(s, detail::now_ms() - *max_idle_ms, -1);
   if (max_bytes) plan.eviction = detail::evict_to_fit(s, *max_bytes, -1, detail::Catalog::Scope::kTenant);
   return plan;  // txn goes out of scope uncommitted: rolled back
 }

@@ -8,24 +8,20 @@
 #include "store/store_impl.h"
 
 namespace colikv {
-
-using detail::with_context;
-
 namespace detail {
 
 VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
   s.require_writable("vacuum");
-  // A server's queries throw its own errors: with_context names the store.
-  return with_context(s.where() + ": vacuum", [&] {
-    VacuumReport r;
-    s.catalog->free_queued_chunks();  // their space is given back too
-    r.file_bytes_before = s.catalog->file_bytes();
-    const detail::Catalog::CompactOutcome done = s.catalog->compact(s.where() + ": vacuum", s.options.chunk_target_bytes, progress);
-    r.file_bytes_after = s.catalog->file_bytes();
-    r.reclaimable_bytes = done.reclaimable_bytes;
-    r.held_back = done.held_back;
-    return r;
-  });
+  // Outside any transaction (a vacuum runs in none): the operation names its errors.
+  const ErrorContext::Scope named(s.catalog->errors(), s.where() + ": vacuum", Reading::kAny);
+  VacuumReport r;
+  s.catalog->free_queued_chunks();  // their space is given back too
+  r.file_bytes_before = s.catalog->file_bytes();
+  const detail::Catalog::CompactOutcome done = s.catalog->compact(s.where() + ": vacuum", s.options.chunk_target_bytes, progress);
+  r.file_bytes_after = s.catalog->file_bytes();
+  r.reclaimable_bytes = done.reclaimable_bytes;
+  r.held_back = done.held_back;
+  return r;
 }
 
 }  // namespace detail

@@ -19,7 +19,6 @@ namespace colikv {
 using detail::ChunkHash;
 using detail::ConversationRow;
 using detail::ModelRow;
-using detail::read_rows;
 using detail::range_text;
 using detail::key_matches;
 
@@ -151,9 +150,7 @@ class Verifier {
     }
     Walk walk{c, m, s_.chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
     try {
-      read_rows("its chunk list", [&] {
-        s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
-      });
+      s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kCorrupt) throw;
       problem(c, -1, -1, -1, -1, e.what());  // a row it cannot read: the rest of its list is not checked
@@ -312,7 +309,7 @@ VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   Impl& s = *impl_;
   const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
   if (!id.empty()) require_exists_for_verify(s, id);
-  return read_rows(s.where(id), [&] { return Verifier(s, id, progress).run(); });
+  return Verifier(s, id, progress).run();
 }
 
 }  // namespace colikv

@@ -26,7 +26,6 @@ using detail::ConversationRow;
 using detail::EncodedChunk;
 using detail::ModelRow;
 using detail::PlaneList;
-using detail::with_context;
 using detail::check_kv_pointers;
 using detail::now_ms;
 using detail::chunk_tokens_for;
@@ -67,7 +66,7 @@ void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature
   if (s.linked_content_checked(chunk_id, r.key)) return;
   detail::Catalog& catalog = *s.catalog;
   const std::string what = here + ": stored chunk " + std::to_string(chunk_id) + " under this content's key";
-  const std::optional<detail::ChunkContent> c = detail::read_rows(what, [&] { return catalog.read_chunk(chunk_id); });
+  const std::optional<detail::ChunkContent> c = catalog.read_chunk(chunk_id);
   if (!c || !c->payload) return;  // freed or evicted meanwhile: the caller's find_chunk said otherwise
   const int64_t n = static_cast<int64_t>(tokens.size());
   detail::ChunkPrecision precision;
@@ -100,7 +99,7 @@ TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::st
   // edit's committing transaction: never to the conversation it wrote.
   bool expired = false;
   if (limits) edit.finish = [&](int64_t conversation_id) { expired = apply_limits(s, conversation_id); };
-  TurnResult r = with_context(here, [&] { return s.catalog->apply(edit, here); });
+  TurnResult r = s.catalog->apply(edit, here);
   // A conversation that expired is erased as remove() erases, when the
   // outermost transaction has committed (~StoreCall). Rarely: the evictions
   // are not, which would checkpoint on every append at a budget.
@@ -234,7 +233,7 @@ class Appender : private detail::TurnChunks {
     if (model_->sig != req_.model)
       throw Error(ErrorCode::kModelMismatch, here_ + ": stored for model [" + model_->text +
                                                  "], but the caller's model is [" + req_.model.to_string() + "]");
-    existing_ = with_context(here_, [&] { return s_.catalog->chunk_list(conv_->id); });
+    existing_ = s_.catalog->chunk_list(conv_->id);
     check_chunk_list(*conv_, *model_, existing_, here_);
   }
 
@@ -287,7 +286,7 @@ class Appender : private detail::TurnChunks {
   }
 
   [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const {
-    std::vector<int32_t> stored = with_context(here_, [&] { return chunk_tokens_of(*s_.catalog, conv_->id, c, here_); });
+    std::vector<int32_t> stored = chunk_tokens_of(*s_.catalog, conv_->id, c, here_);
     for (int64_t i = 0; i < n; ++i)
       if (stored[i] != req_.tokens[first + i])
         throw Error(ErrorCode::kDiverged,
@@ -359,7 +358,7 @@ class Appender : private detail::TurnChunks {
       h = detail::chain_next(h, req_.tokens + w.first_pos, n);
       w.hash = h;
       if (model_)
-        w.produced.stored_digests = with_context(here_, [&] { return s_.catalog->digests_at(model_->id, w.hash); });
+        w.produced.stored_digests = s_.catalog->digests_at(model_->id, w.hash);
     }
   }
 

@@ -21,7 +21,6 @@ using detail::ChunkSummary;
 using detail::ConversationRow;
 using detail::ModelRow;
 using detail::PlaneList;
-using detail::with_context;
 using detail::now_ms;
 using detail::parse_tokens_or_throw;
 using detail::chunk_tokens_of;
@@ -45,46 +44,44 @@ struct PrefixChunk {
 PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk_id,
                             int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) {
   PrefixChunk out;
-  with_context(here, [&] {
-    const std::optional<detail::ChunkContent> stored = s.catalog->read_chunk(chunk_id);
-    if (!stored) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
-    const int64_t n = stored->n_tokens;
-    const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
-    if (n < keep || n > model.chunk_tokens)
-      throw Error(ErrorCode::kCorrupt, cw + ": holds " + std::to_string(n) + " tokens, not the " + std::to_string(keep) +
-                                           " to " + std::to_string(model.chunk_tokens) + " its place needs");
-    std::vector<int32_t> toks =
-        parse_tokens_or_throw(stored->tokens_json.data(), static_cast<int64_t>(stored->tokens_json.size()), n, cw);
-    detail::ChunkPrecision precision;
-    if (!detail::parse_precision(stored->precision, precision))
-      throw Error(ErrorCode::kCorrupt, cw + ": unknown precision '" + stored->precision + "'");
-    out.prev = prev;
-    if (!stored->payload) {  // evicted: the prefix is a token-only chunk, evicted too
-      toks.resize(static_cast<size_t>(keep));
-      out.produced.tokens = toks;
-      out.produced.encoded = detail::values_missing_chunk(keep, model.sig.floats_per_token(), precision);
-      out.hash = detail::chain_next(prev, toks.data(), keep);
-      return;
-    }
-    std::vector<float> buf(static_cast<size_t>(n * model.sig.floats_per_token()));
-    PlaneList packed = detail::packed_planes(model.sig, buf.data(), n);
-    bool compressed = false;
-    if (!detail::parse_compression(stored->compression, compressed))
-      throw Error(ErrorCode::kCorrupt, cw + ": unknown compression '" + stored->compression + "'");
-    try {
-      detail::decode_chunk(stored->payload->data(), stored->payload->size(), compressed,
-                           stored->raw_size, static_cast<uint32_t>(stored->checksum), n, toks.data(), packed,
-                           precision);
-    } catch (const Error& e) {
-      throw Error(e.code(), cw + ": " + e.what());
-    }
+  const std::optional<detail::ChunkContent> stored = s.catalog->read_chunk(chunk_id);
+  if (!stored) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
+  const int64_t n = stored->n_tokens;
+  const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
+  if (n < keep || n > model.chunk_tokens)
+    throw Error(ErrorCode::kCorrupt, cw + ": holds " + std::to_string(n) + " tokens, not the " + std::to_string(keep) +
+                                         " to " + std::to_string(model.chunk_tokens) + " its place needs");
+  std::vector<int32_t> toks =
+      parse_tokens_or_throw(stored->tokens_json.data(), static_cast<int64_t>(stored->tokens_json.size()), n, cw);
+  detail::ChunkPrecision precision;
+  if (!detail::parse_precision(stored->precision, precision))
+    throw Error(ErrorCode::kCorrupt, cw + ": unknown precision '" + stored->precision + "'");
+  out.prev = prev;
+  if (!stored->payload) {  // evicted: the prefix is a token-only chunk, evicted too
     toks.resize(static_cast<size_t>(keep));
     out.produced.tokens = toks;
-    // The packed planes of the first `keep` positions have stride == width.
-    out.produced.precision = precision;  // bf16 values widened and rounded again are unchanged
-    out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options.zstd_level, precision);
+    out.produced.encoded = detail::values_missing_chunk(keep, model.sig.floats_per_token(), precision);
     out.hash = detail::chain_next(prev, toks.data(), keep);
-  });
+    return out;
+  }
+  std::vector<float> buf(static_cast<size_t>(n * model.sig.floats_per_token()));
+  PlaneList packed = detail::packed_planes(model.sig, buf.data(), n);
+  bool compressed = false;
+  if (!detail::parse_compression(stored->compression, compressed))
+    throw Error(ErrorCode::kCorrupt, cw + ": unknown compression '" + stored->compression + "'");
+  try {
+    detail::decode_chunk(stored->payload->data(), stored->payload->size(), compressed,
+                         stored->raw_size, static_cast<uint32_t>(stored->checksum), n, toks.data(), packed,
+                         precision);
+  } catch (const Error& e) {
+    throw Error(e.code(), cw + ": " + e.what());
+  }
+  toks.resize(static_cast<size_t>(keep));
+  out.produced.tokens = toks;
+  // The packed planes of the first `keep` positions have stride == width.
+  out.produced.precision = precision;  // bf16 values widened and rounded again are unchanged
+  out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options.zstd_level, precision);
+  out.hash = detail::chain_next(prev, toks.data(), keep);
   return out;
 }
 
@@ -122,12 +119,10 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
   if (r.first == cut.covered) return r;  // the piece starts the tail
   const size_t full = static_cast<size_t>(r.first / C);
   r.anchor = chain_before(s, st, full);
-  with_context(here, [&] {
-    for (size_t k = full; k < cut.whole; ++k) {
-      const std::vector<int32_t> t = chunk_tokens_of(*s.catalog, st.conv.id, st.chunks[k], here);
-      r.before.insert(r.before.end(), t.begin(), t.end());
-    }
-  });
+  for (size_t k = full; k < cut.whole; ++k) {
+    const std::vector<int32_t> t = chunk_tokens_of(*s.catalog, st.conv.id, st.chunks[k], here);
+    r.before.insert(r.before.end(), t.begin(), t.end());
+  }
   return r;
 }
 

@@ -114,3 +114,96 @@ TEST_CASE("a small append is encoded on the calling thread with its statement jo
       static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog).database();
   CHECK(db.execAndGet("PRAGMA temp_store").getInt() == 2);
 }
+
+namespace {
+
+// How often SQLite has prepared again the statements the store's connection
+// holds (sqlite3_stmt_status, SQLITE_STMTSTATUS_REPREPARE), summed.
+int64_t reprepares(Store& s) {
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+                    .database()
+                    .getHandle();
+  int64_t n = 0;
+  for (sqlite3_stmt* q = sqlite3_next_stmt(db, nullptr); q; q = sqlite3_next_stmt(db, q))
+    n += sqlite3_stmt_status(q, SQLITE_STMTSTATUS_REPREPARE, 0);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("small appends keep their prepared statements: a read transaction expires none", "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, 48);
+  b.fill(0, 48, 5);
+  Store s(dir.file("s.db"));
+  s.append("c0", m, b.tokens.data(), 48, b.source());  // prepares them
+  const int64_t before = reprepares(s);
+  for (int i = 1; i <= 10; ++i) s.append("c" + std::to_string(i), m, b.tokens.data(), 48, b.source());
+  // PRAGMA query_only around each read transaction expired every statement
+  // of the connection: each append prepared its dozen statements again.
+  CHECK(reprepares(s) - before == 0);
+}
+
+TEST_CASE("a read transaction refuses a write through a prepared statement too, and a read-only store stays so",
+          "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, 8);
+  b.fill(0, 8, 5);
+  const std::string path = dir.file("s.db");
+  {
+    Store s(path);
+    s.append("c", m, b.tokens.data(), 8, b.source());
+    colikv::detail::Catalog& c = *colikv::detail::StoreAccess::impl(s).catalog;
+    {
+      auto txn = c.begin(colikv::detail::Catalog::Access::kWrite, "test");
+      c.free_unused_chunks({999999});  // its DELETE prepared (and cached) outside a read transaction
+      txn->commit();
+    }
+    colikv::ErrorCode code = colikv::ErrorCode::kOk;
+    {
+      auto snapshot = c.begin(colikv::detail::Catalog::Access::kRead, "test");
+      try {
+        c.free_unused_chunks({999999});
+      } catch (const colikv::Error& e) {
+        code = e.code();
+      }
+    }
+    CHECK(code == colikv::ErrorCode::kReadOnly);
+    CHECK(s.count("c") == 8);
+  }
+  colikv::Options ro;
+  ro.read_only = true;
+  Store r(path, ro);
+  CHECK(r.count("c") == 8);
+  r.stats();  // in a read transaction
+  // Its end turned PRAGMA query_only off: the read-only store's connection took writes.
+  SQLite::Database& db =
+      static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(r).catalog).database();
+  CHECK(db.execAndGet("PRAGMA query_only").getInt() == 1);
+}
+
+TEST_CASE("a new conversation's append of a model the store has read looks it up no more", "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, 48);
+  b.fill(0, 48, 5);
+  Store s(dir.file("s.db"));
+  s.append("c0", m, b.tokens.data(), 48, b.source());  // stores the model row
+  s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+                    .database()
+                    .getHandle();
+  int64_t model_reads = 0;
+  auto count = [](unsigned, void* n, void* q, void*) {
+    if (std::string(sqlite3_sql(static_cast<sqlite3_stmt*>(q))).find("FROM models") != std::string::npos)
+      ++*static_cast<int64_t*>(n);
+    return 0;
+  };
+  sqlite3_trace_v2(db, SQLITE_TRACE_STMT, count, &model_reads);
+  s.append("c2", m, b.tokens.data(), 48, b.source());
+  sqlite3_trace_v2(db, 0, nullptr, nullptr);
+  CHECK(s.count("c2") == 48);
+  CHECK(model_reads == 0);  // the row the first append read stands: a model row never changes
+}

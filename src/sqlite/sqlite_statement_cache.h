@@ -4,7 +4,9 @@
 #define COLIKV_SRC_SQLITE_SQLITE_STATEMENT_CACHE_H
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
+#include <sqlite3.h>
 
 #include <map>
 #include <memory>
@@ -37,8 +39,22 @@ class StatementUse {
 
 class StatementCache {
  public:
-  // db must outlive the cache.
-  explicit StatementCache(SQLite::Database& db) : db_(db) {}
+  // db must outlive the cache, which is the only authorizer of db's.
+  explicit StatementCache(SQLite::Database& db) : db_(db) {
+    sqlite3_set_authorizer(db_.getHandle(), &refuse_writes_while_reading, this);
+  }
+  ~StatementCache() { sqlite3_set_authorizer(db_.getHandle(), nullptr, nullptr); }
+  StatementCache(const StatementCache&) = delete;
+  StatementCache& operator=(const StatementCache&) = delete;
+
+  // While an outermost read transaction is open (SqlTransaction), a
+  // statement that would write is refused (SQLITE_READONLY, or SQLITE_AUTH
+  // when prepared meanwhile: both kReadOnly), as PRAGMA query_only would
+  // refuse it. Not that pragma: setting it expires every prepared statement
+  // of the connection, so every read transaction made the next call
+  // re-prepare every statement it used.
+  void set_reading(bool reading) { reading_ = reading; }
+
   // The statement of `sql`, prepared on first use. A statement is not
   // re-entrant: one use of each at a time. Found by the text as given (a
   // literal, mostly), without copying it into a std::string: an append uses
@@ -47,15 +63,48 @@ class StatementCache {
     auto it = statements_.find(sql);
     if (it == statements_.end()) {
       std::string text(sql);
+      saw_write_ = false;  // the authorizer tells, while it is prepared
       auto q = std::make_unique<SQLite::Statement>(db_, text);
-      it = statements_.emplace(std::move(text), std::move(q)).first;
+      it = statements_.emplace(std::move(text), Cached{std::move(q), saw_write_}).first;
     }
-    return StatementUse(*it->second);
+    if (reading_ && it->second.writes)
+      throw SQLite::Exception("attempt to write in a read transaction", SQLITE_READONLY);
+    return StatementUse(*it->second.statement);
   }
 
  private:
+  struct Cached {
+    std::unique_ptr<SQLite::Statement> statement;
+    bool writes = false;  // changes a table, an index, a view, a trigger, an attachment or a setting
+  };
+
+  // The authorizer: notes a statement that writes as it is prepared, and
+  // refuses it while reading (a cached one is checked by use()).
+  static int refuse_writes_while_reading(void* self, int action, const char*, const char* value, const char*,
+                                         const char*) {
+    switch (action) {
+      case SQLITE_PRAGMA:  // one that sets a value may write the file (user_version)
+        if (!value) return SQLITE_OK;
+        break;
+      case SQLITE_SELECT:
+      case SQLITE_READ:
+      case SQLITE_FUNCTION:
+      case SQLITE_RECURSIVE:
+      case SQLITE_TRANSACTION:
+      case SQLITE_SAVEPOINT:
+        return SQLITE_OK;
+      default:
+        break;
+    }
+    StatementCache& cache = *static_cast<StatementCache*>(self);
+    cache.saw_write_ = true;
+    return cache.reading_ ? SQLITE_DENY : SQLITE_OK;
+  }
+
   SQLite::Database& db_;
-  std::map<std::string, std::unique_ptr<SQLite::Statement>, std::less<>> statements_;
+  bool reading_ = false;
+  bool saw_write_ = false;
+  std::map<std::string, Cached, std::less<>> statements_;
 };
 
 }  // namespace detail

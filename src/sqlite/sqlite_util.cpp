@@ -29,6 +29,7 @@ ErrorCode error_code_for_sqlite(int extended_code) {
     case SQLITE_NOTADB: return ErrorCode::kCorrupt;
     case SQLITE_CANTOPEN: return ErrorCode::kIO;
     case SQLITE_PERM: return ErrorCode::kReadOnly;
+    case SQLITE_AUTH: return ErrorCode::kReadOnly;  // a write refused in a read transaction (StatementCache)
     case SQLITE_TOOBIG: return ErrorCode::kInvalidArgument;
     case SQLITE_CONSTRAINT: return ErrorCode::kConflict;
     default: return ErrorCode::kInternal;
@@ -111,10 +112,14 @@ SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Ki
       write_rollbacks_(kind == kWrite ? write_rollbacks : nullptr) {
   // A read snapshot refuses writes (kReadOnly), as a server's READ ONLY
   // transaction does, instead of taking the write lock in the middle of it
-  // (catalog.h, "Transactions"). Set before BEGIN, so that no transaction is
-  // left open if it fails.
+  // (catalog.h, "Transactions"): through the statement cache's guard when
+  // there is one, which costs nothing, else PRAGMA query_only. Set before
+  // BEGIN, so that no transaction is left open if it fails.
   query_only_ = !nested_ && kind == kRead;
-  if (query_only_) run("PRAGMA query_only=1");
+  if (query_only_ && statements_) statements_->set_reading(true);
+  // A read-only store's connection has it on already, and keeps it after.
+  if (query_only_ && !statements_ && query_int(db_, "PRAGMA query_only", what_) != 0) query_only_ = false;
+  if (query_only_ && !statements_) run("PRAGMA query_only=1");
   try {
     run(nested_ ? "SAVEPOINT colikv_nested" : kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
   } catch (...) {
@@ -125,7 +130,8 @@ SqlTransaction::SqlTransaction(SQLite::Database& db, const std::string& what, Ki
 }
 
 void SqlTransaction::end_query_only() noexcept {
-  if (query_only_) sqlite3_exec(db_.getHandle(), "PRAGMA query_only=0", nullptr, nullptr, nullptr);
+  if (query_only_ && statements_) statements_->set_reading(false);
+  if (query_only_ && !statements_) sqlite3_exec(db_.getHandle(), "PRAGMA query_only=0", nullptr, nullptr, nullptr);
   query_only_ = false;
 }
 

@@ -100,7 +100,7 @@ class SqlTransaction {
   std::string what_;
   bool open_ = false;
   bool nested_ = false;  // a SAVEPOINT inside an open transaction
-  bool query_only_ = false;  // an outermost read: PRAGMA query_only until it ends
+  bool query_only_ = false;  // an outermost read: writes refused until it ends
   std::atomic<uint64_t>* write_rollbacks_;
 };
 

@@ -209,6 +209,12 @@ ModelRow Store::Impl::model_by_id(int64_t model_id) {
 }
 
 std::optional<ModelRow> Store::Impl::find_model(const ModelSignature& sig) {
+  // A model row is never changed or deleted once stored: one this Store has
+  // read stands without another lookup (model_by_id keeps it while no write
+  // of its rolled back), as an append of a new conversation asks each time.
+  if (catalog->write_rollbacks() == models_rollbacks_)
+    for (const auto& known : models_by_id_)
+      if (known.second.sig == sig) return known.second;
   const std::optional<int64_t> id = with_context(where(), [&] { return catalog->find_model_id(sig.to_string()); });
   if (!id) return std::nullopt;
   return model_by_id(*id);

@@ -107,8 +107,8 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: a fork's conversation_info n
 }
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: a removal edit drops the row and its chunk list, frees "
-                              "only what it names, and a fork's parent then reads as none; refused at another "
-                              "generation, or with another change, it leaves all as it was", "[backends][catalog]") {
+                              "only what it names, and a fork's parent then reads as none: refused at another "
+                              "generation or with another change, it leaves all as it was", "[backends][catalog]") {
   put("p", 10, 1);
   fork("p", "f", 8);
   Catalog& c = catalog();

@@ -29,15 +29,9 @@ TEST_CASE("catalog: a database's constraint error crosses catalog.h as colikv::E
   catalog->insert_model(model, 64, 1);
   const auto model_id = catalog->find_model_id(model.to_string());
   REQUIRE(model_id);
-  // A conversation is created by a turn's edit (turn_edit.h).
+  // A conversation is created by a turn's edit (create_in, conformance.h).
   const auto create = [&](const std::string& name) {
-    colikv::detail::TurnEdit e;
-    e.name = name;
-    e.create = colikv::detail::NewConversation{name, 0, "f32", "", "{}", 1};
-    e.model_id = *model_id;
-    e.count = 0;
-    e.now_ms = 1;
-    catalog->apply(e, "test");
+    conformance::create_in(*catalog, colikv::detail::NewConversation{name, *model_id, "f32", "", "{}", 1});
   };
   create("a");
   create("b");
@@ -87,15 +81,8 @@ TEST_CASE("catalog: an error raised in a transaction names the store and the ope
   }
   const auto model_id = catalog->find_model_id(model.to_string());
   REQUIRE(model_id);
-  for (const std::string name : {"a", "b"}) {
-    colikv::detail::TurnEdit e;
-    e.name = name;
-    e.create = colikv::detail::NewConversation{name, 0, "f32", "", "{}", 1};
-    e.model_id = *model_id;
-    e.count = 0;
-    e.now_ms = 1;
-    catalog->apply(e, "store S: conversation '" + name + "': create");
-  }
+  for (const std::string name : {"a", "b"})
+    conformance::create_in(*catalog, colikv::detail::NewConversation{name, *model_id, "f32", "", "{}", 1});
   // Renaming b to a: the database's unique constraint refuses it (kConflict).
   const auto rename_b = [&] { catalog->set_text("b", colikv::detail::ConversationText::kName, "a", 2); };
   const auto message = [&](auto f) -> std::string {

@@ -61,17 +61,25 @@ class PgTransaction : public Catalog::Transaction {
       conn_.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "");
       return;
     }
-    conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "");
     writing_ = true;
     catalog_.write_began();
     try {
       // Shared: writers exclude only a migration (pg_migrations.cpp), which
       // takes it exclusively; among themselves, row locks (pg_catalog.h).
-      PgParams key;
-      key.add(conn_.store_lock_key());
-      conn_.query("SELECT pg_advisory_xact_lock_shared($1::bigint)", key, "");
+      // Sent with the BEGIN, one round trip for both; the key is a number
+      // of the connection's own, quoted so that its minimum parses too.
+      conn_.exec("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared('" +
+                     std::to_string(conn_.store_lock_key()) + "'::bigint)",
+                 "");
     } catch (...) {
-      rollback();
+      // A BEGIN that lost the connection began nothing to roll back: the
+      // next call reconnects.
+      if (conn_.in_transaction()) {
+        rollback();
+      } else {
+        done_ = true;
+        end_write(false);
+      }
       throw;
     }
   }

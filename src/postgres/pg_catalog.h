@@ -53,6 +53,10 @@ class PgCatalog : public Catalog, public TenantRoles, private ChunkWriter {
   PgCatalog(const std::string& uri, const Options& options);
 
   PgConnection& connection() { return conn_; }
+  // The round trips the links of turns (link_turn) have made on the
+  // connection: the tests and the benchmark count them to see that a turn's
+  // link stays one statement however many entries it writes.
+  int64_t link_round_trips() const { return link_round_trips_; }
 
   std::unique_ptr<Transaction> begin(Access access, const std::string& what) override;
   TurnResult apply(const TurnEdit& edit, const std::string& what) override;  // pg_turn.cpp
@@ -158,6 +162,7 @@ class PgCatalog : public Catalog, public TenantRoles, private ChunkWriter {
   // and chunk_meta.prev_hash of its regions at position 0 (tenant_anchor).
   int64_t tenant_id_ = 0;
   std::string anchor_;
+  int64_t link_round_trips_ = 0;
 };
 
 }  // namespace detail

@@ -74,15 +74,18 @@ void PgCatalog::link_turn(int64_t conversation_id, const TurnEdit& edit, const s
       "linked AS (INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) "
       "SELECT $1, l.seq, l.chunk_id FROM unnest($3::bigint[], $4::bigint[]) AS l(seq, chunk_id) "
       "ON CONFLICT (conversation_id, seq) DO UPDATE SET chunk_id = excluded.chunk_id) ";
-  if (!edit.count) {
-    run((sql + "SELECT 1").c_str(), p, "linking chunks");
-    return;
+  if (edit.count) {
+    p.add(*edit.count).add(edit.now_ms).add(static_cast<int64_t>(edit.used ? 1 : 0)).add(generation);
+    sql += "UPDATE conversations SET token_count = $5, generation = generation + 1, updated_ms = $6, "
+           "last_used_ms = CASE WHEN $7::bigint <> 0 THEN " COLIKV_PG_SERVER_MS " ELSE last_used_ms END "
+           "WHERE conversation_id = $1 AND ($8::bigint < 0 OR generation = $8) RETURNING generation";
+  } else {
+    sql += "SELECT 1";
   }
-  p.add(*edit.count).add(edit.now_ms).add(static_cast<int64_t>(edit.used ? 1 : 0)).add(generation);
-  sql += "UPDATE conversations SET token_count = $5, generation = generation + 1, updated_ms = $6, "
-         "last_used_ms = CASE WHEN $7::bigint <> 0 THEN " COLIKV_PG_SERVER_MS " ELSE last_used_ms END "
-         "WHERE conversation_id = $1 AND ($8::bigint < 0 OR generation = $8) RETURNING generation";
-  if (run(sql.c_str(), p, "linking chunks").size() == 0)
+  const int64_t before = conn_.round_trips();
+  const PgRows r = run(sql.c_str(), p, "linking chunks");
+  link_round_trips_ += conn_.round_trips() - before;
+  if (edit.count && r.size() == 0)
     conn_.raise(PgError(ErrorCode::kConflict, "another writer changed the conversation meanwhile; reload and retry"));
 }
 

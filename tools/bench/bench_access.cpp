@@ -61,5 +61,15 @@ int64_t round_trips(colikv::Store& store) {
   return -1;
 }
 
+int64_t link_round_trips(colikv::Store& store) {
+#if COLIKV_WITH_POSTGRES
+  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(colikv::detail::StoreAccess::impl(store).catalog.get()))
+    return pg->link_round_trips();
+#else
+  (void)store;
+#endif
+  return -1;
+}
+
 }  // namespace access
 }  // namespace colikv_bench

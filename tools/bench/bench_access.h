@@ -59,9 +59,14 @@ class StoreConnection {
 
 // 3. The round trips a store on PostgreSQL has made to its server
 // (PgConnection::round_trips), for the "pg longest-prefix lookup" row, whose
-// target is a count of round trips per lookup; -1 for a store on SQLite or
+// target is a count of round trips per lookup, and for the round trips of a
+// turn on PostgreSQL (turns, small); -1 for a store on SQLite or
 // a build without the PostgreSQL backend.
 int64_t round_trips(colikv::Store& store);
+// Of those, the ones the links of its turns made (PgCatalog::link_round_trips:
+// the statement writing a turn's chunk list and count), for the rows of a
+// turn's round trips; -1 where round_trips is.
+int64_t link_round_trips(colikv::Store& store);
 
 }  // namespace access
 }  // namespace colikv_bench

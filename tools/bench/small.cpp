@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_access.h"
 
 namespace colikv_bench {
 
@@ -28,13 +29,20 @@ void bench_small_turns(const Config& cfg, const Shape& shape, colikv::Synchronou
   Engine src(m, n), dst(m, n);
   src.compute(0, n, 3, Kind::kFull);
   std::vector<double> save_c, save_b, load_c, load_b;
+  // Each turn's round trips to a server, in all and its link's (none on SQLite).
+  std::vector<double> trips, link_trips;
   // The engine adapter's calls: a write() after every turn, a whole load at start.
   auto run_store = [&](const std::string& location, std::vector<double>& save, std::vector<double>& load) {
     colikv::Store store(location, store_options(sync));
+    trips.clear();
+    link_trips.clear();
     for (int64_t len = turn; len <= n; len += turn) {
+      const int64_t trips0 = access::round_trips(store), link0 = access::link_round_trips(store);
       auto t0 = Clock::now();
       store.write("conv", m, src.tokens.data(), len - turn, len, src.source());
       save.push_back(since(t0) * 1e3);
+      trips.push_back(static_cast<double>(access::round_trips(store) - trips0));
+      link_trips.push_back(static_cast<double>(access::link_round_trips(store) - link0));
     }
     for (int r = 0; r < 5; ++r) {
       auto t0 = Clock::now();
@@ -77,6 +85,12 @@ void bench_small_turns(const Config& cfg, const Shape& shape, colikv::Synchronou
          median(save_b), true, "", -1, "PostgreSQL, loopback"});
     add({"small", shape.name, "full", "f32", sync_name(sync), "pg load whole", "ms", median(load_pg), median(load_b),
          true, "", -1, ""});
+    // The first turn prepares the connection's statements: the median is a turn's own.
+    add({"small", shape.name, "full", "f32", sync_name(sync), "pg round trips a turn", "", median(trips), 0, false, "",
+         -1, "median; max " + std::to_string(static_cast<int64_t>(pct(trips, 1.0)))});
+    add({"small", shape.name, "full", "f32", sync_name(sync), "pg link round trips a turn", "", median(link_trips), 0,
+         false, "", -1, "the statement writing the chunk list and count; max " +
+                            std::to_string(static_cast<int64_t>(pct(link_trips, 1.0)))});
   }
 }
 

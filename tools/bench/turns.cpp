@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "bench.h"
+#include "bench_access.h"
 
 namespace colikv_bench {
 
@@ -28,6 +29,7 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
   // colikv, on a store at `location`: appends turn by turn, then loads.
   struct Run {
     std::vector<double> lat;
+    std::vector<double> trips, link_trips;  // each turn's round trips to a server, and its link's
     double total = 0, load = 0, max_err = 0;
     int64_t stored = 0;
     bool exact = false;
@@ -38,9 +40,12 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
     colikv::Store store(location, store_options(sync, precision));
     int64_t prev = 0;
     for (int64_t len : lens) {
+      const int64_t trips0 = access::round_trips(store), link0 = access::link_round_trips(store);
       auto t0 = Clock::now();
       store.append("conv", m, src.tokens.data(), len, src.source());
       double t = since(t0);
+      r.trips.push_back(static_cast<double>(access::round_trips(store) - trips0));
+      r.link_trips.push_back(static_cast<double>(access::link_round_trips(store) - link0));
       r.lat.push_back(t * 1e3 / static_cast<double>(len - prev) * static_cast<double>(turn));
       r.total += t;
       prev = len;
@@ -153,6 +158,12 @@ void bench_turns(const Config& cfg, const Shape& shape, Kind kind, const std::st
     const std::string pg_note = "PostgreSQL, loopback; synchronous_commit " + std::string(full ? "on" : "off");
     row("turns", "pg append throughput", "MB/s", mb / pg.total, thr_b, "", -1, pg_note);
     row("turns", "pg append latency median", "ms/turn", median(pg.lat), median(lat_b), "", -1, "");
+    // The first turn prepares the connection's statements: the median is a turn's own.
+    add({"turns", shape.name, k, precision, sn, "pg round trips a turn", "", median(pg.trips), 0, false, "", -1,
+         "median; max " + std::to_string(static_cast<int64_t>(pct(pg.trips, 1.0)))});
+    add({"turns", shape.name, k, precision, sn, "pg link round trips a turn", "", median(pg.link_trips), 0, false, "",
+         -1, "the statement writing the chunk list and count; max " +
+                 std::to_string(static_cast<int64_t>(pct(pg.link_trips, 1.0)))});
     row("load", "pg load throughput", "MB/s", mb / pg.load, lt_b, "", -1,
         std::string("bit-exact: ") + (pg.exact ? "yes" : "no"));
     const double pl = mb / median(pg_load_reps), ps = mb / median(select_reps);

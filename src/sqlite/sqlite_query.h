@@ -1,6 +1,8 @@
 // One use of a statement by a catalog, whose SQLite errors are named by the
-// catalog's ErrorContext (backend_error.h): the catalog's methods call no
-// SQLiteCpp statement directly, so none translates errors of its own.
+// catalog's ErrorContext (backend_error.h). A catalog method runs its
+// statements through it and translates no error of its own; the backend's
+// own steps that name their context themselves use sqlite_context
+// (sqlite_util.h).
 #ifndef COLIKV_SRC_SQLITE_SQLITE_QUERY_H
 #define COLIKV_SRC_SQLITE_SQLITE_QUERY_H
 

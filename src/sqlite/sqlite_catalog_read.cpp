@@ -312,11 +312,12 @@ namespace {
 
 // A stored limit: NULL is none; anything but an integer is no value colikv
 // writes (the column's CHECK lets text through: SQLite orders text above
-// every number).
-std::optional<int64_t> stored_limit(const SQLite::Column& c, const std::string& tenant) {
+// every number). kCorrupt named as the query's other errors: by the store
+// and the operation.
+std::optional<int64_t> stored_limit(Query& q, int index, const std::string& tenant) {
+  const SQLite::Column c = q.getColumn(index);
   if (c.isNull()) return std::nullopt;
-  if (!c.isInteger())
-    throw Error(ErrorCode::kCorrupt, "tenant '" + tenant + "': its " + c.getName() + " is not an integer");
+  if (!c.isInteger()) q.corrupt("tenant '" + tenant + "': its " + c.getName() + " is not an integer");
   return c.getInt64();
 }
 
@@ -332,8 +333,8 @@ std::vector<TenantRow> SqliteCatalog::tenant_usage() {
   std::vector<TenantRow> out;
   while (q.executeStep()) {
     TenantRow t{q.getColumn(0).getString(), q.getColumn(1).getInt64(), q.getColumn(2).getInt64(), {}};
-    t.limits.max_bytes = stored_limit(q.getColumn(3), t.name);
-    t.limits.max_idle_ms = stored_limit(q.getColumn(4), t.name);
+    t.limits.max_bytes = stored_limit(q, 3, t.name);
+    t.limits.max_idle_ms = stored_limit(q, 4, t.name);
     out.push_back(std::move(t));
   }
   return out;
@@ -389,8 +390,8 @@ TenantLimits SqliteCatalog::tenant_limits() {
   q.bind(1, tenant_id_);
   TenantLimits l;
   if (!q.executeStep()) return l;  // deleted by hand meanwhile: no limits to apply
-  l.max_bytes = stored_limit(q.getColumn(0), options_.tenant);
-  l.max_idle_ms = stored_limit(q.getColumn(1), options_.tenant);
+  l.max_bytes = stored_limit(q, 0, options_.tenant);
+  l.max_idle_ms = stored_limit(q, 1, options_.tenant);
   return l;
 }
 

@@ -285,6 +285,35 @@ TEST_CASE("quotas: a stored limit that is not an integer is reported corrupt, no
   CHECK(loads_as(t1, "x", h, 9) == "");
 }
 
+TEST_CASE("quotas: a stored limit that is not an integer is reported naming the store, the tenant and the column",
+          "[quotas][bad_stores]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  const std::string path = dir.file("named.db");
+  {
+    Store t1(path, tenant_options(m, "t1"));
+    append(t1, "x", history(m, 9, 1), 9);
+  }
+  colikv_test::store_exec(path, "UPDATE tenants SET max_idle_ms = 'soon' WHERE name = 't1'");
+  Store t1(path, tenant_options(m, "t1"));
+  const auto message = [&](auto f) -> std::string {
+    try {
+      f();
+    } catch (const colikv::Error& e) {
+      CHECK(e.code() == ErrorCode::kCorrupt);
+      return e.what();
+    }
+    FAIL("a text limit was read as a number");
+    return "";
+  };
+  for (const std::string& what : {message([&] { t1.tenant_limits(); }), message([&] { t1.tenants(); })}) {
+    INFO(what);
+    CHECK(what.find(path) != std::string::npos);
+    CHECK(what.find("tenant 't1'") != std::string::npos);
+    CHECK(what.find("max_idle_ms") != std::string::npos);
+  }
+}
+
 TEST_CASE("quotas: a PostgreSQL store of schema 4 gains tenant limits, none set, its rows unchanged",
           "[postgres][quotas][migrations]") {
   const std::string loc = colikv_test::fresh_pg_store();

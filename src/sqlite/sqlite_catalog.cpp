@@ -51,36 +51,38 @@ struct ChunkMeta {
 
 // Writes the chunk_meta row of a chunk just inserted (replacing any row of a
 // reused chunk_id). Inside the write transaction that inserted the chunk.
-void record_chunk_meta(StatementCache& statements, int64_t chunk_id, const ChunkMeta& meta, const std::string& anchor) {
-  auto q = statements.use(
+void record_chunk_meta(StatementCache& statements, const ErrorContext& errors, int64_t chunk_id, const ChunkMeta& meta,
+                       const std::string& anchor) {
+  Query q(statements,
       "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
-      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-  q->bind(1, chunk_id);
-  q->bind(2, meta.model_id);
-  q->bind(3, meta.precision);
-  bind_prev(*q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
-  q->bind(5, meta.tokens_json);
-  q->bind(6, meta.payload_bytes);
-  q->bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
-  q->bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
-  q->exec();
+      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      errors);
+  q.bind(1, chunk_id);
+  q.bind(2, meta.model_id);
+  q.bind(3, meta.precision);
+  bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
+  q.bind(5, meta.tokens_json);
+  q.bind(6, meta.payload_bytes);
+  q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
+  q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
+  q.exec();
 }
 
 // The payload of an existing chunk was (re)written: updates its payload bytes
 // (writing its whole chunk_meta row if it has none).
-void record_chunk_payload(StatementCache& statements, int64_t chunk_id, const ChunkMeta& meta,
-                          const std::string& anchor) {
+void record_chunk_payload(StatementCache& statements, const ErrorContext& errors, int64_t chunk_id,
+                          const ChunkMeta& meta, const std::string& anchor) {
   int changed = 0;
   {
-    auto u = statements.use("UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?");
-    u->bind(1, meta.payload_bytes);
-    u->bind(2, chunk_id);
-    changed = u->exec();
+    Query u(statements, "UPDATE chunk_meta SET payload_bytes = ? WHERE chunk_id = ?", errors);
+    u.bind(1, meta.payload_bytes);
+    u.bind(2, chunk_id);
+    changed = u.exec();
   }
-  if (changed == 0) record_chunk_meta(statements, chunk_id, meta, anchor);
+  if (changed == 0) record_chunk_meta(statements, errors, chunk_id, meta, anchor);
 }
 
-void bind_hash(SQLite::Statement& q, int index, const ChunkHash& h) {
+void bind_hash(Query& q, int index, const ChunkHash& h) {
   q.bind(index, h.data(), static_cast<int>(h.size()));
 }
 
@@ -104,13 +106,13 @@ class SqliteChunkCursor : public ChunkCursor {
  public:
   SqliteChunkCursor(SQLite::Database& db, const ErrorContext& errors, int64_t conversation_id, int64_t end_pos)
       : db_(db),
-        errors_(errors),
         q_(db,
            "SELECT cc.seq, ch.chunk_id, ch.first_pos, ch.n_tokens, ch.tokens, ch.compression, "
            "ch.raw_size, ch.checksum, length(ch.payload), ch.hash, ch.precision, k.digest "
            "FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
            "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id "
-           "WHERE cc.conversation_id = ? AND ch.first_pos < ? ORDER BY cc.seq") {
+           "WHERE cc.conversation_id = ? AND ch.first_pos < ? ORDER BY cc.seq",
+           errors, Reading::kStoredRows) {
     q_.bind(1, conversation_id);
     q_.bind(2, end_pos);
   }
@@ -118,26 +120,24 @@ class SqliteChunkCursor : public ChunkCursor {
     if (blob_) sqlite3_blob_close(blob_);
   }
 
-  bool next(ChunkListRow& r) override try {
+  bool next(ChunkListRow& r) override {
     if (!q_.executeStep()) return false;
-    r.seq = stored_int(q_.getColumn(0), "conversation_chunks.seq");
+    r.seq = q_.stored_int(0, "conversation_chunks.seq");
     r.chunk_id = q_.getColumn(1).getInt64();
-    r.first_pos = stored_int(q_.getColumn(2), "chunks.first_pos");
-    r.n_tokens = stored_int(q_.getColumn(3), "chunks.n_tokens");
+    r.first_pos = q_.stored_int(2, "chunks.first_pos");
+    r.n_tokens = q_.stored_int(3, "chunks.n_tokens");
     SQLite::Column tokens = q_.getColumn(4);
     const char* text = static_cast<const char*>(tokens.getBlob());
     r.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
     r.compression = q_.getColumn(5).getString();
-    r.raw_size = stored_int(q_.getColumn(6), "chunks.raw_size");
-    r.checksum = stored_int(q_.getColumn(7), "chunks.checksum");
+    r.raw_size = q_.stored_int(6, "chunks.raw_size");
+    r.checksum = q_.stored_int(7, "chunks.checksum");
     SQLite::Column payload = q_.getColumn(8);
     r.payload_bytes = payload.isNull() ? std::nullopt : std::optional<int64_t>(payload.getInt64());
     r.key = blob_to_hash(q_.getColumn(9));
     r.precision = q_.getColumn(10).getString();
     r.digest = digest_column(q_.getColumn(11));
     return true;
-  } catch (const SQLite::Exception& e) {
-    throw errors_.name(sqlite_error(e), Reading::kStoredRows);
   }
 
   void read_payload(int64_t chunk_id, int64_t bytes, std::vector<uint8_t>& out, const std::string& what) override {
@@ -151,14 +151,13 @@ class SqliteChunkCursor : public ChunkCursor {
 
  private:
   SQLite::Database& db_;
-  const ErrorContext& errors_;
-  SQLite::Statement q_;
+  Query q_;
   sqlite3_blob* blob_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) try {
+std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) {
   const bool outermost = sqlite3_get_autocommit(db_.getHandle()) != 0;
   auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_,
                                                  outermost ? &errors() : nullptr);
@@ -166,54 +165,47 @@ std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const 
   // written before any retention or expiry of this catalog reads last_used_ms.
   if (access == Access::kWrite && outermost && !pending_uses_.empty()) record_pending_uses();
   return txn;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) try {
-  auto q = statements_.use(
+std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::string& name) {
+  auto q = cached(
       "SELECT conversation_id, model_id, token_count, generation, precision "
       "FROM conversations WHERE tenant_id = ? AND name = ?");
-  q->bind(1, tenant_id_);
-  q->bind(2, name);
-  if (!q->executeStep()) return std::nullopt;
+  q.bind(1, tenant_id_);
+  q.bind(2, name);
+  if (!q.executeStep()) return std::nullopt;
   ConversationRow r;
-  r.id = q->getColumn(0).getInt64();
+  r.id = q.getColumn(0).getInt64();
   r.name = name;
-  r.model_id = stored_int(q->getColumn(1), "conversations.model_id");
-  r.count = stored_int(q->getColumn(2), "conversations.token_count");
-  r.generation = stored_int(q->getColumn(3), "conversations.generation");
-  r.precision = q->getColumn(4).getString();
+  r.model_id = q.stored_int(1, "conversations.model_id");
+  r.count = q.stored_int(2, "conversations.token_count");
+  r.generation = q.stored_int(3, "conversations.generation");
+  r.precision = q.getColumn(4).getString();
   return r;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
-  auto ins = statements_.use(
+int64_t SqliteCatalog::insert_conversation(const NewConversation& c) {
+  auto ins = cached(
       "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
       "last_used_ms, title, metadata, tenant_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  ins->bind(1, c.name);
-  ins->bind(2, c.model_id);
-  ins->bind(3, c.precision);
-  ins->bind(4, c.now_ms);
-  ins->bind(5, c.now_ms);
-  ins->bind(6, c.now_ms);
-  ins->bind(7, c.title);
-  ins->bind(8, c.metadata);
-  ins->bind(9, tenant_id_);
-  ins->exec();
+  ins.bind(1, c.name);
+  ins.bind(2, c.model_id);
+  ins.bind(3, c.precision);
+  ins.bind(4, c.now_ms);
+  ins.bind(5, c.now_ms);
+  ins.bind(6, c.now_ms);
+  ins.bind(7, c.title);
+  ins.bind(8, c.metadata);
+  ins.bind(9, tenant_id_);
+  ins.exec();
   return db_.getLastInsertRowid();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
-  SQLite::Statement ins(db_,
-                        "INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
-                        "parent_id, forked_at, created_ms, updated_ms, last_used_ms, tenant_id) "
-                        "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ?, tenant_id "
-                        "FROM conversations WHERE conversation_id = ? AND tenant_id = ?");
+int64_t SqliteCatalog::insert_fork(const NewFork& f) {
+  auto ins = prepared("INSERT INTO conversations (name, model_id, token_count, precision, title, metadata, "
+                      "parent_id, forked_at, created_ms, updated_ms, last_used_ms, tenant_id) "
+                      "SELECT ?, model_id, ?, precision, title, metadata, conversation_id, ?, ?, ?, ?, tenant_id "
+                      "FROM conversations WHERE conversation_id = ? AND tenant_id = ?");
   ins.bind(1, f.name);
   ins.bind(2, f.count);
   ins.bind(3, f.count);
@@ -225,102 +217,87 @@ int64_t SqliteCatalog::insert_fork(const NewFork& f) try {
   if (ins.exec() == 0)
     throw Error(ErrorCode::kNotFound, "the conversation to fork is not this tenant's, or no longer exists");
   return db_.getLastInsertRowid();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::remove_conversation(int64_t conversation_id) try {
-  SQLite::Statement del_links(db_, "DELETE FROM conversation_chunks WHERE conversation_id = ?");
+void SqliteCatalog::remove_conversation(int64_t conversation_id) {
+  auto del_links = prepared("DELETE FROM conversation_chunks WHERE conversation_id = ?");
   del_links.bind(1, conversation_id);
   del_links.exec();
-  SQLite::Statement del(db_, "DELETE FROM conversations WHERE conversation_id = ?");
+  auto del = prepared("DELETE FROM conversations WHERE conversation_id = ?");
   del.bind(1, conversation_id);
   del.exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) try {
+void SqliteCatalog::set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used) {
   if (!used) {
-    auto upd = statements_.use(
+    auto upd = cached(
         "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? "
         "WHERE conversation_id = ?");
-    upd->bind(1, count);
-    upd->bind(2, now_ms);
-    upd->bind(3, conversation_id);
-    upd->exec();
+    upd.bind(1, count);
+    upd.bind(2, now_ms);
+    upd.bind(3, conversation_id);
+    upd.exec();
     return;
   }
-  auto upd = statements_.use(
+  auto upd = cached(
       "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ?, "
       "last_used_ms = ? WHERE conversation_id = ?");
-  upd->bind(1, count);
-  upd->bind(2, now_ms);
-  upd->bind(3, now_ms);
-  upd->bind(4, conversation_id);
-  upd->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  upd.bind(1, count);
+  upd.bind(2, now_ms);
+  upd.bind(3, now_ms);
+  upd.bind(4, conversation_id);
+  upd.exec();
 }
 
-void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) try {
-  auto used = statements_.use("UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
-  used->bind(1, now_ms);
-  used->bind(2, conversation_id);
-  used->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+void SqliteCatalog::touch_used(int64_t conversation_id, int64_t now_ms) {
+  auto used = cached("UPDATE conversations SET last_used_ms = ? WHERE conversation_id = ?");
+  used.bind(1, now_ms);
+  used.bind(2, conversation_id);
+  used.exec();
 }
 
-std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) try {
+std::optional<int64_t> SqliteCatalog::find_model_id(const std::string& signature) {
   // Prepared once: match() asks it for every prompt.
-  auto q = statements_.use("SELECT model_id FROM models WHERE signature = ?");
-  q->bind(1, signature);
-  if (!q->executeStep()) return std::nullopt;
-  return q->getColumn(0).getInt64();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  auto q = cached("SELECT model_id FROM models WHERE signature = ?");
+  q.bind(1, signature);
+  if (!q.executeStep()) return std::nullopt;
+  return q.getColumn(0).getInt64();
 }
 
 namespace {
 
 // A model dimension (an int): getInt() would keep the low 32 bits of a
 // larger stored value, which the signature text could then match.
-int stored_dimension(const SQLite::Column& col, const char* column) {
-  const int64_t v = stored_int(col, column);
+int stored_dimension(Query& q, int index, const char* column) {
+  const int64_t v = q.stored_int(index, column);
   if (v < INT32_MIN || v > INT32_MAX)
-    throw SQLite::Exception(std::string(column) + " holds " + std::to_string(v) + ", out of a dimension's range",
-                            SQLITE_CORRUPT);
+    q.corrupt(std::string(column) + " holds " + std::to_string(v) + ", out of a dimension's range");
   return static_cast<int>(v);
 }
 
 }  // namespace
 
-std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) try {
-  SQLite::Statement q(db_,
-                      "SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
-                      "chunk_tokens, signature FROM models WHERE model_id = ?");
+std::optional<StoredModel> SqliteCatalog::read_model(int64_t model_id) {
+  auto q = prepared("SELECT n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, weights_id, "
+                    "chunk_tokens, signature FROM models WHERE model_id = ?");
   q.bind(1, model_id);
   if (!q.executeStep()) return std::nullopt;
   StoredModel m;
-  m.sig.n_layers = stored_dimension(q.getColumn(0), "models.n_layers");
-  m.sig.kv_lora = stored_dimension(q.getColumn(1), "models.kv_lora");
-  m.sig.qk_rope = stored_dimension(q.getColumn(2), "models.qk_rope");
-  m.sig.index_hd = stored_dimension(q.getColumn(3), "models.index_hd");
-  m.sig.n_indexed = stored_dimension(q.getColumn(4), "models.n_indexed");
-  m.sig.vocab = stored_dimension(q.getColumn(5), "models.vocab");
+  m.sig.n_layers = stored_dimension(q, 0, "models.n_layers");
+  m.sig.kv_lora = stored_dimension(q, 1, "models.kv_lora");
+  m.sig.qk_rope = stored_dimension(q, 2, "models.qk_rope");
+  m.sig.index_hd = stored_dimension(q, 3, "models.index_hd");
+  m.sig.n_indexed = stored_dimension(q, 4, "models.n_indexed");
+  m.sig.vocab = stored_dimension(q, 5, "models.vocab");
   m.sig.weights_id = q.getColumn(6).getString();
-  m.chunk_tokens = stored_int(q.getColumn(7), "models.chunk_tokens");
+  m.chunk_tokens = q.stored_int(7, "models.chunk_tokens");
   m.signature = q.getColumn(8).getString();
   return m;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) try {
-  SQLite::Statement q(db_,
-                      "INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, "
-                      "weights_id, record_bytes, chunk_tokens, created_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens, int64_t now_ms) {
+  auto q = prepared("INSERT INTO models (signature, n_layers, kv_lora, qk_rope, index_hd, n_indexed, vocab, "
+                    "weights_id, record_bytes, chunk_tokens, created_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
   q.bind(1, sig.to_string());
   q.bind(2, sig.n_layers);
   q.bind(3, sig.kv_lora);
@@ -333,52 +310,46 @@ void SqliteCatalog::insert_model(const ModelSignature& sig, int64_t chunk_tokens
   q.bind(10, chunk_tokens);
   q.bind(11, now_ms);
   q.exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) try {
+std::vector<ChunkSummary> SqliteCatalog::chunk_list(int64_t conversation_id) {
   std::vector<ChunkSummary> out;
   // length(payload), not "payload IS NULL": as a result column the latter
   // makes SQLite 3.40 read the whole blob through its overflow pages (every
   // append paid for reading all that was committed before it, see
   // docs/benchmarks.md); length() reads only the header.
-  auto q = statements_.use(
+  auto q = cached(
       "SELECT ch.chunk_id, ch.hash, k.chain_hash, k.digest, ch.n_tokens, length(ch.payload) IS NULL, "
       "cc.seq, ch.first_pos FROM conversation_chunks cc JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
       "LEFT JOIN chunk_meta k ON k.chunk_id = ch.chunk_id WHERE cc.conversation_id = ? ORDER BY cc.seq");
-  q->bind(1, conversation_id);
-  while (q->executeStep())
-    out.push_back({q->getColumn(0).getInt64(), blob_to_hash(q->getColumn(1)), blob_to_hash(q->getColumn(2)),
-                   digest_column(q->getColumn(3)), stored_int(q->getColumn(4), "chunks.n_tokens"),
-                   q->getColumn(5).getInt() != 0, stored_int(q->getColumn(6), "conversation_chunks.seq"),
-                   stored_int(q->getColumn(7), "chunks.first_pos")});
+  q.bind(1, conversation_id);
+  while (q.executeStep())
+    out.push_back({q.getColumn(0).getInt64(), blob_to_hash(q.getColumn(1)), blob_to_hash(q.getColumn(2)),
+                   digest_column(q.getColumn(3)), q.stored_int(4, "chunks.n_tokens"),
+                   q.getColumn(5).getInt() != 0, q.stored_int(6, "conversation_chunks.seq"),
+                   q.stored_int(7, "chunks.first_pos")});
   return out;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos, int64_t) try {
+std::unique_ptr<ChunkCursor> SqliteCatalog::read_chunks(int64_t conversation_id, int64_t end_pos, int64_t) {
   // The payloads are read one at a time after their sizes are checked: no bound is needed here.
   return std::make_unique<SqliteChunkCursor>(db_, errors(), conversation_id, end_pos);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) try {
-  SQLite::Statement q(db_,
-                      "SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
-                      "WHERE chunk_id = ?");
+std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) {
+  auto q = prepared("SELECT n_tokens, tokens, compression, raw_size, checksum, payload, precision FROM chunks "
+                    "WHERE chunk_id = ?",
+                    Reading::kStoredRows);
   q.bind(1, chunk_id);
   if (!q.executeStep()) return std::nullopt;
   ChunkContent c;
-  c.n_tokens = stored_int(q.getColumn(0), "chunks.n_tokens");
+  c.n_tokens = q.stored_int(0, "chunks.n_tokens");
   SQLite::Column tokens = q.getColumn(1);
   const char* text = static_cast<const char*>(tokens.getBlob());
   c.tokens_json.assign(text ? text : "", static_cast<size_t>(tokens.getBytes()));
   c.compression = q.getColumn(2).getString();
-  c.raw_size = stored_int(q.getColumn(3), "chunks.raw_size");
-  c.checksum = stored_int(q.getColumn(4), "chunks.checksum");
+  c.raw_size = q.stored_int(3, "chunks.raw_size");
+  c.checksum = q.stored_int(4, "chunks.checksum");
   SQLite::Column payload = q.getColumn(5);
   if (!payload.isNull()) {
     const uint8_t* p = static_cast<const uint8_t*>(payload.getBlob());
@@ -386,107 +357,91 @@ std::optional<ChunkContent> SqliteCatalog::read_chunk(int64_t chunk_id) try {
   }
   c.precision = q.getColumn(6).getString();
   return c;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e, Reading::kStoredRows);
 }
 
-std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) try {
-  auto q = statements_.use(
+std::vector<ChunkHash> SqliteCatalog::digests_at(int64_t model_id, const ChunkHash& chain) {
+  auto q = cached(
       "SELECT digest FROM chunk_meta WHERE model_id = ? AND chain_hash = ? AND payload_bytes > 0 "
       "AND digest IS NOT NULL");
-  q->bind(1, model_id);
-  bind_hash(*q, 2, chain);
+  q.bind(1, model_id);
+  bind_hash(q, 2, chain);
   std::vector<ChunkHash> out;
-  while (q->executeStep()) out.push_back(blob_to_hash(q->getColumn(0)));
+  while (q.executeStep()) out.push_back(blob_to_hash(q.getColumn(0)));
   return out;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const ChunkHash& key) try {
-  auto q = statements_.use("SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
-  q->bind(1, model_id);
-  bind_hash(*q, 2, key);
-  if (!q->executeStep()) return std::nullopt;
-  return KeyedChunk{q->getColumn(0).getInt64(), q->getColumn(1).getInt() != 0};
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const ChunkHash& key) {
+  auto q = cached("SELECT chunk_id, length(payload) IS NULL FROM chunks WHERE model_id = ? AND hash = ?");
+  q.bind(1, model_id);
+  bind_hash(q, 2, key);
+  if (!q.executeStep()) return std::nullopt;
+  return KeyedChunk{q.getColumn(0).getInt64(), q.getColumn(1).getInt() != 0};
 }
 
-int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
+int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
   const EncodedChunk& e = *c.encoded;
-  auto ins = statements_.use(
+  auto ins = cached(
       "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
       "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
-  ins->bind(1, c.model_id);
-  bind_hash(*ins, 2, c.key);
-  ins->bind(3, c.first_pos);
-  ins->bind(4, c.n_tokens);
-  ins->bind(5, c.tokens_json);
-  ins->bind(6, c.precision);
-  ins->bind(7, compression_name(e.compressed));
-  ins->bind(8, static_cast<int64_t>(e.raw_size));
-  ins->bind(9, static_cast<int64_t>(e.checksum));
+  ins.bind(1, c.model_id);
+  bind_hash(ins, 2, c.key);
+  ins.bind(3, c.first_pos);
+  ins.bind(4, c.n_tokens);
+  ins.bind(5, c.tokens_json);
+  ins.bind(6, c.precision);
+  ins.bind(7, compression_name(e.compressed));
+  ins.bind(8, static_cast<int64_t>(e.raw_size));
+  ins.bind(9, static_cast<int64_t>(e.checksum));
   if (e.payload.empty())
-    ins->bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
+    ins.bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
   else
-    ins->bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
-  ins->exec();
+    ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
+  ins.exec();
   const int64_t id = db_.getLastInsertRowid();
-  if (!c.defer_index) record_chunk_meta(statements_, id, meta_of(c), anchor_);
+  if (!c.defer_index) record_chunk_meta(statements_, errors(), id, meta_of(c), anchor_);
   return id;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) try {
+void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
   const EncodedChunk& e = *c.encoded;
-  auto u = statements_.use(
+  auto u = cached(
       "UPDATE chunks SET compression = ?, raw_size = ?, checksum = ?, payload = ? WHERE chunk_id = ?");
-  u->bind(1, compression_name(e.compressed));
-  u->bind(2, static_cast<int64_t>(e.raw_size));
-  u->bind(3, static_cast<int64_t>(e.checksum));
-  u->bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
-  u->bind(5, chunk_id);
-  u->exec();
-  record_chunk_payload(statements_, chunk_id, meta_of(c), anchor_);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  u.bind(1, compression_name(e.compressed));
+  u.bind(2, static_cast<int64_t>(e.raw_size));
+  u.bind(3, static_cast<int64_t>(e.checksum));
+  u.bindNoCopy(4, e.payload.data(), static_cast<int>(e.payload.size()));
+  u.bind(5, chunk_id);
+  u.exec();
+  record_chunk_payload(statements_, errors(), chunk_id, meta_of(c), anchor_);
 }
 
-void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) try {
-  auto link = statements_.use(
+void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
+  auto link = cached(
       "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-  link->bind(1, conversation_id);
-  link->bind(2, seq);
-  link->bind(3, chunk_id);
-  link->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  link.bind(1, conversation_id);
+  link.bind(2, seq);
+  link.bind(3, chunk_id);
+  link.exec();
 }
 
-void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) try {
-  auto del = statements_.use("DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
-  del->bind(1, conversation_id);
-  del->bind(2, first_seq);
-  del->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {
+  auto del = cached("DELETE FROM conversation_chunks WHERE conversation_id = ? AND seq >= ?");
+  del.bind(1, conversation_id);
+  del.bind(2, first_seq);
+  del.exec();
 }
 
-void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) try {
+void SqliteCatalog::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
   if (chunk_ids.empty()) return;
-  auto del = statements_.use(
+  auto del = cached(
       "DELETE FROM chunks WHERE chunk_id = ?1 AND NOT EXISTS "
       "(SELECT 1 FROM conversation_chunks WHERE chunk_id = ?1) AND NOT EXISTS "
       "(SELECT 1 FROM held_chunks WHERE chunk_id = ?1)");
   for (int64_t id : chunk_ids) {
-    del->bind(1, id);
-    del->exec();
-    del->reset();
+    del.bind(1, id);
+    del.exec();
+    del.reset();
   }
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
 SqliteCatalog::SqliteCatalog(const std::string& path, const Options& options, StoreCounters* counters) try
@@ -554,87 +509,71 @@ SqliteCatalog::~SqliteCatalog() {
   erase_freed_pages(db_.getHandle(), 0, busy_);
 }
 
-int64_t SqliteCatalog::stored_payload_bytes(Scope scope) try {
-  if (scope == Scope::kStore) return db_.execAndGet("SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta").getInt64();
-  SQLite::Statement q(db_,
-                      "SELECT coalesce(sum(k.payload_bytes), 0) FROM chunk_meta k WHERE k.chunk_id IN "
-                      "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
-                      "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = ?)");
-  q.bind(1, tenant_id_);
+int64_t SqliteCatalog::stored_payload_bytes(Scope scope) {
+  auto q = prepared(scope == Scope::kStore
+                        ? "SELECT coalesce(sum(payload_bytes), 0) FROM chunk_meta"
+                        : "SELECT coalesce(sum(k.payload_bytes), 0) FROM chunk_meta k WHERE k.chunk_id IN "
+                          "(SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+                          "ON c.conversation_id = cc.conversation_id WHERE c.tenant_id = ?)");
+  if (scope == Scope::kTenant) q.bind(1, tenant_id_);
   q.executeStep();
   return q.getColumn(0).getInt64();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) try {
-  SQLite::Statement q(db_, scope == Scope::kStore
-                               ? "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms ASC, conversation_id ASC"
-                               : "SELECT conversation_id, name FROM conversations WHERE tenant_id = ? "
-                                 "ORDER BY last_used_ms ASC, conversation_id ASC");
+void SqliteCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) {
+  auto q = prepared(scope == Scope::kStore
+                        ? "SELECT conversation_id, name FROM conversations ORDER BY last_used_ms ASC, conversation_id ASC"
+                        : "SELECT conversation_id, name FROM conversations WHERE tenant_id = ? "
+                          "ORDER BY last_used_ms ASC, conversation_id ASC");
   if (scope == Scope::kTenant) q.bind(1, tenant_id_);
   while (q.executeStep())
     if (f(q.getColumn(0).getInt64(), q.getColumn(1).getString())) return;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-std::vector<PayloadChunk> SqliteCatalog::claim_chunks(int64_t conversation_id) try {
+std::vector<PayloadChunk> SqliteCatalog::claim_chunks(int64_t conversation_id) {
   // The write transaction holds every other writer's links off; a chunk a
   // writer holds (objects first, sqlite_held.cpp) is about to be linked: an
   // eviction keeps it.
-  auto q = statements_.use(
+  auto q = cached(
       "SELECT k.chunk_id, k.payload_bytes, "
       " EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = k.chunk_id), "
       " (SELECT count(*) FROM conversation_chunks u WHERE u.chunk_id = k.chunk_id) "
       "FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? "
       "GROUP BY k.chunk_id ORDER BY k.chunk_id");
-  q->bind(1, conversation_id);
+  q.bind(1, conversation_id);
   std::vector<PayloadChunk> out;
-  while (q->executeStep()) {
-    PayloadChunk c{q->getColumn(0).getInt64(), q->getColumn(1).getInt64(), std::nullopt};
-    if (q->getColumn(2).getInt() == 0) c.users = q->getColumn(3).getInt64();
+  while (q.executeStep()) {
+    PayloadChunk c{q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), std::nullopt};
+    if (q.getColumn(2).getInt() == 0) c.users = q.getColumn(3).getInt64();
     out.push_back(c);
   }
   return out;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::evict_payload(int64_t chunk_id) try {
-  evict_chunk_payload(db_, statements_, chunk_id);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+void SqliteCatalog::evict_payload(int64_t chunk_id) {
+  sqlite_named(errors(), [&] { evict_chunk_payload(db_, statements_, chunk_id); });
 }
 
 Catalog::CompactOutcome SqliteCatalog::compact(const std::string& what, int64_t step_bytes,
-                                               const std::function<void(int64_t, int64_t)>& progress) try {
+                                               const std::function<void(int64_t, int64_t)>& progress) {
   return compact_store(db_, busy_, step_bytes, what, progress);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
 void SqliteCatalog::release_free_pages(const std::string& what, int64_t step_bytes,
-                                       const std::function<void(int64_t, int64_t)>& progress) try {
+                                       const std::function<void(int64_t, int64_t)>& progress) {
   give_back_free_pages(db_, step_bytes, what, progress);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-bool SqliteCatalog::erase_deleted(const std::string&) try {
+bool SqliteCatalog::erase_deleted(const std::string&) {
   erase_pending_ = !erase_freed_pages(db_.getHandle(), options_.busy_timeout_ms, busy_);
   return !erase_pending_;
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::file_bytes() try {
+int64_t SqliteCatalog::file_bytes() {
   return file_size_or_zero(path_) + file_size_or_zero(path_ + "-wal");
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
-void SqliteCatalog::wait_before_write(int64_t raw_bytes) try {
+void SqliteCatalog::wait_before_write(int64_t raw_bytes) {
   // The wait lets the WAL start over from its beginning instead of growing
   // by a large write. A small one grows it by a few pages, and a whole
   // checkpoint (another writer's large turn, copied back) would hold it
@@ -647,8 +586,6 @@ void SqliteCatalog::wait_before_write(int64_t raw_bytes) try {
     checkpointer_->wait_before_write();
   else
     checkpointer_->wait_briefly_before_write(kSmallWriteWait);
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
 PrefixIndex& SqliteCatalog::prefix_index() {

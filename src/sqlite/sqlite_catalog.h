@@ -15,6 +15,7 @@
 #include "catalog/catalog.h"
 #include "colikv/options.h"
 #include "sqlite/sqlite_checkpointer.h"
+#include "sqlite/sqlite_query.h"
 #include "sqlite/sqlite_statement_cache.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/sqlite_writer_lock.h"
@@ -96,11 +97,17 @@ class SqliteCatalog : public Catalog, public LocalFiles, private ChunkWriter {
   void wait_before_write(int64_t raw_bytes) override;
   uint64_t write_rollbacks() const override { return write_rollbacks_.load(std::memory_order_relaxed); }
 
-  // SQLite's exception as this catalog's error, named once by errors()
-  // (backend_error.h); reading kStoredRows for a method that reads stored rows.
-  Error sqlite_error(const SQLite::Exception& e, Reading reading = Reading::kAny) const;
-
  private:
+  // A statement of this catalog's, its errors named once by errors()
+  // (sqlite_query.h); reading kStoredRows for a method that reads stored
+  // rows. Cached: prepared once per connection (StatementCache); prepared:
+  // for this use alone.
+  Query cached(std::string_view sql, Reading reading = Reading::kAny) {
+    return Query(statements_, sql, errors(), reading);
+  }
+  Query prepared(const std::string& sql, Reading reading = Reading::kAny) {
+    return Query(db_, sql, errors(), reading);
+  }
   std::atomic<uint64_t> write_rollbacks_{0};
   // The turn's rows (sqlite_catalog.cpp), which apply writes (sqlite_turn.cpp).
   int64_t insert_conversation(const NewConversation& c);

@@ -253,45 +253,39 @@ void SqliteCatalog::check_held(const std::vector<int64_t>& chunk_ids, const std:
   if (!intact) throw chunks_taken(what);
 }
 
-void SqliteCatalog::hold_chunk(int64_t chunk_id) try {
+void SqliteCatalog::hold_chunk(int64_t chunk_id) {
   // Mid-turn, in the chunk's write transaction: a writer taken for dead has
   // lost the chunks it held before this one.
-  if (!registered()) throw chunks_taken("store " + shown_location(path_));
-  auto q = statements_.use("INSERT OR IGNORE INTO held_chunks (chunk_id, writer_id) VALUES (?, ?)");
-  q->bind(1, chunk_id);
-  q->bind(2, writer_id_);
-  q->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  if (!sqlite_named(errors(), [&] { return registered(); })) throw chunks_taken("store " + shown_location(path_));
+  auto q = cached("INSERT OR IGNORE INTO held_chunks (chunk_id, writer_id) VALUES (?, ?)");
+  q.bind(1, chunk_id);
+  q.bind(2, writer_id_);
+  q.exec();
 }
 
-void SqliteCatalog::index_chunk(int64_t chunk_id, const ChunkRecord& c) try {
-  auto q = statements_.use(
+void SqliteCatalog::index_chunk(int64_t chunk_id, const ChunkRecord& c) {
+  auto q = cached(
       "INSERT OR IGNORE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
       "chain_hash, digest) SELECT ?1, ?2, ?3, ?4, ?5, coalesce(length(payload), 0), ?6, ?7 FROM chunks "
       "WHERE chunk_id = ?1");
-  q->bind(1, chunk_id);
-  q->bind(2, c.model_id);
-  q->bind(3, c.precision);
-  bind_prev(*q, 4, c.index_first == 0 ? nullptr : &c.index_prev, anchor_);
-  q->bind(5, c.index_tokens_json);
-  q->bind(6, c.chain.data(), static_cast<int>(c.chain.size()));
-  q->bind(7, c.digest.data(), static_cast<int>(c.digest.size()));
-  q->exec();
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
+  q.bind(1, chunk_id);
+  q.bind(2, c.model_id);
+  q.bind(3, c.precision);
+  bind_prev(q, 4, c.index_first == 0 ? nullptr : &c.index_prev, anchor_);
+  q.bind(5, c.index_tokens_json);
+  q.bind(6, c.chain.data(), static_cast<int>(c.chain.size()));
+  q.bind(7, c.digest.data(), static_cast<int>(c.digest.size()));
+  q.exec();
 }
 
-void SqliteCatalog::release_held(const std::vector<int64_t>& chunk_ids) try {
-  auto q = statements_.use("DELETE FROM held_chunks WHERE chunk_id = ? AND writer_id = ?");
+void SqliteCatalog::release_held(const std::vector<int64_t>& chunk_ids) {
+  auto q = cached("DELETE FROM held_chunks WHERE chunk_id = ? AND writer_id = ?");
   for (int64_t id : chunk_ids) {
-    q->bind(1, id);
-    q->bind(2, writer_id_);
-    q->exec();
-    q->reset();
+    q.bind(1, id);
+    q.bind(2, writer_id_);
+    q.exec();
+    q.reset();
   }
-} catch (const SQLite::Exception& e) {
-  throw sqlite_error(e);
 }
 
 // In the caller's write transaction: ends the holds of `writer`, then deletes

@@ -4,9 +4,8 @@
 #ifndef COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 #define COLIKV_SRC_SQLITE_SQLITE_PREFIX_INDEX_H
 
-#include <SQLiteCpp/Exception.h>
-
 #include "catalog/catalog.h"
+#include "sqlite/sqlite_query.h"
 #include "sqlite/sqlite_statement_cache.h"
 
 namespace colikv {
@@ -18,7 +17,7 @@ extern const char* const kFirstEvictedSql;
 // Binds the chain hash before a chunk, or for none (position 0) the tenant's
 // anchor (tenant_anchor: a zero-length blob for the default tenant), as
 // chunk_meta.prev_hash stores it.
-void bind_prev(SQLite::Statement& q, int index, const ChunkHash* prev, const std::string& anchor);
+void bind_prev(Query& q, int index, const ChunkHash* prev, const std::string& anchor);
 
 class SqlitePrefixIndex : public PrefixIndex {
  public:
@@ -39,8 +38,8 @@ class SqlitePrefixIndex : public PrefixIndex {
   Holders holders(int64_t model_id, const std::string& precision, const Step& step, int64_t skip, int64_t limit);
 
  private:
-  // SQLite's exception as the catalog's error, named by its errors().
-  Error sqlite_error(const SQLite::Exception& e) const;
+  // The cache's statement of `sql`, its errors named by the catalog's errors().
+  Query cached(std::string_view sql);
   bool follows(int64_t model_id, const std::string& precision, const ChunkHash* prev, const TokenRegion& region);
   bool uses(int64_t conversation_id, int64_t model_id, const std::string& precision, const Step& step);
   std::optional<std::vector<Holder>> recent_users(int64_t model_id, const std::string& precision, const Step& step,

@@ -59,7 +59,10 @@ class StatementCache {
   // re-entrant: one use of each at a time. Found by the text as given (a
   // literal, mostly), without copying it into a std::string: an append uses
   // a dozen statements, and each copy was an allocation (issue 20).
-  StatementUse use(std::string_view sql) {
+  StatementUse use(std::string_view sql) { return StatementUse(statement(sql)); }
+
+  // The same statement, for a use that resets it itself (Query).
+  SQLite::Statement& statement(std::string_view sql) {
     auto it = statements_.find(sql);
     if (it == statements_.end()) {
       std::string text(sql);
@@ -69,7 +72,7 @@ class StatementCache {
     }
     if (reading_ && it->second.writes)
       throw SQLite::Exception("attempt to write in a read transaction", SQLITE_READONLY);
-    return StatementUse(*it->second.statement);
+    return *it->second.statement;
   }
 
  private:

@@ -54,10 +54,6 @@ BackendError sqlite_error(const SQLite::Exception& e) {
   return BackendError(code, msg, stored_rows);
 }
 
-void rethrow_sqlite(const SQLite::Exception& e, const std::string& what, Reading reading) {
-  throw sqlite_error(e).in_context(what, reading);
-}
-
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what) {
   sqlite_context(what, [&] { db.exec(sql); });
 }
@@ -160,13 +156,12 @@ void SqlTransaction::commit() {
   end_query_only();
 }
 
-int64_t stored_int(const SQLite::Column& col, const char* column) {
-  if (col.getType() == SQLITE_INTEGER) return col.getInt64();
+std::string not_an_integer(const SQLite::Column& col, const char* column) {
+  if (col.getType() == SQLITE_INTEGER) return std::string();
   static const char* const kTypeNames[] = {"", "an integer", "a real", "text", "a blob", "NULL"};
   const int type = col.getType();
-  throw SQLite::Exception(std::string(column) + " holds " + (type >= 1 && type <= 5 ? kTypeNames[type] : "a value") +
-                              ", not an integer (a damaged or hostile store)",
-                          SQLITE_CORRUPT);
+  return std::string(column) + " holds " + (type >= 1 && type <= 5 ? kTypeNames[type] : "a value") +
+         ", not an integer (a damaged or hostile store)";
 }
 
 ChunkHash blob_to_hash(const SQLite::Column& col) {

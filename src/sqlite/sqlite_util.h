@@ -36,29 +36,43 @@ ErrorCode error_code_for_sqlite(int extended_code);
 // of sum() over stored counts.
 BackendError sqlite_error(const SQLite::Exception& e);
 
-// Throws sqlite_error(e) prefixed by `what` (which names the store and the
-// operation): for the backend's own steps that name their context.
-[[noreturn]] void rethrow_sqlite(const SQLite::Exception& e, const std::string& what, Reading reading = Reading::kAny);
-
-// Runs f(), turning SQLite's exceptions into colikv::Error prefixed by `what`.
-template <class F>
-auto sqlite_context(const std::string& what, F&& f) -> decltype(f()) {
+// Runs f(), throwing name(sqlite_error(e)) for an SQLite exception e: the
+// one place SQLite's exceptions become colikv::Error. sqlite_context,
+// sqlite_named and Query's calls (sqlite_query.h) all come here.
+template <class F, class Name>
+auto translate_sqlite(F&& f, Name&& name) -> decltype(f()) {
   try {
     return f();
   } catch (const SQLite::Exception& e) {
-    rethrow_sqlite(e, what);
+    throw name(sqlite_error(e));
   }
+}
+
+// Runs f(), turning SQLite's exceptions into colikv::Error prefixed by `what`
+// (which names the store and the operation): for the backend's own steps
+// that name their context.
+template <class F>
+auto sqlite_context(const std::string& what, F&& f) -> decltype(f()) {
+  return translate_sqlite(f, [&](const BackendError& e) { return e.in_context(what, Reading::kAny); });
+}
+
+// Runs f(), turning SQLite's exceptions into a catalog's colikv::Error, named
+// once by its ErrorContext (the store and the operation of the open
+// transaction); reading kStoredRows for a call that reads stored rows.
+template <class F>
+auto sqlite_named(const ErrorContext& errors, F&& f, Reading reading = Reading::kAny) -> decltype(f()) {
+  return translate_sqlite(f, [&](const BackendError& e) { return errors.name(e, reading); });
 }
 
 void exec(SQLite::Database& db, const std::string& sql, const std::string& what);
 int64_t query_int(SQLite::Database& db, const std::string& sql, const std::string& what);
 
-// An INTEGER column of a stored row, `column` naming it ("chunks.n_tokens").
+// Why an INTEGER column of a stored row, `column` naming it
+// ("chunks.n_tokens"), is no value colikv wrote; empty when it is an integer.
 // SQLite keeps text, reals and blobs its INTEGER affinity cannot convert, and
 // CHECK (n > 0) holds for text: a hostile store's 'abc', 0.5 or x'3531' would
-// otherwise be read as some other number. Anything but an integer is an
-// SQLITE_CORRUPT exception, which the caller's context names kCorrupt.
-int64_t stored_int(const SQLite::Column& col, const char* column);
+// otherwise be read as some other number (Query::stored_int: kCorrupt).
+std::string not_an_integer(const SQLite::Column& col, const char* column);
 
 // A 32-byte hash column (chunks.hash, chunk_meta.chain_hash); all zero when
 // the stored value has another size, which no chain hash or key equals.

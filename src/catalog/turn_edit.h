@@ -123,6 +123,9 @@ class Catalog;
 void check_turn_conversation(Catalog& catalog, const TurnEdit& edit, const std::string& what);
 // The edit's model_id, or its model's, stored when missing.
 int64_t turn_model_id(Catalog& catalog, const TurnEdit& edit, const std::string& what);
+// kConflict: the name of the conversation the edit creates is taken (another
+// writer created it meanwhile); for a backend whose insert finds it taken.
+[[noreturn]] void throw_name_taken(const std::string& what);
 
 // For tests only, not API: an append of more than one chunk whose raw bytes
 // reach this stores its chunks first, each in a transaction of its own, then

@@ -189,20 +189,24 @@ std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::strin
   throw sqlite_error(e);
 }
 
-int64_t SqliteCatalog::insert_conversation(const NewConversation& c) try {
+int64_t SqliteCatalog::insert_conversation(const NewConversation& c, std::optional<int64_t> count, int64_t now_ms,
+                                           bool used) try {
   auto ins = statements_.use(
       "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
-      "last_used_ms, title, metadata, tenant_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "last_used_ms, title, metadata, tenant_id, token_count, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (tenant_id, name) DO NOTHING");
   ins->bind(1, c.name);
   ins->bind(2, c.model_id);
   ins->bind(3, c.precision);
   ins->bind(4, c.now_ms);
-  ins->bind(5, c.now_ms);
-  ins->bind(6, c.now_ms);
+  ins->bind(5, count ? now_ms : c.now_ms);
+  ins->bind(6, count && used ? now_ms : c.now_ms);
   ins->bind(7, c.title);
   ins->bind(8, c.metadata);
   ins->bind(9, tenant_id_);
-  ins->exec();
+  ins->bind(10, count ? *count : int64_t{0});
+  ins->bind(11, count ? int64_t{1} : int64_t{0});  // the count's write bumps the generation
+  if (ins->exec() == 0) return 0;
   return db_.getLastInsertRowid();
 } catch (const SQLite::Exception& e) {
   throw sqlite_error(e);

@@ -29,8 +29,8 @@ class ChunkWriter {
   // The chunk of the model stored under `key` (Catalog::find_chunk's contract).
   virtual std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) = 0;
   // Stores a chunk and, unless c.defer_index, its chunk_meta row; returns its
-  // chunk_id, or 0 when another writer stored the key meanwhile (never where
-  // writers serialize): find_chunk then finds it.
+  // chunk_id, or 0 when the key is stored already (by another writer
+  // meanwhile, or before a store that inserts first): find_chunk then finds it.
   virtual int64_t insert_chunk(const ChunkRecord& c) = 0;
   // Gives an evicted chunk its values back.
   virtual void restore_payload(int64_t chunk_id, const ChunkRecord& c) = 0;

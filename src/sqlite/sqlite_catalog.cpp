@@ -419,9 +419,11 @@ std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const Chun
 
 int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
   const EncodedChunk& e = *c.encoded;
+  // A key stored already is no error: the caller inserts before it looks up
+  // a chunk it expects to be new, and finds the stored one on a 0.
   auto ins = statements_.use(
       "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-      "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
+      "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (model_id, hash) DO NOTHING");
   ins->bind(1, c.model_id);
   bind_hash(*ins, 2, c.key);
   ins->bind(3, c.first_pos);
@@ -435,7 +437,7 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) try {
     ins->bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
   else
     ins->bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
-  ins->exec();
+  if (ins->exec() == 0) return 0;
   const int64_t id = db_.getLastInsertRowid();
   if (!c.defer_index) record_chunk_meta(statements_, id, meta_of(c), anchor_);
   return id;

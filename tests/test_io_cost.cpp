@@ -207,3 +207,40 @@ TEST_CASE("a new conversation's append of a model the store has read looks it up
   CHECK(s.count("c2") == 48);
   CHECK(model_reads == 0);  // the row the first append read stands: a model row never changes
 }
+
+TEST_CASE("a new conversation's append of new content runs a few statements", "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, 48);
+  b.fill(0, 48, 5);
+  Store s(dir.file("s.db"));
+  s.append("c0", m, b.tokens.data(), 48, b.source());  // stores the model row
+  b.tokens = colikv_test::make_tokens(48, m.vocab, 6);
+  s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it, and prepares the statements
+  b.tokens = colikv_test::make_tokens(48, m.vocab, 7);  // other tokens again: a chunk of its own
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+                    .database()
+                    .getHandle();
+  std::vector<std::string> run;
+  auto trace = [](unsigned, void* out, void* q, void*) {
+    static_cast<std::vector<std::string>*>(out)->push_back(sqlite3_sql(static_cast<sqlite3_stmt*>(q)));
+    return 0;
+  };
+  sqlite3_trace_v2(db, SQLITE_TRACE_STMT, trace, &run);
+  s.append("c2", m, b.tokens.data(), 48, b.source());
+  sqlite3_trace_v2(db, 0, nullptr, nullptr);
+  CHECK(s.count("c2") == 48);
+  sqlite3_stmt* g = nullptr;
+  sqlite3_prepare_v2(db, "SELECT generation, token_count FROM conversations WHERE name = 'c2'", -1, &g, nullptr);
+  REQUIRE(sqlite3_step(g) == SQLITE_ROW);
+  CHECK(sqlite3_column_int64(g, 0) == 1);  // one write: created with its count
+  CHECK(sqlite3_column_int64(g, 1) == 48);
+  sqlite3_finalize(g);
+  std::string all;
+  for (const std::string& q : run) all += q + "\n";
+  INFO(all);
+  // The read snapshot (its BEGIN, the conversation, the stored digests, its
+  // end) and the write (BEGIN, the conversation inserted with its count, the
+  // chunk, its chunk_meta row, the link, the tenant's limits, COMMIT).
+  CHECK(run.size() <= 11);
+}

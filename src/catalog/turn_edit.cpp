@@ -15,9 +15,7 @@ void check_turn_conversation(Catalog& catalog, const TurnEdit& edit, const std::
     throw Error(ErrorCode::kInternal, what + ": a removal's edit holds another change too");
   const std::optional<ConversationRow> now = catalog.find_conversation(edit.name);
   if (edit.create) {
-    if (now)
-      throw Error(ErrorCode::kConflict, what + ": a conversation with this id exists already (another writer "
-                                               "created it meanwhile)");
+    if (now) throw_name_taken(what);
     return;
   }
   if (!now || now->id != edit.conversation_id || now->generation != edit.generation)
@@ -25,6 +23,11 @@ void check_turn_conversation(Catalog& catalog, const TurnEdit& edit, const std::
   if (edit.fork && catalog.find_conversation(edit.fork->name))
     throw Error(ErrorCode::kConflict, what + ": cannot fork into '" + edit.fork->name +
                                           "': a conversation with this id exists already");
+}
+
+void throw_name_taken(const std::string& what) {
+  throw Error(ErrorCode::kConflict, what + ": a conversation with this id exists already (another writer "
+                                           "created it meanwhile)");
 }
 
 int64_t turn_model_id(Catalog& catalog, const TurnEdit& edit, const std::string& what) {

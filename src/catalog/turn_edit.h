@@ -29,8 +29,8 @@ class ChunkWriter {
   // The chunk of the model stored under `key` (Catalog::find_chunk's contract).
   virtual std::optional<KeyedChunk> find_chunk(int64_t model_id, const ChunkHash& key) = 0;
   // Stores a chunk and, unless c.defer_index, its chunk_meta row; returns its
-  // chunk_id, or 0 when another writer stored the key meanwhile (never where
-  // writers serialize): find_chunk then finds it.
+  // chunk_id, or 0 when the key is stored already (by another writer
+  // meanwhile, or before a store that inserts first): find_chunk then finds it.
   virtual int64_t insert_chunk(const ChunkRecord& c) = 0;
   // Gives an evicted chunk its values back.
   virtual void restore_payload(int64_t chunk_id, const ChunkRecord& c) = 0;
@@ -123,6 +123,9 @@ class Catalog;
 void check_turn_conversation(Catalog& catalog, const TurnEdit& edit, const std::string& what);
 // The edit's model_id, or its model's, stored when missing.
 int64_t turn_model_id(Catalog& catalog, const TurnEdit& edit, const std::string& what);
+// kConflict: the name of the conversation the edit creates is taken (another
+// writer created it meanwhile); for a backend whose insert finds it taken.
+[[noreturn]] void throw_name_taken(const std::string& what);
 
 // For tests only, not API: an append of more than one chunk whose raw bytes
 // reach this stores its chunks first, each in a transaction of its own, then

@@ -184,20 +184,24 @@ std::optional<ConversationRow> SqliteCatalog::find_conversation(const std::strin
   return r;
 }
 
-int64_t SqliteCatalog::insert_conversation(const NewConversation& c) {
+int64_t SqliteCatalog::insert_conversation(const NewConversation& c, std::optional<int64_t> count, int64_t now_ms,
+                                           bool used) {
   auto ins = cached(
       "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, "
-      "last_used_ms, title, metadata, tenant_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "last_used_ms, title, metadata, tenant_id, token_count, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (tenant_id, name) DO NOTHING");
   ins.bind(1, c.name);
   ins.bind(2, c.model_id);
   ins.bind(3, c.precision);
   ins.bind(4, c.now_ms);
-  ins.bind(5, c.now_ms);
-  ins.bind(6, c.now_ms);
+  ins.bind(5, count ? now_ms : c.now_ms);
+  ins.bind(6, count && used ? now_ms : c.now_ms);
   ins.bind(7, c.title);
   ins.bind(8, c.metadata);
   ins.bind(9, tenant_id_);
-  ins.exec();
+  ins.bind(10, count ? *count : int64_t{0});
+  ins.bind(11, count ? int64_t{1} : int64_t{0});  // the count's write bumps the generation
+  if (ins.exec() == 0) return 0;
   return db_.getLastInsertRowid();
 }
 
@@ -380,9 +384,11 @@ std::optional<KeyedChunk> SqliteCatalog::find_chunk(int64_t model_id, const Chun
 
 int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
   const EncodedChunk& e = *c.encoded;
+  // A key stored already is no error: the caller inserts before it looks up
+  // a chunk it expects to be new, and finds the stored one on a 0.
   auto ins = cached(
       "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, "
-      "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?)");
+      "raw_size, checksum, payload) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (model_id, hash) DO NOTHING");
   ins.bind(1, c.model_id);
   bind_hash(ins, 2, c.key);
   ins.bind(3, c.first_pos);
@@ -396,7 +402,7 @@ int64_t SqliteCatalog::insert_chunk(const ChunkRecord& c) {
     ins.bind(10);  // a token-only chunk (a truncate or fork inside an evicted chunk): evicted too
   else
     ins.bindNoCopy(10, e.payload.data(), static_cast<int>(e.payload.size()));
-  ins.exec();
+  if (ins.exec() == 0) return 0;
   const int64_t id = db_.getLastInsertRowid();
   if (!c.defer_index) record_chunk_meta(statements_, errors(), id, meta_of(c), anchor_);
   return id;

@@ -110,7 +110,9 @@ class SqliteCatalog : public Catalog, public LocalFiles, private ChunkWriter {
   }
   std::atomic<uint64_t> write_rollbacks_{0};
   // The turn's rows (sqlite_catalog.cpp), which apply writes (sqlite_turn.cpp).
-  int64_t insert_conversation(const NewConversation& c);
+  // With `count`: as set_count(id, *count, now_ms, used) would leave it, in
+  // the one row write. 0: the name is taken.
+  int64_t insert_conversation(const NewConversation& c, std::optional<int64_t> count, int64_t now_ms, bool used);
   int64_t insert_fork(const NewFork& f);
   void remove_conversation(int64_t conversation_id);  // and its chunk list (not its chunks)
   void set_count(int64_t conversation_id, int64_t count, int64_t now_ms, bool used);

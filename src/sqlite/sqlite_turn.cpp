@@ -38,7 +38,9 @@ TurnResult SqliteCatalog::apply(const TurnEdit& edit, const std::string& what) {
 }
 
 TurnResult SqliteCatalog::link_turn(const TurnEdit& edit, const std::string& what, const Held* held) {
-  check_turn_conversation(*this, edit, what);
+  // A new conversation's name is checked by its INSERT, which finds it
+  // taken: a statement less than looking it up first.
+  if (!edit.create || edit.remove) check_turn_conversation(*this, edit, what);
   if (edit.remove) {  // of no model: none is looked up
     remove_conversation(edit.conversation_id);
     free_unused_chunks(edit.free);
@@ -50,7 +52,8 @@ TurnResult SqliteCatalog::link_turn(const TurnEdit& edit, const std::string& wha
   if (edit.create) {
     NewConversation c = *edit.create;
     c.model_id = model_id;
-    r.conversation_id = insert_conversation(c);
+    r.conversation_id = insert_conversation(c, edit.count, edit.now_ms, edit.used);
+    if (r.conversation_id == 0) throw_name_taken(what);
   } else if (edit.fork) {
     r.conversation_id = insert_fork(*edit.fork);
   } else {
@@ -78,7 +81,7 @@ TurnResult SqliteCatalog::link_turn(const TurnEdit& edit, const std::string& wha
       edit.chunks->stored();
     }
   }
-  if (edit.count) set_count(conv, *edit.count, edit.now_ms, edit.used);
+  if (edit.count && !edit.create) set_count(conv, *edit.count, edit.now_ms, edit.used);  // a new one has it
   if (edit.touch_parent) touch_used(edit.conversation_id, edit.now_ms);
   // A replaced chunk stays when it is linked still: by another conversation,
   // or by this one when the same content was re-saved into it.

@@ -137,9 +137,9 @@ void prefill_store(const std::string& db, const colikv::ModelSignature& m, int64
 
 // SQLite's own cost of the rows one new conversation of `len` tokens (one
 // chunk) adds, without colikv's work (encoding, digests, the reads before the
-// write): `count` times the five writing statements an append of it runs
-// (the conversation, its chunk with a payload of the size colikv just stored,
-// chunk_meta, the link, the count), prepared once, one transaction each, on
+// write): `count` times the four writing statements an append of it runs
+// (the conversation with its count, its chunk with a payload of the size
+// colikv just stored, chunk_meta, the link), prepared once, one transaction each, on
 // the store colikv has just appended to, through a connection set up as
 // colikv's (RawDb); SQLite checkpoints inline, at the WAL size where colikv's
 // background checkpointer starts one. Returns each transaction's milliseconds.
@@ -166,7 +166,7 @@ std::vector<double> time_sqlite_rows(const std::string& db, colikv::Synchronous 
   sqlite3_stmt* commit = raw.prepare("COMMIT");
   sqlite3_stmt* conv = raw.prepare(
       "INSERT INTO conversations (name, model_id, precision, created_ms, updated_ms, last_used_ms, title, metadata, "
-      "tenant_id) VALUES (?, ?, 'f32', ?, ?, ?, '', '{}', ?)");
+      "tenant_id, token_count, generation) VALUES (?, ?, 'f32', ?, ?, ?, '', '{}', ?, ?, 1)");
   sqlite3_stmt* chunk = raw.prepare(
       "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, raw_size, checksum, "
       "payload) VALUES (?, ?, 0, ?, ?, 'f32', ?, ?, ?, ?)");
@@ -174,8 +174,6 @@ std::vector<double> time_sqlite_rows(const std::string& db, colikv::Synchronous 
       "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
       "chain_hash, digest) VALUES (?, ?, 'f32', ?, ?, ?, ?, ?)");
   sqlite3_stmt* link = raw.prepare("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, 0, ?)");
-  sqlite3_stmt* set_count = raw.prepare(
-      "UPDATE conversations SET token_count = ?, generation = generation + 1, updated_ms = ? WHERE conversation_id = ?");
   uint64_t rng = 4242;
   auto random_bytes = [&](std::string& out, int64_t n) {
     out.resize(static_cast<size_t>(n));
@@ -197,6 +195,7 @@ std::vector<double> time_sqlite_rows(const std::string& db, colikv::Synchronous 
     sqlite3_bind_int64(conv, 2, model_id);
     for (int k = 3; k <= 5; ++k) sqlite3_bind_int64(conv, k, now);
     sqlite3_bind_int64(conv, 6, tenant_id);
+    sqlite3_bind_int64(conv, 7, len);
     raw.run(conv);
     const int64_t conversation_id = sqlite3_last_insert_rowid(raw.handle());
     sqlite3_bind_int64(chunk, 1, model_id);
@@ -220,10 +219,6 @@ std::vector<double> time_sqlite_rows(const std::string& db, colikv::Synchronous 
     sqlite3_bind_int64(link, 1, conversation_id);
     sqlite3_bind_int64(link, 2, chunk_id);
     raw.run(link);
-    sqlite3_bind_int64(set_count, 1, len);
-    sqlite3_bind_int64(set_count, 2, now);
-    sqlite3_bind_int64(set_count, 3, conversation_id);
-    raw.run(set_count);
     raw.run(commit);
     ms.push_back(since(t0) * 1e3);
   }

@@ -133,9 +133,15 @@ int64_t put_chunk(Store::Impl& s, ChunkWriter& catalog, const ModelRow& model, c
   // Where writers run side by side (PostgreSQL), another may store the same
   // content between the lookup and the insert: its chunk is found and linked
   // on the next round. Each round needs another writer's commit; a few suffice.
+  // A chunk the read snapshot saw no stored values at its chain hash for is
+  // most likely new (a new conversation's own turn): inserted first, looked
+  // up only when its key was stored after all.
+  const bool expect_new = w.produced.stored_digests.empty() && !e.skipped;
   const uint64_t raw = static_cast<uint64_t>(r.n_tokens * model.sig.record_bytes());
   for (int round = 0; round < 8; ++round) {
-    if (const std::optional<detail::KeyedChunk> stored = catalog.find_chunk(model_id, r.key)) {
+    const std::optional<detail::KeyedChunk> stored =
+        round == 0 && expect_new ? std::nullopt : catalog.find_chunk(model_id, r.key);
+    if (stored) {
       if (token_only(e)) return stored->chunk_id;
       if (!stored->evicted) {
         check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);

@@ -32,7 +32,12 @@ const Options& Store::options() const { return impl_->options; }
 
 int Store::schema_version() const {
   detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
-  return impl_->catalog->schema_version();
+  try {
+    return impl_->catalog->schema_version();
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::publish() {

@@ -28,13 +28,23 @@ VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
 
 VacuumReport Store::vacuum() {
   detail::StoreCall call(*impl_);
-  return detail::run_vacuum(*impl_, ProgressFn());
+  try {
+    return detail::run_vacuum(*impl_, ProgressFn());
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 VacuumReport vacuum(Store& store, const ProgressFn& progress) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
-  return detail::run_vacuum(s, progress);
+  try {
+    return detail::run_vacuum(s, progress);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

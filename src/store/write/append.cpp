@@ -528,40 +528,50 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  detail::StoreCounters::add(s.counters.appends, 1);
-  detail::AppendRequest req;
-  req.id = id;
-  req.model = model;
-  req.len = 0;
-  req.must_create = true;
-  req.title = title;
-  req.metadata = metadata;
-  if (!s.is_json(metadata)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
-  s.append(req);  // row, title and metadata in one transaction
+  try {
+    Impl& s = *impl_;
+    detail::StoreCounters::add(s.counters.appends, 1);
+    detail::AppendRequest req;
+    req.id = id;
+    req.model = model;
+    req.len = 0;
+    req.must_create = true;
+    req.title = title;
+    req.metadata = metadata;
+    if (!s.is_json(metadata)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
+    s.append(req);  // row, title and metadata in one transaction
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  detail::StoreCounters::add(s.counters.appends, 1);
-  const detail::LatencyTimer timer(s.counters.append_seconds);
-  model.validate();
-  if (len > 0)
-    check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
-                      reinterpret_cast<const void* const*>(kv.Ic), s.where(id));
-  detail::AppendRequest req;
-  req.id = id;
-  req.model = model;
-  req.len = len;
-  req.tokens = tokens;
-  const int level = s.options.zstd_level;
-  req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
-    out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
-                                       out.precision, &out.stored_digests);
-  };
-  s.append(req);
+  try {
+    Impl& s = *impl_;
+    detail::StoreCounters::add(s.counters.appends, 1);
+    const detail::LatencyTimer timer(s.counters.append_seconds);
+    model.validate();
+    if (len > 0)
+      check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
+                        reinterpret_cast<const void* const*>(kv.Ic), s.where(id));
+    detail::AppendRequest req;
+    req.id = id;
+    req.model = model;
+    req.len = len;
+    req.tokens = tokens;
+    const int level = s.options.zstd_level;
+    req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
+      out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
+                                         out.precision, &out.stored_digests);
+    };
+    s.append(req);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 namespace {

@@ -44,8 +44,8 @@ void update_text_column(Store::Impl& s, const std::string& id, detail::Conversat
   detail::require_no_nul(value, detail::text_column_name(column), s.where());
   const std::string here = s.where(id);
   s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  if (!s.catalog->set_text(id, column, value, now_ms()))
+  const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
+  if (!s.catalog().set_text(id, column, value, now_ms()))
     throw Error(ErrorCode::kNotFound, here + ": no such conversation");
   txn->commit();
 }
@@ -142,8 +142,8 @@ ConversationInfo Store::info(const std::string& id) {
     Impl& s = *impl_;
     detail::require_no_nul(id, "conversation id", s.where());
     // No transaction (one statement reads the row): the conversation names its errors.
-    const detail::ErrorContext::Scope named(s.catalog->errors(), s.where(id), detail::Reading::kStoredRows);
-    std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
+    const detail::ErrorContext::Scope named(s.catalog().errors(), s.where(id), detail::Reading::kStoredRows);
+    std::optional<detail::ConversationInfoRow> row = s.catalog().conversation_info(id);
     if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
     return info_from_row(s, std::move(*row));
   } catch (...) {
@@ -156,9 +156,9 @@ std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   detail::StoreCall call(*impl_);
   try {
     Impl& s = *impl_;
-    const detail::ErrorContext::Scope named(s.catalog->errors(), s.where(), detail::Reading::kStoredRows);
+    const detail::ErrorContext::Scope named(s.catalog().errors(), s.where(), detail::Reading::kStoredRows);
     std::vector<ConversationInfo> out;
-    for (auto& row : s.catalog->list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
+    for (auto& row : s.catalog().list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
       out.push_back(info_from_row(s, std::move(row)));
     return out;
   } catch (...) {
@@ -170,7 +170,7 @@ std::vector<ConversationInfo> Store::list(const ListOptions& options) {
 int64_t Store::conversation_count() {
   detail::StoreCall call(*impl_);
   try {
-    return impl_->catalog->conversation_count();
+    return impl_->catalog().conversation_count();
   } catch (...) {
     call.failed();
     throw;
@@ -182,8 +182,8 @@ StoreStats Store::stats() {
   try {
     Impl& s = *impl_;
     StoreStats out;
-    const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
-    const detail::TenantUsage usage = s.catalog->usage();
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where());
+    const detail::TenantUsage usage = s.catalog().usage();
     for (const detail::ModelUsageRow& row : usage.models) {
       // Another tenant's model is none of this one's business.
       if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
@@ -209,7 +209,7 @@ StoreStats Store::stats() {
     }
     out.evicted_chunks = usage.evicted_chunks;
     out.evicted_conversations = usage.evicted_conversations;
-    out.file_bytes = s.catalog->file_bytes();  // a server's query can fail
+    out.file_bytes = s.catalog().file_bytes();  // a server's query can fail
     return out;
   } catch (...) {
     call.failed();

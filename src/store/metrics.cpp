@@ -26,9 +26,9 @@ Gauges Store::gauges() {
     const std::string here = s.where() + ": gauges";
     Gauges g;
     g.store = detail::shown_location(s.path);
-    const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
     std::map<int64_t, std::string> models;
-    const detail::GaugeUsage usage = s.catalog->gauge_usage();
+    const detail::GaugeUsage usage = s.catalog().gauge_usage();
     for (const detail::GaugeUsageRow& r : usage.rows) {
       auto m = models.find(r.model_id);
       if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;

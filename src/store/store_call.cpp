@@ -93,7 +93,7 @@ StoreHold::~StoreHold() {
 StoreCall::StoreCall(Store::Impl& s, const std::string* id) : gate_(enter_unless_nested(s, id)), hold_(s, true) {}
 
 StoreCall::StoreCall(Store::Impl& s, NoWait) : hold_(unforked(s), false) {
-  if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
+  if (!s.has_catalog()) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
 }
 
 namespace {

@@ -19,7 +19,7 @@ PrefixMatch Store::adopt(const ModelSignature& model, const int32_t* prompt, int
       throw Error(ErrorCode::kInvalidArgument, here + ": from " + std::to_string(from) + " is outside [0, " +
                                                    std::to_string(len) + "]");
     // The nested calls below take savepoints inside this snapshot: one view of the store.
-    const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
     PrefixMatch r = match_loadable(model, prompt, len);
     if (r.tokens <= from) return r;
     load_range(r.id, model, from, r.tokens, tokens, kv);

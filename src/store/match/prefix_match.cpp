@@ -296,7 +296,7 @@ PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, con
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));
   if (len > 0 && !tokens) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: tokens is null");
   if (len == 0) return PrefixMatch();
-  const std::unique_ptr<Lookup> lookup = s.catalog->prefix_index().lookup(model.to_string(), s.where());
+  const std::unique_ptr<Lookup> lookup = s.catalog().prefix_index().lookup(model.to_string(), s.where());
   if (!lookup->model_id() || lookup->precisions().empty()) return PrefixMatch();
   const detail::ModelRow m = s.model_by_id(*lookup->model_id());
   // Chunks of each precision the model's conversations are stored in

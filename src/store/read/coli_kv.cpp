@@ -222,7 +222,7 @@ std::string canonical_name(const std::string& path) {
 // the file symbolic links lead to; none for a store on a server.
 std::vector<std::string> store_files(const Store::Impl& s) {
   std::vector<std::string> out;
-  const detail::LocalFiles* files = s.catalog->local_files();
+  const detail::LocalFiles* files = s.catalog().local_files();
   if (!files) return out;
   const std::string base = canonical_name(s.path);
   for (const std::string& suffix : files->file_suffixes()) out.push_back(base + suffix);

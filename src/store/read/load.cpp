@@ -65,7 +65,7 @@ class ChunkScan {
     // sends a larger one.
     const int64_t most = detail::max_payload_bytes(
         std::min(detail::kMaxChunkRawBytes, chunk_tokens_ * detail::token_raw_bytes(start_.model.sig)));
-    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, start_.n, most);
+    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog().read_chunks(start_.conv.id, start_.n, most);
     detail::ChunkListRow row;
     while (rows->next(row)) {
       std::unique_ptr<StoredChunk> c = check_row(row);
@@ -212,7 +212,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
                        const std::function<void(StoredChunk&)>& decode,
                        const std::function<void(StoredChunk&)>& consume) {
   const std::string here = where(id);
-  const auto snapshot = catalog->begin(detail::Catalog::Access::kRead, here);
+  const auto snapshot = catalog().begin(detail::Catalog::Access::kRead, here);
   const detail::ScanStart start = scan_start(*this, id, expect, limit, here);
   on_start(start);
   if (start.n == 0) return;
@@ -272,7 +272,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
     if (!s.options.read_only) {
       // Recency for list() and eviction. It must neither fail the load nor wait
       // for another writer's lock: it is skipped when the database is busy.
-      s.catalog->touch_used_if_idle(id, now_ms());
+      s.catalog().touch_used_if_idle(id, now_ms());
     }
     count_loaded(s, model, n);
     return n;
@@ -287,12 +287,12 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
   try {
     Impl& s = *impl_;
     const std::string here = s.where(id);
-    const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
     ConversationRow c = s.get_conversation(id);
     if (c.count < 0) throw_negative_count(c, here);
     // Grown by what the chunks hold, not reserved by what the count claims.
     std::vector<int32_t> out;
-    s.catalog->for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+    s.catalog().for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
       auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
                                      here + ": chunk " + std::to_string(chunk_id));
       out.insert(out.end(), t.begin(), t.end());

@@ -44,7 +44,7 @@ ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSi
   StoreCall call(s, StoreCall::NoWait{});
   try {
     const std::string here = s.where(id);
-    const auto snapshot = s.catalog->begin(Catalog::Access::kRead, here);
+    const auto snapshot = s.catalog().begin(Catalog::Access::kRead, here);
     ExpectedState st;
     const std::optional<ConversationRow> conv = s.find_conversation(id);
     if (!conv) {
@@ -55,11 +55,11 @@ ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSi
     const ModelRow stored = s.model_by_id(conv->model_id);
     st.model = stored.sig;
     st.chunk_tokens = stored.chunk_tokens;
-    for (const ChunkSummary& c : s.catalog->chunk_list(conv->id))
+    for (const ChunkSummary& c : s.catalog().chunk_list(conv->id))
       if (c.evicted && st.evicted_from < 0) st.evicted_from = c.first_pos;
     std::vector<int32_t> t;
     // An entry naming a missing chunk is left out: the count check below finds it.
-    s.catalog->for_each_token_list(conv->id, 0, INT64_MAX, [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+    s.catalog().for_each_token_list(conv->id, 0, INT64_MAX, [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
       if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
         throw Error(ErrorCode::kCorrupt, here + ": the token list of chunk " + std::to_string(chunk_id) + " is malformed");
       st.tokens.insert(st.tokens.end(), t.begin(), t.end());

@@ -44,7 +44,7 @@ struct PrefixChunk {
 PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk_id,
                             int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) {
   PrefixChunk out;
-  const std::optional<detail::ChunkContent> stored = s.catalog->read_chunk(chunk_id);
+  const std::optional<detail::ChunkContent> stored = s.catalog().read_chunk(chunk_id);
   if (!stored) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
   const int64_t n = stored->n_tokens;
   const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
@@ -120,7 +120,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
   const size_t full = static_cast<size_t>(r.first / C);
   r.anchor = chain_before(s, st, full);
   for (size_t k = full; k < cut.whole; ++k) {
-    const std::vector<int32_t> t = chunk_tokens_of(*s.catalog, st.conv.id, st.chunks[k], here);
+    const std::vector<int32_t> t = chunk_tokens_of(s.catalog(), st.conv.id, st.chunks[k], here);
     r.before.insert(r.before.end(), t.begin(), t.end());
   }
   return r;
@@ -224,12 +224,12 @@ void Store::remove(const std::string& id) {
     Impl& s = *impl_;
     const std::string here = s.where(id);
     s.require_writable("delete conversation '" + id + "'");
-    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+    const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
     const ConversationRow c = s.get_conversation(id);
     s.delete_whole(c);
     txn->commit();
     ++s.pending.erases;
-    s.catalog->erase_deleted(here);  // its bytes, out of the store's files too
+    s.catalog().erase_deleted(here);  // its bytes, out of the store's files too
   } catch (...) {
     call.failed();
     throw;
@@ -292,9 +292,9 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
     // a divergence or a model mismatch found by the append undoes the truncate.
     // Like an append, it waits for a running checkpoint before it begins, or the
     // WAL grows instead of starting over (and is checkpointed more often).
-    if (detail::LocalFiles* files = s.catalog->local_files())
+    if (detail::LocalFiles* files = s.catalog().local_files())
       files->wait_before_write(len > from ? (len - from) * detail::token_raw_bytes(model) : 0);
-    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+    const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
     const int64_t committed = count(id);
     if (from > committed)
       throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +

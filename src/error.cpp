@@ -1,13 +1,9 @@
 #include "colikv/error.h"
 
-#include "metrics/metrics.h"
-
 namespace colikv {
 
 Error::Error(ErrorCode code, const std::string& message, int64_t position)
-    : std::runtime_error(message), code_(code), position_(position) {
-  detail::note_error(code);
-}
+    : std::runtime_error(message), code_(code), position_(position) {}
 
 const char* error_code_name(ErrorCode code) noexcept {
   switch (code) {

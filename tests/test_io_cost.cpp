@@ -111,7 +111,7 @@ TEST_CASE("a small append is encoded on the calling thread with its statement jo
   CHECK(encoding_threads(s, "large", b, 8192).count(std::this_thread::get_id()) == 0);
   // On disk, SQLite opened and unlinked a temporary file for every append.
   SQLite::Database& db =
-      static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog).database();
+      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog()).database();
   CHECK(db.execAndGet("PRAGMA temp_store").getInt() == 2);
 }
 
@@ -120,7 +120,7 @@ namespace {
 // How often SQLite has prepared again the statements the store's connection
 // holds (sqlite3_stmt_status, SQLITE_STMTSTATUS_REPREPARE), summed.
 int64_t reprepares(Store& s) {
-  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
                     .database()
                     .getHandle();
   int64_t n = 0;
@@ -155,7 +155,7 @@ TEST_CASE("a read transaction refuses a write through a prepared statement too, 
   {
     Store s(path);
     s.append("c", m, b.tokens.data(), 8, b.source());
-    colikv::detail::Catalog& c = *colikv::detail::StoreAccess::impl(s).catalog;
+    colikv::detail::Catalog& c = colikv::detail::StoreAccess::impl(s).catalog();
     {
       auto txn = c.begin(colikv::detail::Catalog::Access::kWrite, "test");
       c.free_unused_chunks({999999});  // its DELETE prepared (and cached) outside a read transaction
@@ -180,7 +180,7 @@ TEST_CASE("a read transaction refuses a write through a prepared statement too, 
   r.stats();  // in a read transaction
   // Its end turned PRAGMA query_only off: the read-only store's connection took writes.
   SQLite::Database& db =
-      static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(r).catalog).database();
+      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(r).catalog()).database();
   CHECK(db.execAndGet("PRAGMA query_only").getInt() == 1);
 }
 
@@ -192,7 +192,7 @@ TEST_CASE("a new conversation's append of a model the store has read looks it up
   Store s(dir.file("s.db"));
   s.append("c0", m, b.tokens.data(), 48, b.source());  // stores the model row
   s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it
-  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
                     .database()
                     .getHandle();
   int64_t model_reads = 0;

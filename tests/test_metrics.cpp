@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +116,63 @@ TEST_CASE("metrics: a failing call is counted by the code it throws, and its wri
   uint64_t all = 0;
   for (uint64_t e : c.errors) all += e;
   CHECK(all == 2);
+}
+
+TEST_CASE("metrics: an error made on a pool worker is counted by its code by the call that throws it") {
+  TempDir dir;
+  const colikv::ModelSignature m = wide_model();
+  const std::string path = dir.file("s.db");
+  colikv::Options o = chunked_options(m, 128);
+  o.threads = 2;
+  EngineBuffers h = history(m, 256, 5);
+  {
+    Store s(path, o);
+    append(s, "a", h, 256);
+  }
+  {
+    // A byte of the first chunk's payload flipped: chunks this large are
+    // decoded on the pool, and the load rethrows the worker's kCorrupt.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    SQLite::Statement q(db, "SELECT chunk_id, payload FROM chunks ORDER BY first_pos LIMIT 1");
+    REQUIRE(q.executeStep());
+    const int64_t chunk = q.getColumn(0).getInt64();
+    std::string payload = q.getColumn(1).getString();
+    REQUIRE(payload.size() > 64);
+    payload[payload.size() / 2] = static_cast<char>(payload[payload.size() / 2] ^ 0x5a);
+    SQLite::Statement u(db, "UPDATE chunks SET payload = ? WHERE chunk_id = ?");
+    u.bind(1, payload.data(), static_cast<int>(payload.size()));
+    u.bind(2, chunk);
+    REQUIRE(u.exec() == 1);
+  }
+  Store s(path, o);
+  EngineBuffers out(m, 256);
+  CHECK(error_code_of([&] { s.load("a", m, out.tokens.data(), 256, out.target()); }) == ErrorCode::kCorrupt);
+  const Metrics c = s.metrics();
+  CHECK(errors_of(c, ErrorCode::kCorrupt) == 1);
+  CHECK(errors_of(c, ErrorCode::kInternal) == 0);
+}
+
+TEST_CASE("metrics: a call is counted by what it throws and not by an error caught in its progress callback") {
+  TempDir dir;
+  const colikv::ModelSignature m = tiny_model();
+  Store x(dir.file("x.db"), chunked_options(m, 4)), y(dir.file("y.db"), chunked_options(m, 4));
+  append(x, "a", history(m, 8, 1), 8);
+  EngineBuffers out(m, 8);
+  // The callback's calls fail and it catches their errors, then stops the
+  // verify with an exception of its own: x's call fails with no colikv::Error.
+  const auto stop = [&](int64_t, int64_t) {
+    CHECK(error_code_of([&] { x.load("missing", m, out.tokens.data(), 8, out.target()); }) == ErrorCode::kNotFound);
+    CHECK(error_code_of([&] { y.load("missing", m, out.tokens.data(), 8, out.target()); }) == ErrorCode::kNotFound);
+    throw std::runtime_error("stopped by its callback");
+  };
+  CHECK_THROWS_AS(x.verify("", stop), std::runtime_error);
+  const Metrics cx = x.metrics(), cy = y.metrics();
+  // x's nested call is counted only as the outer call's error, which it is not.
+  CHECK(errors_of(cx, ErrorCode::kNotFound) == 0);
+  CHECK(errors_of(cx, ErrorCode::kInternal) == 1);
+  // A call on y from x's callback is y's outermost call: y counts its error.
+  CHECK(errors_of(cy, ErrorCode::kNotFound) == 1);
+  CHECK(errors_of(cy, ErrorCode::kInternal) == 0);
 }
 
 TEST_CASE("metrics: the async path's stall, queue depth and time until durable") {

@@ -25,10 +25,6 @@ constexpr int64_t kDepthTurns[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 
 static_assert(sizeof(kLatencyNs) / sizeof(kLatencyNs[0]) <= kMaxBuckets, "too many latency buckets");
 
-// Trivially destructible: usable from atexit handlers and thread exits.
-thread_local uint64_t t_errors_noted = 0;
-thread_local ErrorCode t_last_error = ErrorCode::kOk;
-
 uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
 // Never destroyed (see metrics.h): a Store closed from an atexit handler
@@ -142,13 +138,6 @@ void StoreCounters::add_to(Metrics& m) const {
   async_durable_seconds.add_to(c.async_durable_seconds);
   add_metrics(c, m);
 }
-
-void note_error(ErrorCode code) noexcept {
-  ++t_errors_noted;
-  t_last_error = code;
-}
-uint64_t errors_noted() noexcept { return t_errors_noted; }
-ErrorCode last_error_noted() noexcept { return t_last_error; }
 
 void register_counters(const StoreCounters* c, const std::string& tenant) {
   Registry& r = registry();

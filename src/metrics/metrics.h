@@ -97,13 +97,6 @@ class LatencyTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// The errors constructed on this thread so far, and the last one's code
-// (Error's constructor notes it): which error a call that is unwinding throws.
-// Notes the code of an Error made on this thread (Error's constructor).
-void note_error(ErrorCode code) noexcept;
-uint64_t errors_noted() noexcept;
-ErrorCode last_error_noted() noexcept;
-
 // The process's registry: a Store's counters from its open until its close,
 // then folded into its tenant's totals of closed Stores.
 void register_counters(const StoreCounters* c, const std::string& tenant);

@@ -17,13 +17,23 @@ using detail::now_ms;
 
 int64_t Store::count(const std::string& id) {
   detail::StoreCall call(*impl_, id);
-  auto c = impl_->find_conversation(id);
-  return c ? c->count : 0;
+  try {
+    auto c = impl_->find_conversation(id);
+    return c ? c->count : 0;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 bool Store::exists(const std::string& id) {
   detail::StoreCall call(*impl_, id);
-  return impl_->find_conversation(id).has_value();
+  try {
+    return impl_->find_conversation(id).has_value();
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 namespace {
@@ -34,8 +44,8 @@ void update_text_column(Store::Impl& s, const std::string& id, detail::Conversat
   detail::require_no_nul(value, detail::text_column_name(column), s.where());
   const std::string here = s.where(id);
   s.require_writable(std::string("set ") + detail::text_column_name(column) + " of conversation '" + id + "'");
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  if (!s.catalog->set_text(id, column, value, now_ms()))
+  const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
+  if (!s.catalog().set_text(id, column, value, now_ms()))
     throw Error(ErrorCode::kNotFound, here + ": no such conversation");
   txn->commit();
 }
@@ -44,30 +54,45 @@ void update_text_column(Store::Impl& s, const std::string& id, detail::Conversat
 
 void Store::rename(const std::string& old_id, const std::string& new_id) {
   detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  if (new_id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(old_id) + ": the new id is empty");
-  if (old_id == new_id) {
+  try {
+    Impl& s = *impl_;
+    if (new_id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(old_id) + ": the new id is empty");
+    if (old_id == new_id) {
+      s.get_conversation(old_id);
+      return;
+    }
+    s.require_writable("rename conversation '" + old_id + "'");
     s.get_conversation(old_id);
-    return;
+    // Checked here for a clear message; the UNIQUE constraint catches a race.
+    if (s.find_conversation(new_id))
+      throw Error(ErrorCode::kConflict, s.where(new_id) + ": cannot rename '" + old_id + "' to it: the id is taken");
+    update_text_column(s, old_id, detail::ConversationText::kName, new_id);
+  } catch (...) {
+    call.failed();
+    throw;
   }
-  s.require_writable("rename conversation '" + old_id + "'");
-  s.get_conversation(old_id);
-  // Checked here for a clear message; the UNIQUE constraint catches a race.
-  if (s.find_conversation(new_id))
-    throw Error(ErrorCode::kConflict, s.where(new_id) + ": cannot rename '" + old_id + "' to it: the id is taken");
-  update_text_column(s, old_id, detail::ConversationText::kName, new_id);
 }
 
 void Store::set_title(const std::string& id, const std::string& title) {
   detail::StoreCall call(*impl_, id);
-  update_text_column(*impl_, id, detail::ConversationText::kTitle, title);
+  try {
+    update_text_column(*impl_, id, detail::ConversationText::kTitle, title);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::set_metadata(const std::string& id, const std::string& metadata_json) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  if (!s.is_json(metadata_json)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
-  update_text_column(s, id, detail::ConversationText::kMetadata, metadata_json);
+  try {
+    Impl& s = *impl_;
+    if (!s.is_json(metadata_json)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
+    update_text_column(s, id, detail::ConversationText::kMetadata, metadata_json);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 namespace {
@@ -113,63 +138,83 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
 
 ConversationInfo Store::info(const std::string& id) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  detail::require_no_nul(id, "conversation id", s.where());
-  // No transaction (one statement reads the row): the conversation names its errors.
-  const detail::ErrorContext::Scope named(s.catalog->errors(), s.where(id), detail::Reading::kStoredRows);
-  std::optional<detail::ConversationInfoRow> row = s.catalog->conversation_info(id);
-  if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
-  return info_from_row(s, std::move(*row));
+  try {
+    Impl& s = *impl_;
+    detail::require_no_nul(id, "conversation id", s.where());
+    // No transaction (one statement reads the row): the conversation names its errors.
+    const detail::ErrorContext::Scope named(s.catalog().errors(), s.where(id), detail::Reading::kStoredRows);
+    std::optional<detail::ConversationInfoRow> row = s.catalog().conversation_info(id);
+    if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
+    return info_from_row(s, std::move(*row));
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
   detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  const detail::ErrorContext::Scope named(s.catalog->errors(), s.where(), detail::Reading::kStoredRows);
-  std::vector<ConversationInfo> out;
-  for (auto& row : s.catalog->list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
-    out.push_back(info_from_row(s, std::move(row)));
-  return out;
+  try {
+    Impl& s = *impl_;
+    const detail::ErrorContext::Scope named(s.catalog().errors(), s.where(), detail::Reading::kStoredRows);
+    std::vector<ConversationInfo> out;
+    for (auto& row : s.catalog().list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
+      out.push_back(info_from_row(s, std::move(row)));
+    return out;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 int64_t Store::conversation_count() {
   detail::StoreCall call(*impl_);
-  return impl_->catalog->conversation_count();
+  try {
+    return impl_->catalog().conversation_count();
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 StoreStats Store::stats() {
   detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  StoreStats out;
-  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where());
-  const detail::TenantUsage usage = s.catalog->usage();
-  for (const detail::ModelUsageRow& row : usage.models) {
-    // Another tenant's model is none of this one's business.
-    if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
-    UsageStats u;
-    u.model = s.model_by_id(row.model_id).sig;
-    u.chunk_tokens = row.chunk_tokens;
-    // The model's own record size, not the stored column no check covers.
-    const int64_t rb = u.model.record_bytes();
-    const std::string what = s.where() + ": model row " + std::to_string(row.model_id);
-    u.conversations = row.conversations;
-    u.tokens = row.tokens;
-    u.chunks = row.chunks;
-    u.logical_bytes = checked_product(u.tokens, rb, what);
-    u.unique_bytes = checked_product(row.chunk_tokens_sum, rb, what);
-    u.stored_bytes = row.stored_bytes;
-    out.total.conversations += u.conversations;
-    out.total.tokens = checked_sum(out.total.tokens, u.tokens, what);
-    out.total.chunks += u.chunks;
-    out.total.logical_bytes = checked_sum(out.total.logical_bytes, u.logical_bytes, what);
-    out.total.unique_bytes = checked_sum(out.total.unique_bytes, u.unique_bytes, what);
-    out.total.stored_bytes += u.stored_bytes;
-    out.models.push_back(u);
+  try {
+    Impl& s = *impl_;
+    StoreStats out;
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where());
+    const detail::TenantUsage usage = s.catalog().usage();
+    for (const detail::ModelUsageRow& row : usage.models) {
+      // Another tenant's model is none of this one's business.
+      if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
+      UsageStats u;
+      u.model = s.model_by_id(row.model_id).sig;
+      u.chunk_tokens = row.chunk_tokens;
+      // The model's own record size, not the stored column no check covers.
+      const int64_t rb = u.model.record_bytes();
+      const std::string what = s.where() + ": model row " + std::to_string(row.model_id);
+      u.conversations = row.conversations;
+      u.tokens = row.tokens;
+      u.chunks = row.chunks;
+      u.logical_bytes = checked_product(u.tokens, rb, what);
+      u.unique_bytes = checked_product(row.chunk_tokens_sum, rb, what);
+      u.stored_bytes = row.stored_bytes;
+      out.total.conversations += u.conversations;
+      out.total.tokens = checked_sum(out.total.tokens, u.tokens, what);
+      out.total.chunks += u.chunks;
+      out.total.logical_bytes = checked_sum(out.total.logical_bytes, u.logical_bytes, what);
+      out.total.unique_bytes = checked_sum(out.total.unique_bytes, u.unique_bytes, what);
+      out.total.stored_bytes += u.stored_bytes;
+      out.models.push_back(u);
+    }
+    out.evicted_chunks = usage.evicted_chunks;
+    out.evicted_conversations = usage.evicted_conversations;
+    out.file_bytes = s.catalog().file_bytes();  // a server's query can fail
+    return out;
+  } catch (...) {
+    call.failed();
+    throw;
   }
-  out.evicted_chunks = usage.evicted_chunks;
-  out.evicted_conversations = usage.evicted_conversations;
-  out.file_bytes = s.catalog->file_bytes();  // a server's query can fail
-  return out;
 }
 
 }  // namespace colikv

@@ -21,22 +21,27 @@ Metrics Store::metrics() {
 
 Gauges Store::gauges() {
   detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  const std::string here = s.where() + ": gauges";
-  Gauges g;
-  g.store = detail::shown_location(s.path);
-  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
-  std::map<int64_t, std::string> models;
-  const detail::GaugeUsage usage = s.catalog->gauge_usage();
-  for (const detail::GaugeUsageRow& r : usage.rows) {
-    auto m = models.find(r.model_id);
-    if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;
-    g.rows.push_back({r.tenant, m->second, r.conversations, r.tokens, r.stored_bytes, r.evicted_bytes});
+  try {
+    Impl& s = *impl_;
+    const std::string here = s.where() + ": gauges";
+    Gauges g;
+    g.store = detail::shown_location(s.path);
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
+    std::map<int64_t, std::string> models;
+    const detail::GaugeUsage usage = s.catalog().gauge_usage();
+    for (const detail::GaugeUsageRow& r : usage.rows) {
+      auto m = models.find(r.model_id);
+      if (m == models.end()) m = models.emplace(r.model_id, s.model_by_id(r.model_id).text).first;
+      g.rows.push_back({r.tenant, m->second, r.conversations, r.tokens, r.stored_bytes, r.evicted_bytes});
+    }
+    g.held_chunks = usage.held_chunks;
+    g.wal_bytes = usage.wal_bytes;
+    g.file_bytes = usage.file_bytes - usage.wal_bytes;
+    return g;
+  } catch (...) {
+    call.failed();
+    throw;
   }
-  g.held_chunks = usage.held_chunks;
-  g.wal_bytes = usage.wal_bytes;
-  g.file_bytes = usage.file_bytes - usage.wal_bytes;
-  return g;
 }
 
 }  // namespace colikv

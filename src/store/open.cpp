@@ -32,7 +32,12 @@ const Options& Store::options() const { return impl_->options; }
 
 int Store::schema_version() const {
   detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
-  return impl_->catalog->schema_version();
+  try {
+    return impl_->catalog().schema_version();
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::publish() {
@@ -61,7 +66,7 @@ void Store::publish() {
   s.async.reset();
   {
     detail::LockGuard<detail::RecursiveMutex> lock(s.mu);
-    s.catalog.reset();  // the last connection's close folds the WAL into the file
+    s.close_catalog();  // the last connection's close folds the WAL into the file
   }
   if (failed) std::rethrow_exception(failed);  // staged's destructor removes the files
   detail::publish_staged(*staged);

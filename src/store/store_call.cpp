@@ -59,18 +59,25 @@ StoreHold::StoreHold(Store::Impl& s, bool counts_errors)
     : s_(s), lock_(s.mu.native()), counts_errors_(counts_errors) {
   if (s_.calls_in_++ == 0) s_.call_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   exceptions_ = std::uncaught_exceptions();
-  errors_noted_ = errors_noted();
+}
+
+void StoreHold::failed() noexcept {
+  try {
+    throw;  // the exception this call's catch handler is handling
+  } catch (const Error& e) {
+    thrown_ = e.code();
+  } catch (...) {
+    thrown_ = ErrorCode::kInternal;
+  }
 }
 
 StoreHold::~StoreHold() {
   if (--s_.calls_in_ == 0) {  // this Store's outermost call on this thread
     if (std::uncaught_exceptions() > exceptions_) {
       s_.pending = PendingCounts();  // its transactions rolled back
-      // The error it throws was made in it (the last one noted), or is no colikv::Error.
-      const ErrorCode code = errors_noted() != errors_noted_ ? last_error_noted() : ErrorCode::kInternal;
       if (counts_errors_)
-        s_.counters.count_error(code);
-      else if (code == ErrorCode::kConflict)
+        s_.counters.count_error(thrown_);
+      else if (thrown_ == ErrorCode::kConflict)
         StoreCounters::add(s_.counters.conflicts, 1);  // a queued turn's: wait() counts the error
     } else {
       s_.counters.commit(s_.pending);
@@ -86,7 +93,7 @@ StoreHold::~StoreHold() {
 StoreCall::StoreCall(Store::Impl& s, const std::string* id) : gate_(enter_unless_nested(s, id)), hold_(s, true) {}
 
 StoreCall::StoreCall(Store::Impl& s, NoWait) : hold_(unforked(s), false) {
-  if (!s.catalog) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
+  if (!s.has_catalog()) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
 }
 
 namespace {
@@ -108,6 +115,11 @@ StorePairCall::StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& 
   if (second_gate_ && second_->async) second_->async->drain(&id);
   first_hold_.emplace(*first_, true);
   second_hold_.emplace(*second_, true);
+}
+
+void StorePairCall::failed() noexcept {
+  first_hold_->failed();
+  second_hold_->failed();
 }
 
 void close_store(std::unique_ptr<Store::Impl>& impl) noexcept {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "colikv/error.h"
 #include "colikv/store.h"
 #include "metrics/metrics.h"
 #include "store/store_impl.h"  // the lock the annotations name
@@ -36,6 +37,9 @@ class GateTicket {
 // ends it, counting the error by its code (colikv/metrics.h) unless
 // counts_errors is false (then only a conflict is counted), and erases what
 // a tenant's retention deleted in it (Store::Impl::erase_if_due).
+// The code is the one failed() saw: the call's own catch handler tells it
+// what the call throws, which may have been made on another thread (a pool
+// worker's) or be no colikv::Error (then kInternal).
 class SCOPED_CAPABILITY StoreHold {
  public:
   StoreHold(Store::Impl& s, bool counts_errors) ACQUIRE(s.mu);
@@ -43,12 +47,16 @@ class SCOPED_CAPABILITY StoreHold {
   StoreHold(const StoreHold&) = delete;
   StoreHold& operator=(const StoreHold&) = delete;
 
+  // In a catch handler of the call: the exception being handled is what the
+  // call throws.
+  void failed() noexcept;
+
  private:
   Store::Impl& s_;
   std::unique_lock<std::recursive_mutex> lock_;
   bool counts_errors_;
-  int exceptions_ = 0;         // std::uncaught_exceptions() when it began
-  uint64_t errors_noted_ = 0;  // errors_noted() when it began
+  int exceptions_ = 0;                       // std::uncaught_exceptions() when it began
+  ErrorCode thrown_ = ErrorCode::kInternal;  // what failed() saw
 };
 
 // True when this thread is in a call of s (holds its lock in a StoreHold):
@@ -64,6 +72,11 @@ bool in_call(const Store::Impl& s) noexcept;
 // callback's), and the writer thread's own, does not wait: the outer call
 // did, and waiting while holding the Store's lock would deadlock the writer.
 // A call on another Store from inside it is that Store's outermost call.
+//
+// A call's body runs in a try block whose catch (...) calls failed() and
+// rethrows: the Store counts the error its call throws by the exception
+// itself. Only the outermost call's count is kept, so a nested call's error
+// is counted once, as its outer call's if it escapes that one too.
 class SCOPED_CAPABILITY StoreCall {
  public:
   StoreCall(Store::Impl& s, const std::string* id) ACQUIRE(s.mu);  // null: every conversation
@@ -76,6 +89,9 @@ class SCOPED_CAPABILITY StoreCall {
   // For the writer thread: lock without waiting.
   struct NoWait {};
   StoreCall(Store::Impl& s, NoWait) ACQUIRE(s.mu);
+
+  // In the call's catch handler, before it rethrows (above).
+  void failed() noexcept { hold_.failed(); }
 
  private:
   GateTicket gate_;  // entered by an outermost call: left last, after the lock
@@ -94,6 +110,9 @@ class StorePairCall {
   ~StorePairCall() = default;
   StorePairCall(const StorePairCall&) = delete;
   StorePairCall& operator=(const StorePairCall&) = delete;
+
+  // In the call's catch handler, before it rethrows (StoreCall::failed).
+  void failed() noexcept;
 
  private:
   Store::Impl* first_;

@@ -108,11 +108,11 @@ std::vector<int32_t> chunk_tokens_of(detail::Catalog& catalog, int64_t conversat
 }
 
 ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here) {
-  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
+  const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
   ConversationState st;
   st.conv = s.get_conversation(id);
   st.model = s.model_by_id(st.conv.model_id);
-  st.chunks = s.catalog->chunk_list(st.conv.id);
+  st.chunks = s.catalog().chunk_list(st.conv.id);
   check_chunk_list(st.conv, st.model, st.chunks, here);
   return st;
 }
@@ -133,9 +133,9 @@ Store::Impl::Impl(const std::string& p, const Options& o)
     : path(p),
       options(o),
       staged(detail::stage_new_store(p, o)),
-      catalog(open_counted(counters, p, o, staged.get())),
+      catalog_(open_counted(counters, p, o, staged.get())),
       pool(o.threads) {
-  catalog->errors().set_store(where());  // names what the catalog raises outside a transaction
+  catalog_->errors().set_store(where());  // names what the catalog raises outside a transaction
   if (!options.read_only) {
     async = detail::make_async_writer(*this);
     // An engine's first turn after a restart copies into memory already
@@ -168,7 +168,7 @@ void Store::Impl::require_writable(const std::string& op) const {
 
 std::optional<ConversationRow> Store::Impl::find_conversation(const std::string& id) {
   detail::require_no_nul(id, "conversation id", where());
-  return catalog->find_conversation(id);
+  return catalog().find_conversation(id);
 }
 
 ConversationRow Store::Impl::get_conversation(const std::string& id) {
@@ -182,14 +182,14 @@ ModelRow Store::Impl::model_by_id(int64_t model_id) {
   // kept here, and SQLite gives its id to the next model recorded: the
   // conversations of that one would be read as the gone model's (their token
   // ids and chain hashes checked against another signature).
-  const uint64_t rollbacks = catalog->write_rollbacks();
+  const uint64_t rollbacks = catalog().write_rollbacks();
   if (rollbacks != models_rollbacks_) {
     models_by_id_.clear();
     models_rollbacks_ = rollbacks;
   }
   auto it = models_by_id_.find(model_id);
   if (it != models_by_id_.end()) return it->second;
-  const std::optional<detail::StoredModel> stored = catalog->read_model(model_id);
+  const std::optional<detail::StoredModel> stored = catalog().read_model(model_id);
   if (!stored) throw Error(ErrorCode::kCorrupt, where() + ": model row " + std::to_string(model_id) + " is missing");
   ModelRow r;
   r.id = model_id;
@@ -219,17 +219,17 @@ std::optional<ModelRow> Store::Impl::find_model(const ModelSignature& sig) {
   // A model row is never changed or deleted once stored: one this Store has
   // read stands without another lookup (model_by_id keeps it while no write
   // of its rolled back), as an append of a new conversation asks each time.
-  if (catalog->write_rollbacks() == models_rollbacks_)
+  if (catalog().write_rollbacks() == models_rollbacks_)
     for (const auto& known : models_by_id_)
       if (known.second.sig == sig) return known.second;
-  const std::optional<int64_t> id = catalog->find_model_id(sig.to_string());
+  const std::optional<int64_t> id = catalog().find_model_id(sig.to_string());
   if (!id) return std::nullopt;
   return model_by_id(*id);
 }
 
 ModelRow Store::Impl::ensure_model(const ModelSignature& sig) {
   if (auto m = find_model(sig)) return *m;
-  catalog->insert_model(sig, chunk_tokens_for(sig, options.chunk_target_bytes), now_ms());
+  catalog().insert_model(sig, chunk_tokens_for(sig, options.chunk_target_bytes), now_ms());
   return *find_model(sig);
 }
 
@@ -242,7 +242,7 @@ void Store::Impl::erase_if_due() noexcept {
   if (!erase_due) return;
   erase_due = false;
   try {
-    if (catalog) catalog->erase_deleted(where());
+    if (catalog_) catalog_->erase_deleted(where());
   } catch (...) {  // erase_deleted never throws; where() could only fail to allocate
   }
 }
@@ -254,13 +254,13 @@ std::vector<int64_t> Store::Impl::delete_whole(const detail::ConversationRow& c)
   e.generation = c.generation;
   e.remove = true;
   e.now_ms = now_ms();
-  for (const auto& ch : catalog->chunk_list(c.id)) e.free.push_back(ch.chunk_id);
-  catalog->apply(e, where(c.name));
+  for (const auto& ch : catalog().chunk_list(c.id)) e.free.push_back(ch.chunk_id);
+  catalog().apply(e, where(c.name));
   return e.free;
 }
 
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {
-  catalog->free_unused_chunks(chunk_ids);
+  catalog().free_unused_chunks(chunk_ids);
 }
 
 }  // namespace colikv

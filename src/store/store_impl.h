@@ -148,7 +148,12 @@ class Store::Impl {
   // publish(); declared before the catalog, so that it is removed only once
   // the catalog's connections to it are closed.
   detail::StagedStorePtr staged;
-  std::unique_ptr<detail::Catalog> catalog;  // the database: SQLite's by default; null once published
+
+ private:
+  // The database (catalog()): SQLite's by default; null once published.
+  std::unique_ptr<detail::Catalog> catalog_;
+
+ public:
   // Calls in flight (StoreCall, append_async, wait), which destroying the
   // Store waits for, and the process that opened it (close_store).
   detail::CallGate gate;
@@ -162,6 +167,13 @@ class Store::Impl {
   // (erase_if_due, which never throws).
   bool erase_due GUARDED_BY(mu) = false;
   void erase_if_due() noexcept REQUIRES(mu);
+
+  // The database, SQLite's by default, for a call: it holds mu (StoreCall).
+  // None once published, when a call is refused (has_catalog). Not yet
+  // REQUIRES(mu): the helpers a call runs through do not say they hold it.
+  detail::Catalog& catalog() const { return *catalog_; }
+  bool has_catalog() const { return catalog_ != nullptr; }
+  void close_catalog() REQUIRES(mu) { catalog_.reset(); }
 
   // Helpers used by Store's methods.
   std::optional<detail::ConversationRow> find_conversation(const std::string& id);

@@ -275,14 +275,19 @@ PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, con
 PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
                         bool loadable_only) {
   detail::StoreCall call(s);
-  const detail::LatencyTimer timer(s.counters.match_seconds);
-  detail::StoreCounters::add(s.counters.match_queries, 1);
-  const PrefixMatch found = find_prefix_in_call(s, model, tokens, len, loadable_only);
-  if (found.tokens > 0) {
-    detail::StoreCounters::add(s.counters.match_answers, 1);
-    detail::StoreCounters::add(s.counters.match_tokens, static_cast<uint64_t>(found.tokens));
+  try {
+    const detail::LatencyTimer timer(s.counters.match_seconds);
+    detail::StoreCounters::add(s.counters.match_queries, 1);
+    const PrefixMatch found = find_prefix_in_call(s, model, tokens, len, loadable_only);
+    if (found.tokens > 0) {
+      detail::StoreCounters::add(s.counters.match_answers, 1);
+      detail::StoreCounters::add(s.counters.match_tokens, static_cast<uint64_t>(found.tokens));
+    }
+    return found;
+  } catch (...) {
+    call.failed();
+    throw;
   }
-  return found;
 }
 
 PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
@@ -291,7 +296,7 @@ PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, con
   if (len < 0) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: negative length " + std::to_string(len));
   if (len > 0 && !tokens) throw Error(ErrorCode::kInvalidArgument, s.where() + ": match: tokens is null");
   if (len == 0) return PrefixMatch();
-  const std::unique_ptr<Lookup> lookup = s.catalog->prefix_index().lookup(model.to_string(), s.where());
+  const std::unique_ptr<Lookup> lookup = s.catalog().prefix_index().lookup(model.to_string(), s.where());
   if (!lookup->model_id() || lookup->precisions().empty()) return PrefixMatch();
   const detail::ModelRow m = s.model_by_id(*lookup->model_id());
   // Chunks of each precision the model's conversations are stored in

@@ -105,49 +105,54 @@ std::string default_conversation_id(const std::string& path) {
 ImportResult import_coli_kv(Store& store, const std::string& path, const ImportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
-  Fd fd = open_for_reading(path);
-  ParsedHeader h = parse_header(fd.get(), path);
-  require_sound_header(h, path);
-  ImportResult result;
-  result.id = options.id.empty() ? default_conversation_id(path) : options.id;
-  result.model = h.model;
-  result.model.weights_id = options.weights_id;
-  result.model.validate();
-  result.header_count = h.fields[6];
-  int64_t n = result.header_count;
-  if (n > h.records_on_disk) {
-    if (!options.salvage)
-      throw missing_records(h, path, "; --salvage keeps those " + std::to_string(h.records_on_disk));
-    n = h.records_on_disk;
-    result.salvaged = true;
-  }
-  result.tokens = n;
-  result.ignored_records = std::max<int64_t>(0, h.records_on_disk - n);
-  result.ignored_bytes = h.file_bytes - kColiKvHeaderBytes - n * h.record_bytes;
+  try {
+    Fd fd = open_for_reading(path);
+    ParsedHeader h = parse_header(fd.get(), path);
+    require_sound_header(h, path);
+    ImportResult result;
+    result.id = options.id.empty() ? default_conversation_id(path) : options.id;
+    result.model = h.model;
+    result.model.weights_id = options.weights_id;
+    result.model.validate();
+    result.header_count = h.fields[6];
+    int64_t n = result.header_count;
+    if (n > h.records_on_disk) {
+      if (!options.salvage)
+        throw missing_records(h, path, "; --salvage keeps those " + std::to_string(h.records_on_disk));
+      n = h.records_on_disk;
+      result.salvaged = true;
+    }
+    result.tokens = n;
+    result.ignored_records = std::max<int64_t>(0, h.records_on_disk - n);
+    result.ignored_bytes = h.file_bytes - kColiKvHeaderBytes - n * h.record_bytes;
 
-  const ModelSignature model = result.model;
-  const int level = s.options.zstd_level;
-  const int file = fd.get();
-  detail::AppendRequest req;
-  req.id = result.id;
-  req.model = model;
-  req.len = n;
-  req.must_create = true;
-  req.progress = options.progress;
-  // Encoding may run this far ahead of the writer: a few chunks, so that an
-  // import's memory stays bounded whatever the file's size (its peak resident
-  // memory: docs/benchmarks.md, "Figures moved out of code comments").
-  req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
-  req.produce = [&, file, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
-    // Each worker reuses its own record buffer: memory stays a few chunks.
-    thread_local std::vector<uint8_t> records;
-    out.tokens.resize(static_cast<size_t>(count));
-    read_records(file, path, model, first, count, records, out.tokens.data(), "imported");
-    out.encoded = detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level,
-                                       out.precision, &out.stored_digests);
-  };
-  s.append(req);
-  return result;
+    const ModelSignature model = result.model;
+    const int level = s.options.zstd_level;
+    const int file = fd.get();
+    detail::AppendRequest req;
+    req.id = result.id;
+    req.model = model;
+    req.len = n;
+    req.must_create = true;
+    req.progress = options.progress;
+    // Encoding may run this far ahead of the writer: a few chunks, so that an
+    // import's memory stays bounded whatever the file's size (its peak resident
+    // memory: docs/benchmarks.md, "Figures moved out of code comments").
+    req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
+    req.produce = [&, file, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
+      // Each worker reuses its own record buffer: memory stays a few chunks.
+      thread_local std::vector<uint8_t> records;
+      out.tokens.resize(static_cast<size_t>(count));
+      read_records(file, path, model, first, count, records, out.tokens.data(), "imported");
+      out.encoded = detail::encode_chunk(count, out.tokens.data(), detail::record_planes(model, records.data()), level,
+                                         out.precision, &out.stored_digests);
+    };
+    s.append(req);
+    return result;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 namespace detail {
@@ -217,7 +222,7 @@ std::string canonical_name(const std::string& path) {
 // the file symbolic links lead to; none for a store on a server.
 std::vector<std::string> store_files(const Store::Impl& s) {
   std::vector<std::string> out;
-  const detail::LocalFiles* files = s.catalog->local_files();
+  const detail::LocalFiles* files = s.catalog().local_files();
   if (!files) return out;
   const std::string base = canonical_name(s.path);
   for (const std::string& suffix : files->file_suffixes()) out.push_back(base + suffix);
@@ -339,43 +344,53 @@ void move_into_place(const std::string& tmp, const std::string& target, bool rep
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s, id);
-  // Else the whole file would be written to a temporary one, then not renamed.
-  if (path.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": export: the output path is empty");
-  const std::string target = export_target(s, path, options.force);
-  const std::string dir = directory_of(target);
-  remove_stale_export_temps(dir);
-  std::string tmp_name;
-  Fd fd = create_export_temp(dir, path, tmp_name);
-  struct Unlink {
-    std::string name;
-    bool keep = false;
-    ~Unlink() {
-      if (!keep) ::unlink(name.c_str());
-    }
-  } cleanup{tmp_name};
+  try {
+    // Else the whole file would be written to a temporary one, then not renamed.
+    if (path.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": export: the output path is empty");
+    const std::string target = export_target(s, path, options.force);
+    const std::string dir = directory_of(target);
+    remove_stale_export_temps(dir);
+    std::string tmp_name;
+    Fd fd = create_export_temp(dir, path, tmp_name);
+    struct Unlink {
+      std::string name;
+      bool keep = false;
+      ~Unlink() {
+        if (!keep) ::unlink(name.c_str());
+      }
+    } cleanup{tmp_name};
 
-  // Errors name the file the caller asked for first, then the one written.
-  const std::string writing = path + " (its temporary file " + tmp_name + ")";
-  const int64_t written = write_coli_kv(s, id, fd.get(), writing, options.progress);
-  if (::fchmod(fd.get(), engine_file_mode()) != 0) throw_errno(writing + ": fchmod", errno);
-  if (::fsync(fd.get()) != 0) throw_errno(writing + ": fsync", errno);
-  move_into_place(tmp_name, target, options.force);
-  cleanup.keep = true;
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() >= 0) ::fsync(dfd.get());  // make the rename durable
-  // Closing releases the lock only now: a cleanup never sees the file unheld.
-  if (::close(fd.release()) != 0) throw_errno(target + ": close", errno);
-  return written;
+    // Errors name the file the caller asked for first, then the one written.
+    const std::string writing = path + " (its temporary file " + tmp_name + ")";
+    const int64_t written = write_coli_kv(s, id, fd.get(), writing, options.progress);
+    if (::fchmod(fd.get(), engine_file_mode()) != 0) throw_errno(writing + ": fchmod", errno);
+    if (::fsync(fd.get()) != 0) throw_errno(writing + ": fsync", errno);
+    move_into_place(tmp_name, target, options.force);
+    cleanup.keep = true;
+    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dfd.get() >= 0) ::fsync(dfd.get());  // make the rename durable
+    // Closing releases the lock only now: a cleanup never sees the file unheld.
+    if (::close(fd.release()) != 0) throw_errno(target + ": close", errno);
+    return written;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd, const ExportOptions& options) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s, id);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw_errno("export output", errno);
-  const std::string own = store_file_at(s, "", &st);
-  if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, "the output is the store's own file " + own + "; not written");
-  return write_coli_kv(s, id, fd, "the output", options.progress);
+  try {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) throw_errno("export output", errno);
+    const std::string own = store_file_at(s, "", &st);
+    if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, "the output is the store's own file " + own + "; not written");
+    return write_coli_kv(s, id, fd, "the output", options.progress);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

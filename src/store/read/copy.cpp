@@ -28,7 +28,7 @@ class SourceReader {
  public:
   SourceReader(Store::Impl& s, const detail::ConversationRow& conv, const ModelSignature& model)
       : s_(s), conv_(conv), model_(model), here_(s.where(conv.name)) {
-    chunks_ = s_.catalog->chunk_list(conv_.id);
+    chunks_ = s_.catalog().chunk_list(conv_.id);
     int64_t covered = 0;
     for (const ChunkSummary& c : chunks_) {
       if (c.first_pos != covered)
@@ -76,7 +76,7 @@ class SourceReader {
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
     std::vector<int32_t> t;
     bool read = false;
-    s_.catalog->for_each_token_list(conv_.id, c.seq, detail::saturating_add(c.first_pos, 1),
+    s_.catalog().for_each_token_list(conv_.id, c.seq, detail::saturating_add(c.first_pos, 1),
                                     [&](int64_t chunk_id, int64_t, std::string_view json) {
                                       if (chunk_id == c.chunk_id)
                                         read = detail::parse_tokens_json(json.data(), json.size(), t) &&
@@ -90,7 +90,7 @@ class SourceReader {
   void decode(const ChunkSummary& c) {
     if (decoded_ == c.chunk_id) return;
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
-    auto content = s_.catalog->read_chunk(c.chunk_id);
+    auto content = s_.catalog().read_chunk(c.chunk_id);
     if (!content || !content->payload) throw Error(ErrorCode::kCorrupt, what + ": missing or evicted meanwhile");
     detail::ChunkPrecision precision;
     bool compressed = false;
@@ -176,7 +176,7 @@ void check_same(Store& src, Store& dst, const std::string& id, const detail::Con
   if (have.precision != conv.precision) differs("another precision");
   if (have.count != conv.count) differs(std::to_string(have.count) + " tokens rather than " + std::to_string(conv.count));
   if (dst.tokens(id) != src.tokens(id)) differs("other token ids");
-  const std::optional<int64_t> gone = d.catalog->prefix_index().first_evicted_pos(have.id, have.count);
+  const std::optional<int64_t> gone = d.catalog().prefix_index().first_evicted_pos(have.id, have.count);
   r.evicted_from = gone ? *gone : -1;
   const int64_t limit = evicted_from < 0 ? -1 : evicted_from;
   const int64_t compared = gone ? (limit < 0 ? *gone : std::min(*gone, limit)) : limit;
@@ -194,72 +194,77 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
   // replaces what their callers wrote; both gates, so that closing either
   // store waits for the copy; both locks in the one order every copy takes.
   detail::StorePairCall call(s, d, id);
-  d.require_writable("copy");
-  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
-  const detail::ConversationRow conv = s.get_conversation(id);
-  const detail::ModelRow model = s.model_by_id(conv.model_id);
-  const auto info = s.catalog->conversation_info(id);
-  if (!info) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
-  detail::ChunkPrecision precision;
-  if (!detail::parse_precision(conv.precision, precision))
-    throw Error(ErrorCode::kCorrupt, s.where(id) + ": unknown precision '" + conv.precision + "'");
-  SourceReader reader(s, conv, model.sig);
+  try {
+    d.require_writable("copy");
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where(id));
+    const detail::ConversationRow conv = s.get_conversation(id);
+    const detail::ModelRow model = s.model_by_id(conv.model_id);
+    const auto info = s.catalog().conversation_info(id);
+    if (!info) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
+    detail::ChunkPrecision precision;
+    if (!detail::parse_precision(conv.precision, precision))
+      throw Error(ErrorCode::kCorrupt, s.where(id) + ": unknown precision '" + conv.precision + "'");
+    SourceReader reader(s, conv, model.sig);
 
-  CopyResult r;
-  r.id = id;
-  r.model = model.sig;
-  r.tokens = conv.count;
-  if (!options.skip_existing && d.find_conversation(id))
-    throw Error(ErrorCode::kConflict, d.where(id) + ": exists already; nothing was written (skip_existing leaves it "
-                                                    "when it is the same conversation)");
-  if (options.skip_existing && d.find_conversation(id)) {
-    check_same(src, dst, id, conv, model.sig, reader.evicted_from(), r);
-    r.skipped = true;
-    return r;
-  }
-
-  detail::AppendRequest req;
-  req.id = id;
-  req.model = model.sig;
-  req.len = conv.count;
-  req.must_create = true;
-  req.title = info->title;
-  req.metadata = info->metadata;
-  req.progress = options.progress;
-  req.max_staged_bytes = std::min<int64_t>(d.options.max_staged_bytes, int64_t{16} << 20);
-  const int level = d.options.zstd_level;
-  const ModelSignature sig = model.sig;
-  req.produce = [&reader, sig, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
-    thread_local std::vector<uint8_t> records;
-    if (!reader.read(first, n, records, out.tokens)) {
-      // Evicted in the source: copied as it is there, token ids without values.
-      out.encoded = detail::values_missing_chunk(n, sig.floats_per_token(), out.precision);
-      return;
+    CopyResult r;
+    r.id = id;
+    r.model = model.sig;
+    r.tokens = conv.count;
+    if (!options.skip_existing && d.find_conversation(id))
+      throw Error(ErrorCode::kConflict, d.where(id) + ": exists already; nothing was written (skip_existing leaves it "
+                                                      "when it is the same conversation)");
+    if (options.skip_existing && d.find_conversation(id)) {
+      check_same(src, dst, id, conv, model.sig, reader.evicted_from(), r);
+      r.skipped = true;
+      return r;
     }
-    out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::record_planes(sig, records.data()), level,
-                                       out.precision, &out.stored_digests);
-  };
-  {
-    CopySettings keep(d.options, precision == detail::ChunkPrecision::kBf16 ? Precision::kBf16 : Precision::kF32,
-                      model.chunk_tokens * model.sig.record_bytes());
-    d.append(req);
-  }
 
-  // What a load of the copy gives up to the first evicted position (of the
-  // source, or earlier where a chunk of the copy spans evicted positions).
-  const detail::ConversationRow copied_row = d.get_conversation(id);
-  const std::optional<int64_t> gone =
-      d.catalog->prefix_index().first_evicted_pos(copied_row.id, copied_row.count);
-  r.evicted_from = gone ? *gone : -1;
-  if (reader.evicted_from() >= 0 && (!gone || *gone > reader.evicted_from()))
-    throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy holds values the source's evicted chunks lack");
-  const int64_t limit = gone ? *gone : -1;
-  r.records_sha256 = records_sha256(s, id, limit);
-  const std::string copied = records_sha256(d, id, limit);
-  if (copied != r.records_sha256)
-    throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy reads back differently from " + s.where(id) +
-                                         " (records SHA-256 " + copied + " against " + r.records_sha256 + ")");
-  return r;
+    detail::AppendRequest req;
+    req.id = id;
+    req.model = model.sig;
+    req.len = conv.count;
+    req.must_create = true;
+    req.title = info->title;
+    req.metadata = info->metadata;
+    req.progress = options.progress;
+    req.max_staged_bytes = std::min<int64_t>(d.options.max_staged_bytes, int64_t{16} << 20);
+    const int level = d.options.zstd_level;
+    const ModelSignature sig = model.sig;
+    req.produce = [&reader, sig, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
+      thread_local std::vector<uint8_t> records;
+      if (!reader.read(first, n, records, out.tokens)) {
+        // Evicted in the source: copied as it is there, token ids without values.
+        out.encoded = detail::values_missing_chunk(n, sig.floats_per_token(), out.precision);
+        return;
+      }
+      out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::record_planes(sig, records.data()), level,
+                                         out.precision, &out.stored_digests);
+    };
+    {
+      CopySettings keep(d.options, precision == detail::ChunkPrecision::kBf16 ? Precision::kBf16 : Precision::kF32,
+                        model.chunk_tokens * model.sig.record_bytes());
+      d.append(req);
+    }
+
+    // What a load of the copy gives up to the first evicted position (of the
+    // source, or earlier where a chunk of the copy spans evicted positions).
+    const detail::ConversationRow copied_row = d.get_conversation(id);
+    const std::optional<int64_t> gone =
+        d.catalog().prefix_index().first_evicted_pos(copied_row.id, copied_row.count);
+    r.evicted_from = gone ? *gone : -1;
+    if (reader.evicted_from() >= 0 && (!gone || *gone > reader.evicted_from()))
+      throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy holds values the source's evicted chunks lack");
+    const int64_t limit = gone ? *gone : -1;
+    r.records_sha256 = records_sha256(s, id, limit);
+    const std::string copied = records_sha256(d, id, limit);
+    if (copied != r.records_sha256)
+      throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy reads back differently from " + s.where(id) +
+                                           " (records SHA-256 " + copied + " against " + r.records_sha256 + ")");
+    return r;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

@@ -65,7 +65,7 @@ class ChunkScan {
     // sends a larger one.
     const int64_t most = detail::max_payload_bytes(
         std::min(detail::kMaxChunkRawBytes, chunk_tokens_ * detail::token_raw_bytes(start_.model.sig)));
-    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog->read_chunks(start_.conv.id, start_.n, most);
+    const std::unique_ptr<detail::ChunkCursor> rows = s_.catalog().read_chunks(start_.conv.id, start_.n, most);
     detail::ChunkListRow row;
     while (rows->next(row)) {
       std::unique_ptr<StoredChunk> c = check_row(row);
@@ -212,7 +212,7 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
                        const std::function<void(StoredChunk&)>& decode,
                        const std::function<void(StoredChunk&)>& consume) {
   const std::string here = where(id);
-  const auto snapshot = catalog->begin(detail::Catalog::Access::kRead, here);
+  const auto snapshot = catalog().begin(detail::Catalog::Access::kRead, here);
   const detail::ScanStart start = scan_start(*this, id, expect, limit, here);
   on_start(start);
   if (start.n == 0) return;
@@ -231,70 +231,80 @@ void count_loaded(Store::Impl& s, const ModelSignature& model, int64_t n) {
 int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
                     const KvTarget& kv, int64_t limit) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  const detail::LatencyTimer timer(s.counters.load_seconds);
-  detail::StoreCounters::add(s.counters.loads, 1);
-  const std::string here = s.where(id);
-  model.validate();
-  int64_t n = 0;
-  s.scan(
-      id, &model, limit,
-      [&](const detail::ScanStart& st) {
-        n = st.n;
-        if (n > max_tokens)
-          throw Error(ErrorCode::kTooLarge, here + ": " + std::to_string(n) + " tokens do not fit the caller's maximum of " +
-                                                std::to_string(max_tokens));
-        if (n > 0) {
-          if (!tokens) throw Error(ErrorCode::kInvalidArgument, here + ": tokens is null");
-          check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
-                            reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
-                            here);
-        }
-        detail::throw_if_evicted(s, st, tokens);  // kEvicted with the token ids, before any KV byte
-      },
-      [&](StoredChunk& c) {
-        if (c.wanted == c.n_tokens) {
+  try {
+    Impl& s = *impl_;
+    const detail::LatencyTimer timer(s.counters.load_seconds);
+    detail::StoreCounters::add(s.counters.loads, 1);
+    const std::string here = s.where(id);
+    model.validate();
+    int64_t n = 0;
+    s.scan(
+        id, &model, limit,
+        [&](const detail::ScanStart& st) {
+          n = st.n;
+          if (n > max_tokens)
+            throw Error(ErrorCode::kTooLarge, here + ": " + std::to_string(n) + " tokens do not fit the caller's maximum of " +
+                                                  std::to_string(max_tokens));
+          if (n > 0) {
+            if (!tokens) throw Error(ErrorCode::kInvalidArgument, here + ": tokens is null");
+            check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
+                              reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
+                              here);
+          }
+          detail::throw_if_evicted(s, st, tokens);  // kEvicted with the token ids, before any KV byte
+        },
+        [&](StoredChunk& c) {
+          if (c.wanted == c.n_tokens) {
+            detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
+                                 c.tokens.data(), detail::engine_planes(model, kv, c.first_pos), c.precision);
+            return;
+          }
+          // Only a prefix of this chunk is wanted: decode it aside, copy that part.
+          std::vector<float> buf(static_cast<size_t>(c.n_tokens * model.floats_per_token()));
+          PlaneList packed = detail::packed_planes(model, buf.data(), c.n_tokens);
           detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
-                               c.tokens.data(), detail::engine_planes(model, kv, c.first_pos), c.precision);
-          return;
-        }
-        // Only a prefix of this chunk is wanted: decode it aside, copy that part.
-        std::vector<float> buf(static_cast<size_t>(c.n_tokens * model.floats_per_token()));
-        PlaneList packed = detail::packed_planes(model, buf.data(), c.n_tokens);
-        detail::decode_chunk(c.payload.data(), c.payload.size(), c.compressed, c.raw_size, c.checksum, c.n_tokens,
-                             c.tokens.data(), packed, c.precision);
-        PlaneList dst = detail::engine_planes(model, kv, c.first_pos);
-        for (size_t p = 0; p < dst.size(); ++p)
-          std::memcpy(dst[p].base, packed[p].base, static_cast<size_t>(c.wanted * packed[p].width) * 4);
-      },
-      [&](StoredChunk& c) { std::copy(c.tokens.begin(), c.tokens.begin() + c.wanted, tokens + c.first_pos); });
-  if (!s.options.read_only) {
-    // Recency for list() and eviction. It must neither fail the load nor wait
-    // for another writer's lock: it is skipped when the database is busy.
-    s.catalog->touch_used_if_idle(id, now_ms());
+                               c.tokens.data(), packed, c.precision);
+          PlaneList dst = detail::engine_planes(model, kv, c.first_pos);
+          for (size_t p = 0; p < dst.size(); ++p)
+            std::memcpy(dst[p].base, packed[p].base, static_cast<size_t>(c.wanted * packed[p].width) * 4);
+        },
+        [&](StoredChunk& c) { std::copy(c.tokens.begin(), c.tokens.begin() + c.wanted, tokens + c.first_pos); });
+    if (!s.options.read_only) {
+      // Recency for list() and eviction. It must neither fail the load nor wait
+      // for another writer's lock: it is skipped when the database is busy.
+      s.catalog().touch_used_if_idle(id, now_ms());
+    }
+    count_loaded(s, model, n);
+    return n;
+  } catch (...) {
+    call.failed();
+    throw;
   }
-  count_loaded(s, model, n);
-  return n;
 }
 
 std::vector<int32_t> Store::tokens(const std::string& id) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  const std::string here = s.where(id);
-  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, here);
-  ConversationRow c = s.get_conversation(id);
-  if (c.count < 0) throw_negative_count(c, here);
-  // Grown by what the chunks hold, not reserved by what the count claims.
-  std::vector<int32_t> out;
-  s.catalog->for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
-    auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
-                                   here + ": chunk " + std::to_string(chunk_id));
-    out.insert(out.end(), t.begin(), t.end());
-  });
-  if (static_cast<int64_t>(out.size()) != c.count)
-    throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(out.size()) + " tokens but its count is " +
-                                         std::to_string(c.count));
-  return out;
+  try {
+    Impl& s = *impl_;
+    const std::string here = s.where(id);
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
+    ConversationRow c = s.get_conversation(id);
+    if (c.count < 0) throw_negative_count(c, here);
+    // Grown by what the chunks hold, not reserved by what the count claims.
+    std::vector<int32_t> out;
+    s.catalog().for_each_token_list(c.id, 0, std::numeric_limits<int64_t>::max(), [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+      auto t = parse_tokens_or_throw(json.data(), static_cast<int64_t>(json.size()), n_tokens,
+                                     here + ": chunk " + std::to_string(chunk_id));
+      out.insert(out.end(), t.begin(), t.end());
+    });
+    if (static_cast<int64_t>(out.size()) != c.count)
+      throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(out.size()) + " tokens but its count is " +
+                                           std::to_string(c.count));
+    return out;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 namespace {
@@ -357,17 +367,22 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
 int64_t Store::load_range(const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
                           int32_t* tokens, const KvTarget& kv) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  const detail::LatencyTimer timer(s.counters.load_seconds);
-  detail::StoreCounters::add(s.counters.loads, 1);
-  const std::string here = s.where(id);
-  model.validate();
-  require_range(here, from, to);
-  if (to > from && (!tokens || !kv.Lc || !kv.Rc || (model.n_indexed > 0 && !kv.Ic)))
-    throw Error(ErrorCode::kInvalidArgument, here + ": tokens, Lc, Rc (and Ic for a model with an indexer) must not be null");
-  const int64_t n = load_rows(s, id, model, from, to, tokens, kv, 0);
-  count_loaded(s, model, n);
-  return n;
+  try {
+    Impl& s = *impl_;
+    const detail::LatencyTimer timer(s.counters.load_seconds);
+    detail::StoreCounters::add(s.counters.loads, 1);
+    const std::string here = s.where(id);
+    model.validate();
+    require_range(here, from, to);
+    if (to > from && (!tokens || !kv.Lc || !kv.Rc || (model.n_indexed > 0 && !kv.Ic)))
+      throw Error(ErrorCode::kInvalidArgument, here + ": tokens, Lc, Rc (and Ic for a model with an indexer) must not be null");
+    const int64_t n = load_rows(s, id, model, from, to, tokens, kv, 0);
+    count_loaded(s, model, n);
+    return n;
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

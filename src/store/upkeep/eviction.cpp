@@ -28,13 +28,13 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) {
   if (st.n <= 0) return;
   const std::string here = s.where(st.conv.name);
   const std::optional<int64_t> gone =
-      s.catalog->prefix_index().first_evicted_pos(st.conv.id, st.n);
+      s.catalog().prefix_index().first_evicted_pos(st.conv.id, st.n);
   if (!gone) return;
   const int64_t first_gone = *gone;
   int64_t filled = 0;
   if (tokens) {
     std::vector<int32_t> t;
-    s.catalog->for_each_token_list(st.conv.id, 0, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
+    s.catalog().for_each_token_list(st.conv.id, 0, st.n, [&](int64_t, int64_t n_tokens, std::string_view json) {
       if (filled >= st.n) return;
       if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
         throw Error(ErrorCode::kCorrupt, here + ": a chunk's token list is not a JSON array of its token ids");
@@ -59,7 +59,7 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
                             const ProgressFn* progress) {
   EvictionReport r;
   const std::string here = s.where();
-  Catalog& catalog = *s.catalog;
+  Catalog& catalog = s.catalog();
   r.stored_bytes_before = catalog.stored_payload_bytes(scope);
   int64_t total = r.stored_bytes_before;
   if (total > max_bytes) {
@@ -121,7 +121,7 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
 
 ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id, const ProgressFn* progress) {
   ExpiryReport r;
-  Catalog& catalog = *s.catalog;
+  Catalog& catalog = s.catalog();
   const std::vector<IdleConversation> idle = catalog.idle_conversations(used_before_ms);
   for (const IdleConversation& c : idle) {
     if (c.id == protect_id) continue;
@@ -155,7 +155,7 @@ TenantLimits checked_limits(const TenantLimits& stored, const std::string& here)
 }
 
 TenantLimits stored_limits(Store::Impl& s, const std::string& here) {
-  return checked_limits(s.catalog->tenant_limits(), here);
+  return checked_limits(s.catalog().tenant_limits(), here);
 }
 
 bool apply_limits(Store::Impl& s, int64_t written) {
@@ -175,9 +175,9 @@ EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progr
   if (max_bytes < 0)
     throw Error(ErrorCode::kInvalidArgument, s.where() + ": gc: negative byte budget " + std::to_string(max_bytes));
   EvictionReport r;
-  s.catalog->free_queued_chunks();  // what writers left for later, so that the budget counts without it
+  s.catalog().free_queued_chunks();  // what writers left for later, so that the budget counts without it
   {
-    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
+    const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, s.where() + ": gc");
     // Only this tenant's conversations: another tenant's are no call of this one's.
     r = detail::evict_to_fit(s, max_bytes, -1, detail::Catalog::Scope::kTenant, &progress);
     txn->commit();
@@ -185,11 +185,11 @@ EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progr
   // The freed pages back to the filesystem, a chunk's worth per transaction:
   // writers go in between, and the file follows the budget down.
   // A server gives its pages back itself.
-  if (detail::LocalFiles* files = s.catalog->local_files())
+  if (detail::LocalFiles* files = s.catalog().local_files())
     files->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
   // The evicted values, out of the store's files too. Not after the budget's
   // eviction in an append: that would checkpoint on every append at the budget.
-  if (r.chunks > 0) s.catalog->erase_deleted(s.where() + ": gc");
+  if (r.chunks > 0) s.catalog().erase_deleted(s.where() + ": gc");
   return r;
 }
 
@@ -200,12 +200,12 @@ ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& p
     throw Error(ErrorCode::kInvalidArgument, here + ": negative idle time " + std::to_string(max_idle_ms) + " ms");
   ExpiryReport r;
   {
-    const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+    const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
     r = detail::expire_idle(s, detail::now_ms() - max_idle_ms, -1, &progress);
     txn->commit();
   }
   // What it deleted, out of the store's files as remove() erases.
-  if (!r.conversations.empty()) s.catalog->erase_deleted(here);
+  if (!r.conversations.empty()) s.catalog().erase_deleted(here);
   return r;
 }
 
@@ -217,7 +217,7 @@ GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const st
   if ((max_bytes && *max_bytes < 0) || (max_idle_ms && *max_idle_ms < 0))
     throw Error(ErrorCode::kInvalidArgument, here + ": a negative byte budget or idle time");
   GcPlan plan;
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
+  const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
   // In gc's order: expiry first, so the budget counts without what it deletes.
   if (max_idle_ms)
     plan.expiry = detail::expire_idle(s, detail::now_ms() - *max_idle_ms, -1);
@@ -229,30 +229,55 @@ GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const st
 
 EvictionReport Store::gc(int64_t max_bytes) {
   detail::StoreCall call(*impl_);
-  return detail::run_gc(*impl_, max_bytes, ProgressFn());
+  try {
+    return detail::run_gc(*impl_, max_bytes, ProgressFn());
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 ExpiryReport Store::expire(int64_t max_idle_ms) {
   detail::StoreCall call(*impl_);
-  return detail::run_expire(*impl_, max_idle_ms, ProgressFn());
+  try {
+    return detail::run_expire(*impl_, max_idle_ms, ProgressFn());
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 EvictionReport gc(Store& store, int64_t max_bytes, const ProgressFn& progress) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
-  return detail::run_gc(s, max_bytes, progress);
+  try {
+    return detail::run_gc(s, max_bytes, progress);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 ExpiryReport expire(Store& store, int64_t max_idle_ms, const ProgressFn& progress) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
-  return detail::run_expire(s, max_idle_ms, progress);
+  try {
+    return detail::run_expire(s, max_idle_ms, progress);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 GcPlan plan_gc(Store& store, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
-  return detail::plan_gc(s, max_bytes, max_idle_ms);
+  try {
+    return detail::plan_gc(s, max_bytes, max_idle_ms);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

@@ -13,12 +13,12 @@ namespace detail {
 VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
   s.require_writable("vacuum");
   // Outside any transaction (a vacuum runs in none): the operation names its errors.
-  const ErrorContext::Scope named(s.catalog->errors(), s.where() + ": vacuum", Reading::kAny);
+  const ErrorContext::Scope named(s.catalog().errors(), s.where() + ": vacuum", Reading::kAny);
   VacuumReport r;
-  s.catalog->free_queued_chunks();  // their space is given back too
-  r.file_bytes_before = s.catalog->file_bytes();
-  const detail::Catalog::CompactOutcome done = s.catalog->compact(s.where() + ": vacuum", s.options.chunk_target_bytes, progress);
-  r.file_bytes_after = s.catalog->file_bytes();
+  s.catalog().free_queued_chunks();  // their space is given back too
+  r.file_bytes_before = s.catalog().file_bytes();
+  const detail::Catalog::CompactOutcome done = s.catalog().compact(s.where() + ": vacuum", s.options.chunk_target_bytes, progress);
+  r.file_bytes_after = s.catalog().file_bytes();
   r.reclaimable_bytes = done.reclaimable_bytes;
   r.held_back = done.held_back;
   return r;
@@ -28,13 +28,23 @@ VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
 
 VacuumReport Store::vacuum() {
   detail::StoreCall call(*impl_);
-  return detail::run_vacuum(*impl_, ProgressFn());
+  try {
+    return detail::run_vacuum(*impl_, ProgressFn());
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 VacuumReport vacuum(Store& store, const ProgressFn& progress) {
   Store::Impl& s = detail::StoreAccess::impl(store);
   detail::StoreCall call(s);
-  return detail::run_vacuum(s, progress);
+  try {
+    return detail::run_vacuum(s, progress);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

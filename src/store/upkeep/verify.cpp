@@ -101,7 +101,7 @@ class Verifier {
       done_tokens = detail::saturating_add(done_tokens, c.count);
       if (progress_) progress_(done_tokens, total_tokens);
     }
-    report_.uncompared_shares = find_uncompared_shares(*s_.catalog, only_);
+    report_.uncompared_shares = find_uncompared_shares(s_.catalog(), only_);
     if (only_.empty()) find_strays();
     return std::move(report_);
   }
@@ -126,14 +126,14 @@ class Verifier {
   }
 
   void check_integrity() {
-    const detail::IntegrityReport integrity = s_.catalog->check_integrity();
+    const detail::IntegrityReport integrity = s_.catalog().check_integrity();
     report_.integrity = integrity.text;
     if (integrity.text != "ok")
       report_.problems.push_back({"", -1, -1, -1, -1, integrity.check + ": " + integrity.text});
   }
 
   void list_conversations() {
-    convs_ = s_.catalog->conversations_to_verify(only_);
+    convs_ = s_.catalog().conversations_to_verify(only_);
   }
 
   void verify_conversation(const Conv& c) {
@@ -150,7 +150,7 @@ class Verifier {
     }
     Walk walk{c, m, s_.chain_seed(m.text, c.precision), detail::ChunkListWalk(m.chunk_tokens, c.count)};
     try {
-      s_.catalog->for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
+      s_.catalog().for_each_verify_row(c.id, [&](const detail::VerifyChunkRow& row) { verify_chunk_row(walk, row); });
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kCorrupt) throw;
       problem(c, -1, -1, -1, -1, e.what());  // a row it cannot read: the rest of its list is not checked
@@ -273,7 +273,7 @@ class Verifier {
   // Chunks no conversation uses, and conversations of no tenant: those
   // named by number, not name, since their names belong to no tenant asking.
   void find_strays() {
-    const detail::Strays strays = s_.catalog->strays();
+    const detail::Strays strays = s_.catalog().strays();
     for (const detail::ChunkPlace& c : strays.unused_chunks)
       report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens),
                                   "chunk is not used by any conversation"});
@@ -306,10 +306,15 @@ void require_exists_for_verify(Store::Impl& s, const std::string& id) {
 
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
   detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
-  Impl& s = *impl_;
-  const auto snapshot = s.catalog->begin(detail::Catalog::Access::kRead, s.where(id));
-  if (!id.empty()) require_exists_for_verify(s, id);
-  return Verifier(s, id, progress).run();
+  try {
+    Impl& s = *impl_;
+    const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where(id));
+    if (!id.empty()) require_exists_for_verify(s, id);
+    return Verifier(s, id, progress).run();
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

@@ -64,7 +64,7 @@ void set_token_lists(detail::ChunkRecord& r, const WriteChunk& w) {
 void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature& sig, const detail::ChunkRecord& r,
                           const std::vector<int32_t>& tokens, const std::string& here) {
   if (s.linked_content_checked(chunk_id, r.key)) return;
-  detail::Catalog& catalog = *s.catalog;
+  detail::Catalog& catalog = s.catalog();
   const std::string what = here + ": stored chunk " + std::to_string(chunk_id) + " under this content's key";
   const std::optional<detail::ChunkContent> c = catalog.read_chunk(chunk_id);
   if (!c || !c->payload) return;  // freed or evicted meanwhile: the caller's find_chunk said otherwise
@@ -99,7 +99,7 @@ TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::st
   // edit's committing transaction: never to the conversation it wrote.
   bool expired = false;
   if (limits) edit.finish = [&](int64_t conversation_id) { expired = apply_limits(s, conversation_id); };
-  TurnResult r = s.catalog->apply(edit, here);
+  TurnResult r = s.catalog().apply(edit, here);
   // A conversation that expired is erased as remove() erases, when the
   // outermost transaction has committed (~StoreCall). Rarely: the evictions
   // are not, which would checkpoint on every append at a budget.
@@ -184,7 +184,7 @@ class Appender : private detail::TurnChunks {
     {
       // One snapshot for the reads and the stored digests' lookup: a read
       // transaction costs a BEGIN, a COMMIT and the WAL's locks (issue 20).
-      const auto snapshot = s_.catalog->begin(detail::Catalog::Access::kRead, here_);
+      const auto snapshot = s_.catalog().begin(detail::Catalog::Access::kRead, here_);
       read_committed();
       choose_layout();
       check_divergence();
@@ -239,7 +239,7 @@ class Appender : private detail::TurnChunks {
     if (model_->sig != req_.model)
       throw Error(ErrorCode::kModelMismatch, here_ + ": stored for model [" + model_->text +
                                                  "], but the caller's model is [" + req_.model.to_string() + "]");
-    existing_ = s_.catalog->chunk_list(conv_->id);
+    existing_ = s_.catalog().chunk_list(conv_->id);
     check_chunk_list(*conv_, *model_, existing_, here_);
   }
 
@@ -292,7 +292,7 @@ class Appender : private detail::TurnChunks {
   }
 
   [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const {
-    std::vector<int32_t> stored = chunk_tokens_of(*s_.catalog, conv_->id, c, here_);
+    std::vector<int32_t> stored = chunk_tokens_of(s_.catalog(), conv_->id, c, here_);
     for (int64_t i = 0; i < n; ++i)
       if (stored[i] != req_.tokens[first + i])
         throw Error(ErrorCode::kDiverged,
@@ -364,7 +364,7 @@ class Appender : private detail::TurnChunks {
       h = detail::chain_next(h, req_.tokens + w.first_pos, n);
       w.hash = h;
       if (model_)
-        w.produced.stored_digests = s_.catalog->digests_at(model_->id, w.hash);
+        w.produced.stored_digests = s_.catalog().digests_at(model_->id, w.hash);
     }
   }
 
@@ -534,40 +534,50 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  detail::StoreCounters::add(s.counters.appends, 1);
-  detail::AppendRequest req;
-  req.id = id;
-  req.model = model;
-  req.len = 0;
-  req.must_create = true;
-  req.title = title;
-  req.metadata = metadata;
-  if (!s.is_json(metadata)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
-  s.append(req);  // row, title and metadata in one transaction
+  try {
+    Impl& s = *impl_;
+    detail::StoreCounters::add(s.counters.appends, 1);
+    detail::AppendRequest req;
+    req.id = id;
+    req.model = model;
+    req.len = 0;
+    req.must_create = true;
+    req.title = title;
+    req.metadata = metadata;
+    if (!s.is_json(metadata)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
+    s.append(req);  // row, title and metadata in one transaction
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  detail::StoreCounters::add(s.counters.appends, 1);
-  const detail::LatencyTimer timer(s.counters.append_seconds);
-  model.validate();
-  if (len > 0)
-    check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
-                      reinterpret_cast<const void* const*>(kv.Ic), s.where(id));
-  detail::AppendRequest req;
-  req.id = id;
-  req.model = model;
-  req.len = len;
-  req.tokens = tokens;
-  const int level = s.options.zstd_level;
-  req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
-    out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
-                                       out.precision, &out.stored_digests);
-  };
-  s.append(req);
+  try {
+    Impl& s = *impl_;
+    detail::StoreCounters::add(s.counters.appends, 1);
+    const detail::LatencyTimer timer(s.counters.append_seconds);
+    model.validate();
+    if (len > 0)
+      check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
+                        reinterpret_cast<const void* const*>(kv.Ic), s.where(id));
+    detail::AppendRequest req;
+    req.id = id;
+    req.model = model;
+    req.len = len;
+    req.tokens = tokens;
+    const int level = s.options.zstd_level;
+    req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
+      out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
+                                         out.precision, &out.stored_digests);
+    };
+    s.append(req);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 namespace {

@@ -26,42 +26,52 @@ namespace {
 // was validated against (another writer, or a call of this Store, changed it).
 void commit_queued(Store::Impl& s, const QueuedAppend& job) {
   StoreCall call(s, StoreCall::NoWait{});
-  // No outer transaction: the append checks the committed count itself
-  // (AppendRequest::expected_count), so that a queued turn of several
-  // chunks stores them first, as append does (docs/design.md, "Objects first").
-  const QueuedAppend::Source rows = job.source();
-  append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from, job.from);
-  s.counters.async_durable_seconds.observe_since(job.queued_at);
+  try {
+    // No outer transaction: the append checks the committed count itself
+    // (AppendRequest::expected_count), so that a queued turn of several
+    // chunks stores them first, as append does (docs/design.md, "Objects first").
+    const QueuedAppend::Source rows = job.source();
+    append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from, job.from);
+    s.counters.async_durable_seconds.observe_since(job.queued_at);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 // What is stored of a conversation, from one read snapshot: what append_async validates against.
 ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSignature& model) {
   StoreCall call(s, StoreCall::NoWait{});
-  const std::string here = s.where(id);
-  const auto snapshot = s.catalog->begin(Catalog::Access::kRead, here);
-  ExpectedState st;
-  const std::optional<ConversationRow> conv = s.find_conversation(id);
-  if (!conv) {
-    st.chunk_tokens = s.chunk_tokens_of(model);
+  try {
+    const std::string here = s.where(id);
+    const auto snapshot = s.catalog().begin(Catalog::Access::kRead, here);
+    ExpectedState st;
+    const std::optional<ConversationRow> conv = s.find_conversation(id);
+    if (!conv) {
+      st.chunk_tokens = s.chunk_tokens_of(model);
+      return st;
+    }
+    st.exists = true;
+    const ModelRow stored = s.model_by_id(conv->model_id);
+    st.model = stored.sig;
+    st.chunk_tokens = stored.chunk_tokens;
+    for (const ChunkSummary& c : s.catalog().chunk_list(conv->id))
+      if (c.evicted && st.evicted_from < 0) st.evicted_from = c.first_pos;
+    std::vector<int32_t> t;
+    // An entry naming a missing chunk is left out: the count check below finds it.
+    s.catalog().for_each_token_list(conv->id, 0, INT64_MAX, [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
+      if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
+        throw Error(ErrorCode::kCorrupt, here + ": the token list of chunk " + std::to_string(chunk_id) + " is malformed");
+      st.tokens.insert(st.tokens.end(), t.begin(), t.end());
+    });
+    if (static_cast<int64_t>(st.tokens.size()) != conv->count)
+      throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(st.tokens.size()) +
+                                           " tokens but its count is " + std::to_string(conv->count));
     return st;
+  } catch (...) {
+    call.failed();
+    throw;
   }
-  st.exists = true;
-  const ModelRow stored = s.model_by_id(conv->model_id);
-  st.model = stored.sig;
-  st.chunk_tokens = stored.chunk_tokens;
-  for (const ChunkSummary& c : s.catalog->chunk_list(conv->id))
-    if (c.evicted && st.evicted_from < 0) st.evicted_from = c.first_pos;
-  std::vector<int32_t> t;
-  // An entry naming a missing chunk is left out: the count check below finds it.
-  s.catalog->for_each_token_list(conv->id, 0, INT64_MAX, [&](int64_t chunk_id, int64_t n_tokens, std::string_view json) {
-    if (!parse_tokens_json(json.data(), json.size(), t) || static_cast<int64_t>(t.size()) != n_tokens)
-      throw Error(ErrorCode::kCorrupt, here + ": the token list of chunk " + std::to_string(chunk_id) + " is malformed");
-    st.tokens.insert(st.tokens.end(), t.begin(), t.end());
-  });
-  if (static_cast<int64_t>(st.tokens.size()) != conv->count)
-    throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(st.tokens.size()) +
-                                         " tokens but its count is " + std::to_string(conv->count));
-  return st;
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ struct PrefixChunk {
 PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk_id,
                             int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) {
   PrefixChunk out;
-  const std::optional<detail::ChunkContent> stored = s.catalog->read_chunk(chunk_id);
+  const std::optional<detail::ChunkContent> stored = s.catalog().read_chunk(chunk_id);
   if (!stored) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
   const int64_t n = stored->n_tokens;
   const std::string cw = here + ": chunk " + std::to_string(chunk_id) + " (seq " + std::to_string(seq) + ")";
@@ -120,7 +120,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
   const size_t full = static_cast<size_t>(r.first / C);
   r.anchor = chain_before(s, st, full);
   for (size_t k = full; k < cut.whole; ++k) {
-    const std::vector<int32_t> t = chunk_tokens_of(*s.catalog, st.conv.id, st.chunks[k], here);
+    const std::vector<int32_t> t = chunk_tokens_of(s.catalog(), st.conv.id, st.chunks[k], here);
     r.before.insert(r.before.end(), t.begin(), t.end());
   }
   return r;
@@ -188,104 +188,124 @@ detail::TurnEdit cut_edit(const ConversationState& st) {
 
 void Store::truncate(const std::string& id, int64_t len) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  const std::string here = s.where(id);
-  s.require_writable("truncate conversation '" + id + "'");
-  ConversationState state = read_state(s, id, here);
-  const ConversationRow& c = state.conv;
-  const std::vector<ChunkSummary>& chunks = state.chunks;
-  if (len < 0 || len > c.count)
-    throw Error(ErrorCode::kInvalidArgument, here + ": cannot truncate to " + std::to_string(len) + " tokens; it holds " +
-                                                 std::to_string(c.count));
-  if (len == c.count) return;
-  const Cut cut = cut_at(chunks, len);
-  std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
-  std::optional<PieceChunk> piece;
-  if (tail) piece.emplace(s, state, cut, *tail, s.where(c.name));
-  detail::TurnEdit e = cut_edit(state);
-  e.unlink_from = static_cast<int64_t>(cut.whole);
-  if (piece) e.chunks = &*piece;
-  e.count = len;
-  e.used = false;
-  for (size_t k = cut.whole; k < chunks.size(); ++k) e.free.push_back(chunks[k].chunk_id);
-  // The piece is new bytes (the chunk it was cut from may stay, linked by
-  // a fork): the limits an append applies, never to this conversation.
-  detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
+  try {
+    Impl& s = *impl_;
+    const std::string here = s.where(id);
+    s.require_writable("truncate conversation '" + id + "'");
+    ConversationState state = read_state(s, id, here);
+    const ConversationRow& c = state.conv;
+    const std::vector<ChunkSummary>& chunks = state.chunks;
+    if (len < 0 || len > c.count)
+      throw Error(ErrorCode::kInvalidArgument, here + ": cannot truncate to " + std::to_string(len) + " tokens; it holds " +
+                                                   std::to_string(c.count));
+    if (len == c.count) return;
+    const Cut cut = cut_at(chunks, len);
+    std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
+    std::optional<PieceChunk> piece;
+    if (tail) piece.emplace(s, state, cut, *tail, s.where(c.name));
+    detail::TurnEdit e = cut_edit(state);
+    e.unlink_from = static_cast<int64_t>(cut.whole);
+    if (piece) e.chunks = &*piece;
+    e.count = len;
+    e.used = false;
+    for (size_t k = cut.whole; k < chunks.size(); ++k) e.free.push_back(chunks[k].chunk_id);
+    // The piece is new bytes (the chunk it was cut from may stay, linked by
+    // a fork): the limits an append applies, never to this conversation.
+    detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::remove(const std::string& id) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  const std::string here = s.where(id);
-  s.require_writable("delete conversation '" + id + "'");
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  const ConversationRow c = s.get_conversation(id);
-  s.delete_whole(c);
-  txn->commit();
-  ++s.pending.erases;
-  s.catalog->erase_deleted(here);  // its bytes, out of the store's files too
+  try {
+    Impl& s = *impl_;
+    const std::string here = s.where(id);
+    s.require_writable("delete conversation '" + id + "'");
+    const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
+    const ConversationRow c = s.get_conversation(id);
+    s.delete_whole(c);
+    txn->commit();
+    ++s.pending.erases;
+    s.catalog().erase_deleted(here);  // its bytes, out of the store's files too
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
   detail::StoreCall call(*impl_);
-  Impl& s = *impl_;
-  const std::string here = s.where(src);
-  s.require_writable("fork conversation '" + src + "'");
-  if (dst.empty()) throw Error(ErrorCode::kInvalidArgument, here + ": fork target id is empty");
-  ConversationState state = read_state(s, src, here);
-  const ConversationRow& c = state.conv;
-  const std::vector<ChunkSummary>& chunks = state.chunks;
-  if (s.find_conversation(dst))
-    throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
-  if (len < 0) len = c.count;
-  if (len > c.count)
-    throw Error(ErrorCode::kInvalidArgument, here + ": cannot fork " + std::to_string(len) + " tokens; it holds " +
-                                                 std::to_string(c.count));
-  const Cut cut = cut_at(chunks, len);  // the chunks before the cut are shared as they are
-  std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
-  std::optional<PieceChunk> piece;
-  if (tail) piece.emplace(s, state, cut, *tail, s.where(c.name));
-  detail::TurnEdit e = cut_edit(state);
-  e.fork = detail::NewFork{dst, c.id, len, e.now_ms};
-  for (size_t k = 0; k < cut.whole; ++k) e.links.push_back({static_cast<int64_t>(k), chunks[k].chunk_id});
-  if (piece) e.chunks = &*piece;
-  e.touch_parent = true;
-  // A fork that ends inside a chunk stores a piece: new bytes, under the
-  // limits an append applies (never to the fork itself). One that ends at a
-  // chunk boundary only links chunks the tenant holds already.
-  detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
+  try {
+    Impl& s = *impl_;
+    const std::string here = s.where(src);
+    s.require_writable("fork conversation '" + src + "'");
+    if (dst.empty()) throw Error(ErrorCode::kInvalidArgument, here + ": fork target id is empty");
+    ConversationState state = read_state(s, src, here);
+    const ConversationRow& c = state.conv;
+    const std::vector<ChunkSummary>& chunks = state.chunks;
+    if (s.find_conversation(dst))
+      throw Error(ErrorCode::kConflict, s.where(dst) + ": cannot fork into it: a conversation with this id exists already");
+    if (len < 0) len = c.count;
+    if (len > c.count)
+      throw Error(ErrorCode::kInvalidArgument, here + ": cannot fork " + std::to_string(len) + " tokens; it holds " +
+                                                   std::to_string(c.count));
+    const Cut cut = cut_at(chunks, len);  // the chunks before the cut are shared as they are
+    std::optional<PrefixChunk> tail = cut_piece(s, state, cut, len, here);
+    std::optional<PieceChunk> piece;
+    if (tail) piece.emplace(s, state, cut, *tail, s.where(c.name));
+    detail::TurnEdit e = cut_edit(state);
+    e.fork = detail::NewFork{dst, c.id, len, e.now_ms};
+    for (size_t k = 0; k < cut.whole; ++k) e.links.push_back({static_cast<int64_t>(k), chunks[k].chunk_id});
+    if (piece) e.chunks = &*piece;
+    e.touch_parent = true;
+    // A fork that ends inside a chunk stores a piece: new bytes, under the
+    // limits an append applies (never to the fork itself). One that ends at a
+    // chunk boundary only links chunks the tenant holds already.
+    detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
                   const KvSource& kv) {
   detail::StoreCall call(*impl_, id);
-  Impl& s = *impl_;
-  detail::StoreCounters::add(s.counters.appends, 1);
-  const detail::LatencyTimer timer(s.counters.append_seconds);
-  const std::string here = s.where(id);
-  s.require_writable("write conversation '" + id + "'");
-  model.validate();
-  if (from < 0 || from > len)
-    throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) + " of " +
-                                                 std::to_string(len) + " tokens is outside [0, len]");
-  if (len > from)
-    detail::check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
-                              reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
-                              here);
-  // The truncate and the append below are savepoints of this one transaction:
-  // a divergence or a model mismatch found by the append undoes the truncate.
-  // Like an append, it waits for a running checkpoint before it begins, or the
-  // WAL grows instead of starting over (and is checkpointed more often).
-  if (detail::LocalFiles* files = s.catalog->local_files())
-    files->wait_before_write(len > from ? (len - from) * detail::token_raw_bytes(model) : 0);
-  const auto txn = s.catalog->begin(detail::Catalog::Access::kWrite, here);
-  const int64_t committed = count(id);
-  if (from > committed)
-    throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +
-                                                 " but only " + std::to_string(committed) + " tokens are committed");
-  if (from < committed) truncate(id, from);
-  detail::append_rows(s, id, model, tokens, from, len, kv, 0);
-  txn->commit();
+  try {
+    Impl& s = *impl_;
+    detail::StoreCounters::add(s.counters.appends, 1);
+    const detail::LatencyTimer timer(s.counters.append_seconds);
+    const std::string here = s.where(id);
+    s.require_writable("write conversation '" + id + "'");
+    model.validate();
+    if (from < 0 || from > len)
+      throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) + " of " +
+                                                   std::to_string(len) + " tokens is outside [0, len]");
+    if (len > from)
+      detail::check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc),
+                                reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
+                                here);
+    // The truncate and the append below are savepoints of this one transaction:
+    // a divergence or a model mismatch found by the append undoes the truncate.
+    // Like an append, it waits for a running checkpoint before it begins, or the
+    // WAL grows instead of starting over (and is checkpointed more often).
+    if (detail::LocalFiles* files = s.catalog().local_files())
+      files->wait_before_write(len > from ? (len - from) * detail::token_raw_bytes(model) : 0);
+    const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
+    const int64_t committed = count(id);
+    if (from > committed)
+      throw Error(ErrorCode::kInvalidArgument, here + ": write from position " + std::to_string(from) +
+                                                   " but only " + std::to_string(committed) + " tokens are committed");
+    if (from < committed) truncate(id, from);
+    detail::append_rows(s, id, model, tokens, from, len, kv, 0);
+    txn->commit();
+  } catch (...) {
+    call.failed();
+    throw;
+  }
 }
 
 }  // namespace colikv

@@ -63,7 +63,7 @@ int64_t round_trips(colikv::Store& store) {
 
 int64_t link_round_trips(colikv::Store& store) {
 #if COLIKV_WITH_POSTGRES
-  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(colikv::detail::StoreAccess::impl(store).catalog.get()))
+  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(&colikv::detail::StoreAccess::impl(store).catalog()))
     return pg->link_round_trips();
 #else
   (void)store;

@@ -218,7 +218,7 @@ TEST_CASE("a new conversation's append of new content runs a few statements", "[
   b.tokens = colikv_test::make_tokens(48, m.vocab, 6);
   s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it, and prepares the statements
   b.tokens = colikv_test::make_tokens(48, m.vocab, 7);  // other tokens again: a chunk of its own
-  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(*colikv::detail::StoreAccess::impl(s).catalog)
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
                     .database()
                     .getHandle();
   std::vector<std::string> run;

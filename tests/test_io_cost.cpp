@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "colikv/store.h"
 #include "fault_vfs.h"
@@ -184,6 +185,35 @@ TEST_CASE("a read transaction refuses a write through a prepared statement too, 
   CHECK(db.execAndGet("PRAGMA query_only").getInt() == 1);
 }
 
+namespace {
+
+// The SQL text of every statement a SQLite Store's connection runs while the
+// object lives (sqlite3_trace_v2).
+class StatementLog {
+ public:
+  explicit StatementLog(Store& s)
+      : db_(static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
+                .database()
+                .getHandle()) {
+    sqlite3_trace_v2(db_, SQLITE_TRACE_STMT, &StatementLog::note, &run_);
+  }
+  ~StatementLog() { sqlite3_trace_v2(db_, 0, nullptr, nullptr); }
+  StatementLog(const StatementLog&) = delete;
+  StatementLog& operator=(const StatementLog&) = delete;
+  const std::vector<std::string>& run() const { return run_; }
+  sqlite3* db() const { return db_; }
+
+ private:
+  static int note(unsigned, void* out, void* q, void*) {
+    static_cast<std::vector<std::string>*>(out)->push_back(sqlite3_sql(static_cast<sqlite3_stmt*>(q)));
+    return 0;
+  }
+  sqlite3* db_;
+  std::vector<std::string> run_;
+};
+
+}  // namespace
+
 TEST_CASE("a new conversation's append of a model the store has read looks it up no more", "[store][io-cost]") {
   TempDir dir;
   const ModelSignature m = colikv_test::tiny_model();
@@ -192,18 +222,13 @@ TEST_CASE("a new conversation's append of a model the store has read looks it up
   Store s(dir.file("s.db"));
   s.append("c0", m, b.tokens.data(), 48, b.source());  // stores the model row
   s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it
-  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
-                    .database()
-                    .getHandle();
   int64_t model_reads = 0;
-  auto count = [](unsigned, void* n, void* q, void*) {
-    if (std::string(sqlite3_sql(static_cast<sqlite3_stmt*>(q))).find("FROM models") != std::string::npos)
-      ++*static_cast<int64_t*>(n);
-    return 0;
-  };
-  sqlite3_trace_v2(db, SQLITE_TRACE_STMT, count, &model_reads);
-  s.append("c2", m, b.tokens.data(), 48, b.source());
-  sqlite3_trace_v2(db, 0, nullptr, nullptr);
+  {
+    const StatementLog log(s);
+    s.append("c2", m, b.tokens.data(), 48, b.source());
+    for (const std::string& q : log.run()) model_reads += q.find("FROM models") != std::string::npos;
+    CHECK(!log.run().empty());  // the log saw the append's statements
+  }
   CHECK(s.count("c2") == 48);
   CHECK(model_reads == 0);  // the row the first append read stands: a model row never changes
 }
@@ -218,17 +243,14 @@ TEST_CASE("a new conversation's append of new content runs a few statements", "[
   b.tokens = colikv_test::make_tokens(48, m.vocab, 6);
   s.append("c1", m, b.tokens.data(), 48, b.source());  // reads it, and prepares the statements
   b.tokens = colikv_test::make_tokens(48, m.vocab, 7);  // other tokens again: a chunk of its own
-  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
-                    .database()
-                    .getHandle();
   std::vector<std::string> run;
-  auto trace = [](unsigned, void* out, void* q, void*) {
-    static_cast<std::vector<std::string>*>(out)->push_back(sqlite3_sql(static_cast<sqlite3_stmt*>(q)));
-    return 0;
-  };
-  sqlite3_trace_v2(db, SQLITE_TRACE_STMT, trace, &run);
-  s.append("c2", m, b.tokens.data(), 48, b.source());
-  sqlite3_trace_v2(db, 0, nullptr, nullptr);
+  sqlite3* db = nullptr;
+  {
+    const StatementLog log(s);
+    s.append("c2", m, b.tokens.data(), 48, b.source());
+    run = log.run();
+    db = log.db();
+  }
   CHECK(s.count("c2") == 48);
   sqlite3_stmt* g = nullptr;
   sqlite3_prepare_v2(db, "SELECT generation, token_count FROM conversations WHERE name = 'c2'", -1, &g, nullptr);
@@ -242,5 +264,6 @@ TEST_CASE("a new conversation's append of new content runs a few statements", "[
   // The read snapshot (its BEGIN, the conversation, the stored digests, its
   // end) and the write (BEGIN, the conversation inserted with its count, the
   // chunk, its chunk_meta row, the link, the tenant's limits, COMMIT).
+  CHECK(run.size() >= 2);  // the log saw the append's statements
   CHECK(run.size() <= 11);
 }

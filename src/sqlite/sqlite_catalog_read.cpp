@@ -310,15 +310,13 @@ TenantUsage SqliteCatalog::usage() {
 
 namespace {
 
-// A stored limit: NULL is none; anything but an integer is no value colikv
-// writes (the column's CHECK lets text through: SQLite orders text above
-// every number). kCorrupt named as the query's other errors: by the store
-// and the operation.
+// A stored limit of any tenant's row, named by that tenant (the store's
+// context names only its own): NULL is none; anything but an integer is no
+// value colikv writes (the column's CHECK lets text through: SQLite orders
+// text above every number).
 std::optional<int64_t> stored_limit(Query& q, int index, const std::string& tenant) {
-  const SQLite::Column c = q.getColumn(index);
-  if (c.isNull()) return std::nullopt;
-  if (!c.isInteger()) q.corrupt("tenant '" + tenant + "': its " + c.getName() + " is not an integer");
-  return c.getInt64();
+  const std::string column = std::string("tenants.") + q.getColumn(index).getName() + " of tenant '" + tenant + "'";
+  return q.stored_optional_int(index, column.c_str());
 }
 
 }  // namespace
@@ -390,8 +388,8 @@ TenantLimits SqliteCatalog::tenant_limits() {
   q.bind(1, tenant_id_);
   TenantLimits l;
   if (!q.executeStep()) return l;  // deleted by hand meanwhile: no limits to apply
-  l.max_bytes = stored_limit(q, 0, options_.tenant);
-  l.max_idle_ms = stored_limit(q, 1, options_.tenant);
+  l.max_bytes = q.stored_optional_int(0, "tenants.max_bytes");
+  l.max_idle_ms = q.stored_optional_int(1, "tenants.max_idle_ms");
   return l;
 }
 

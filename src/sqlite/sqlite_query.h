@@ -72,6 +72,11 @@ class Query {
     if (!why.empty()) corrupt(why);
     return col.getInt64();
   }
+  // The same for a column that may be NULL (none).
+  std::optional<int64_t> stored_optional_int(int index, const char* column) {
+    if (getColumn(index).isNull()) return std::nullopt;
+    return stored_int(index, column);
+  }
   // The store holds what no colikv writes: kCorrupt saying `why`.
   [[noreturn]] void corrupt(const std::string& why) const {
     throw errors_.name(BackendError(ErrorCode::kCorrupt, why), reading_);

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "colikv/store.h"
@@ -266,4 +267,50 @@ TEST_CASE("a new conversation's append of new content runs a few statements", "[
   // chunk, its chunk_meta row, the link, the tenant's limits, COMMIT).
   CHECK(run.size() >= 2);  // the log saw the append's statements
   CHECK(run.size() <= 11);
+}
+
+TEST_CASE("an expiry runs a few statements per conversation it deletes", "[store][io-cost]") {
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_model();
+  EngineBuffers b(m, 48);
+  b.fill(0, 48, 5);
+  Store s(dir.file("s.db"));
+  const int first = 1, small = 4, large = 12;
+  for (int i = 0; i < first + small + large + 1; ++i) {
+    b.tokens = colikv_test::make_tokens(48, m.vocab, 100 + i);  // a chunk of its own each
+    s.append("c" + std::to_string(i), m, b.tokens.data(), 48, b.source());
+  }
+  sqlite3* db = StatementLog(s).db();
+  const int64_t day = 86400 * 1000;
+  // The first `n` conversations look idle for long; returns how many the
+  // expiry deleted and its statements.
+  const auto expire_first = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string sql = "UPDATE conversations SET last_used_ms = 0 WHERE name = 'c" + std::to_string(i) + "'";
+      REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    }
+    const StatementLog log(s);
+    const colikv::ExpiryReport r = s.expire(day);
+    CHECK(r.chunks == static_cast<int64_t>(r.conversations.size()));
+    return std::make_pair(static_cast<int64_t>(r.conversations.size()), log.run());
+  };
+  CHECK(expire_first(first).first == first);  // its statements prepared
+  const auto few = expire_first(first + small);
+  const auto many = expire_first(first + small + large);
+  std::string all;
+  for (const std::string& q : many.second) all += q + "\n";
+  INFO(all);
+  CHECK(few.first == small);
+  REQUIRE(many.first == large);
+  CHECK(s.exists("c" + std::to_string(first + small + large)));
+  CHECK_FALSE(s.exists("c0"));
+  // Each conversation deleted, of one chunk: its chunks claimed and counted,
+  // its generation checked, its chunk list and row deleted, its chunk freed
+  // (5), and the foreign keys' actions SQLite runs as statements of their own
+  // (the row's forks and chunk list, the chunk's chunk_meta row: 3). No
+  // savepoint, no second read of its row or of its chunk list.
+  const int64_t per_conversation =
+      (static_cast<int64_t>(many.second.size()) - static_cast<int64_t>(few.second.size())) / (large - small);
+  CHECK(per_conversation >= 1);  // the log saw the deletes
+  CHECK(per_conversation <= 8);
 }

@@ -67,8 +67,9 @@ class CatalogMaintenance {
   // meanwhile (kNotFound).
   virtual TenantLimits set_tenant_limits(const TenantLimits& limits, unsigned fields) = 0;
   // The tenant's conversations last used before used_before_ms (strictly),
-  // least recently used first. In a write transaction, those another writer
-  // is using are left out, and the rest locked for deleting.
+  // least recently used first, each with its generation. In a write
+  // transaction, those another writer is using are left out, and the rest
+  // locked for deleting.
   virtual std::vector<IdleConversation> idle_conversations(int64_t used_before_ms) = 0;
 
   // Eviction
@@ -83,12 +84,12 @@ class CatalogMaintenance {
   // chunks (not conversations) may change while it runs.
   virtual void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) = 0;
   // A conversation's chunks, once each, with their payload sizes (0:
-  // evicted) and users (how many chunk-list entries name each); none for no
-  // such conversation. In a write transaction each is claimed first, locked
-  // where writers run side by side: until the transaction ends none is linked
-  // anew, so its users stay true. One another writer holds (linking, freeing
-  // or evicting it) is not claimed and has no users count: an eviction or an
-  // expiry keeps it.
+  // evicted) and users (how many chunk-list entries name each, and how many
+  // of them are this conversation's own); none for no such conversation. In
+  // a write transaction each is claimed first, locked where writers run side
+  // by side: until the transaction ends none is linked anew, so its users
+  // stay true. One another writer holds (linking, freeing or evicting it) is
+  // not claimed and has no users count: an eviction or an expiry keeps it.
   virtual std::vector<PayloadChunk> claim_chunks(int64_t conversation_id) = 0;
   // Write transaction. Drops a chunk's payload; its row and token ids stay.
   virtual void evict_payload(int64_t chunk_id) = 0;

@@ -287,6 +287,7 @@ struct GaugeUsage {
 struct IdleConversation {
   int64_t id = 0;
   std::string name;
+  int64_t generation = 0;  // as read when it was chosen (and, by a writer, locked)
 };
 
 // A conversation's chunk, its payload's stored size and its users (eviction, expiry).
@@ -294,6 +295,7 @@ struct PayloadChunk {
   int64_t chunk_id = 0;
   int64_t bytes = 0;             // 0: evicted
   std::optional<int64_t> users;  // chunk-list entries naming it; none: another writer holds it
+  int64_t own_entries = 0;       // of those, the entries of the conversation asked about
 };
 
 }  // namespace detail

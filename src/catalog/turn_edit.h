@@ -104,6 +104,11 @@ struct TurnEdit {
   // writes (LocalFiles::wait_before_write); -1: no pacing.
   int64_t write_bytes = -1;
   int64_t now_ms = 0;
+  // Inside an open write transaction the edit is a savepoint of it, undone
+  // alone when the edit fails. False: no savepoint, for a caller whose
+  // transaction is rolled back whole when any of its edits fails (a
+  // tenant's retention); outside a write transaction that is kInternal.
+  bool savepoint = true;
   // The store's last step in the committing transaction, given the
   // conversation the links went to (the tenant's limits); may be empty.
   std::function<void(int64_t conversation_id)> finish;

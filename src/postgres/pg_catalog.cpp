@@ -262,8 +262,10 @@ int64_t PgCatalog::insert_fork(const NewFork& f) {
 void PgCatalog::remove_conversation(int64_t conversation_id) {
   PgParams p;
   p.add(conversation_id);
-  run("DELETE FROM conversation_chunks WHERE conversation_id = $1", p, "deleting a chunk list");
-  run("DELETE FROM conversations WHERE conversation_id = $1", p, "deleting a conversation");
+  // One round trip for both.
+  run("WITH links AS (DELETE FROM conversation_chunks WHERE conversation_id = $1) "
+      "DELETE FROM conversations WHERE conversation_id = $1",
+      p, "deleting a conversation");
 }
 
 void PgCatalog::touch_used(int64_t conversation_id, int64_t) {

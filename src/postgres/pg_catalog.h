@@ -119,6 +119,8 @@ class PgCatalog : public Catalog, public TenantRoles, private ChunkWriter {
   uint64_t write_rollbacks() const override { return 0; }
 
  private:
+  // apply's edit, in the write transaction open (pg_turn.cpp).
+  TurnResult apply_edit(const TurnEdit& edit, const std::string& what);
   // The turn's rows, which apply writes (pg_turn.cpp).
   int64_t insert_conversation(const NewConversation& c);
   int64_t insert_fork(const NewFork& f);

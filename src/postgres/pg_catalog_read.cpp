@@ -350,30 +350,33 @@ void PgCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationV
 std::vector<PayloadChunk> PgCatalog::claim_chunks(int64_t conversation_id) {
   PgParams p;
   p.add(conversation_id);
-  PgRows r = run("SELECT DISTINCT k.chunk_id, k.payload_bytes FROM conversation_chunks cc JOIN chunk_meta k "
-                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 ORDER BY k.chunk_id",
-                 p, "reading a conversation's chunks");
+  // The chunks, and a writer's claim on them, in one round trip. SKIP
+  // LOCKED: a chunk another writer holds is being linked (or freed or
+  // evicted) by it; it is kept rather than waited for. The users counted
+  // next, in a new snapshot, stay true: a new link would need the row lock
+  // (FOR SHARE, or its foreign key's KEY SHARE).
+  const char* sql =
+      writing_ ? "SELECT l.chunk_id, l.payload_bytes, l.own, c.chunk_id IS NOT NULL FROM "
+                 "(SELECT k.chunk_id, k.payload_bytes, count(*) AS own FROM conversation_chunks cc JOIN chunk_meta k "
+                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 GROUP BY k.chunk_id, k.payload_bytes) l "
+                 "LEFT JOIN (SELECT chunk_id FROM chunks WHERE chunk_id IN (SELECT chunk_id FROM conversation_chunks "
+                 "WHERE conversation_id = $1) ORDER BY chunk_id FOR UPDATE SKIP LOCKED) c ON c.chunk_id = l.chunk_id "
+                 "ORDER BY l.chunk_id"
+               // A read's snapshot holds still: every chunk counted.
+               : "SELECT k.chunk_id, k.payload_bytes, count(*), true FROM conversation_chunks cc JOIN chunk_meta k "
+                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 GROUP BY k.chunk_id, k.payload_bytes "
+                 "ORDER BY k.chunk_id";
+  PgRows r = run(sql, p, writing_ ? "claiming a conversation's chunks" : "reading a conversation's chunks");
   std::vector<PayloadChunk> out;
   std::vector<int64_t> ids;
+  std::map<int64_t, int64_t> users;  // of the claimed ones: 0 until counted
   for (int i = 0; i < r.size(); ++i) {
-    out.push_back({r.int64(i, 0), r.int64(i, 1), std::nullopt});
+    out.push_back({r.int64(i, 0), r.int64(i, 1), std::nullopt, r.int64(i, 2)});
     ids.push_back(r.int64(i, 0));
+    if (r.int64(i, 3) != 0) users[r.int64(i, 0)] = 0;
   }
   if (ids.empty()) return out;
   const std::string id_list = id_array(ids);
-  std::map<int64_t, int64_t> users;  // of the claimed ones: 0 until counted
-  if (writing_) {
-    // SKIP LOCKED: a chunk another writer holds is being linked (or freed or
-    // evicted) by it; it is kept rather than waited for. The users counted
-    // next, in a new snapshot, stay true: a new link would need the row lock
-    // (FOR SHARE, or its foreign key's KEY SHARE).
-    PgRows claimed = run("SELECT chunk_id FROM chunks WHERE chunk_id = ANY($1::bigint[]) ORDER BY chunk_id "
-                         "FOR UPDATE SKIP LOCKED",
-                         PgParams().add(id_list), "claiming chunks to evict");
-    for (int i = 0; i < claimed.size(); ++i) users[claimed.int64(i, 0)] = 0;
-  } else {
-    for (int64_t id : ids) users[id] = 0;  // a read's snapshot holds still
-  }
   PgRows counts = run("SELECT chunk_id, count(*) FROM conversation_chunks WHERE chunk_id = ANY($1::bigint[]) "
                       "GROUP BY chunk_id",
                       PgParams().add(id_list), "counting chunks' users");
@@ -491,13 +494,13 @@ std::vector<IdleConversation> PgCatalog::idle_conversations(int64_t used_before_
   // A writer locks those it will delete; one another writer holds is in use,
   // not idle. A row another writer updated since this statement's snapshot
   // is re-checked against its new last_used_ms before it is locked.
-  const std::string sql = std::string("SELECT conversation_id, name FROM conversations WHERE tenant_id = $1 AND "
-                                      "last_used_ms < " COLIKV_PG_SERVER_MS " - $2::bigint "
+  const std::string sql = std::string("SELECT conversation_id, name, generation FROM conversations "
+                                      "WHERE tenant_id = $1 AND last_used_ms < " COLIKV_PG_SERVER_MS " - $2::bigint "
                                       "ORDER BY last_used_ms ASC, conversation_id ASC") +
                           (writing_ ? " FOR UPDATE SKIP LOCKED" : "");
   PgRows r = run(sql.c_str(), PgParams().add(tenant_id_).add(idle_ms), "choosing conversations that expired");
   std::vector<IdleConversation> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1)});
+  for (int i = 0; i < r.size(); ++i) out.push_back({r.int64(i, 0), r.text(i, 1), r.int64(i, 2)});
   return out;
 }
 

@@ -10,7 +10,18 @@ namespace colikv {
 namespace detail {
 
 TurnResult PgCatalog::apply(const TurnEdit& edit, const std::string& what) {
+  if (!edit.savepoint) {  // in the caller's transaction, rolled back whole if it fails
+    if (!writing_)
+      throw Error(ErrorCode::kInternal, what + ": an edit without a savepoint outside a write transaction");
+    return apply_edit(edit, what);
+  }
   const auto txn = begin(Access::kWrite, what);
+  TurnResult r = apply_edit(edit, what);
+  txn->commit();
+  return r;
+}
+
+TurnResult PgCatalog::apply_edit(const TurnEdit& edit, const std::string& what) {
   // Locks the conversation (find_conversation in a write transaction): a
   // second writer of it waits here for this one's commit.
   check_turn_conversation(*this, edit, what);
@@ -18,7 +29,6 @@ TurnResult PgCatalog::apply(const TurnEdit& edit, const std::string& what) {
     remove_conversation(edit.conversation_id);
     free_unused_chunks(edit.free);
     if (edit.finish) edit.finish(edit.conversation_id);
-    txn->commit();
     return TurnResult{edit.conversation_id, {}};
   }
   const int64_t model_id = turn_model_id(*this, edit, what);
@@ -51,7 +61,6 @@ TurnResult PgCatalog::apply(const TurnEdit& edit, const std::string& what) {
   // or by this one when the same content was re-saved into it.
   free_unused_chunks(edit.free);
   if (edit.finish) edit.finish(r.conversation_id);
-  txn->commit();
   return r;
 }
 

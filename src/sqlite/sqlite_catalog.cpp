@@ -543,13 +543,13 @@ std::vector<PayloadChunk> SqliteCatalog::claim_chunks(int64_t conversation_id) {
   auto q = cached(
       "SELECT k.chunk_id, k.payload_bytes, "
       " EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = k.chunk_id), "
-      " (SELECT count(*) FROM conversation_chunks u WHERE u.chunk_id = k.chunk_id) "
+      " (SELECT count(*) FROM conversation_chunks u WHERE u.chunk_id = k.chunk_id), count(*) "
       "FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? "
       "GROUP BY k.chunk_id ORDER BY k.chunk_id");
   q.bind(1, conversation_id);
   std::vector<PayloadChunk> out;
   while (q.executeStep()) {
-    PayloadChunk c{q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), std::nullopt};
+    PayloadChunk c{q.getColumn(0).getInt64(), q.getColumn(1).getInt64(), std::nullopt, q.getColumn(4).getInt64()};
     if (q.getColumn(2).getInt() == 0) c.users = q.getColumn(3).getInt64();
     out.push_back(c);
   }

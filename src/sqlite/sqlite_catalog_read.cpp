@@ -412,12 +412,14 @@ TenantLimits SqliteCatalog::set_tenant_limits(const TenantLimits& limits, unsign
 
 std::vector<IdleConversation> SqliteCatalog::idle_conversations(int64_t used_before_ms) {
   // conversations_by_tenant_last_used, read from its oldest end.
-  auto q = prepared("SELECT conversation_id, name FROM conversations WHERE tenant_id = ? AND last_used_ms < ? "
-                    "ORDER BY last_used_ms ASC, conversation_id ASC");
+  auto q = prepared("SELECT conversation_id, name, generation FROM conversations WHERE tenant_id = ? "
+                    "AND last_used_ms < ? ORDER BY last_used_ms ASC, conversation_id ASC");
   q.bind(1, tenant_id_);
   q.bind(2, used_before_ms);
   std::vector<IdleConversation> out;
-  while (q.executeStep()) out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString()});
+  while (q.executeStep())
+    out.push_back({q.getColumn(0).getInt64(), q.getColumn(1).getString(),
+                   q.stored_int(2, "conversations.generation")});
   return out;
 }
 

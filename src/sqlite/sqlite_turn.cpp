@@ -27,6 +27,11 @@ int64_t& objects_first_min_bytes() {
 }
 
 TurnResult SqliteCatalog::apply(const TurnEdit& edit, const std::string& what) {
+  if (!edit.savepoint) {  // in the caller's transaction, rolled back whole if it fails
+    if (sqlite3_get_autocommit(db_.getHandle()) != 0)
+      throw Error(ErrorCode::kInternal, what + ": an edit without a savepoint outside a write transaction");
+    return link_turn(edit, what, nullptr);
+  }
   if (edit.chunks && edit.chunks->size() > 1 && edit.chunks->raw_bytes() >= objects_first_min_bytes() &&
       can_hold_chunks())
     return apply_objects_first(edit, what);

@@ -247,16 +247,32 @@ void Store::Impl::erase_if_due() noexcept {
   }
 }
 
-std::vector<int64_t> Store::Impl::delete_whole(const detail::ConversationRow& c) {
+namespace {
+
+detail::TurnEdit removal(int64_t id, const std::string& name, int64_t generation) {
   detail::TurnEdit e;
-  e.name = c.name;
-  e.conversation_id = c.id;
-  e.generation = c.generation;
+  e.name = name;
+  e.conversation_id = id;
+  e.generation = generation;
   e.remove = true;
   e.now_ms = now_ms();
+  return e;
+}
+
+}  // namespace
+
+std::vector<int64_t> Store::Impl::delete_whole(const detail::ConversationRow& c) {
+  detail::TurnEdit e = removal(c.id, c.name, c.generation);
   for (const auto& ch : catalog().chunk_list(c.id)) e.free.push_back(ch.chunk_id);
   catalog().apply(e, where(c.name));
   return e.free;
+}
+
+void Store::Impl::delete_idle(const detail::IdleConversation& c, const std::vector<detail::PayloadChunk>& chunks) {
+  detail::TurnEdit e = removal(c.id, c.name, c.generation);
+  e.savepoint = false;
+  for (const detail::PayloadChunk& p : chunks) e.free.push_back(p.chunk_id);
+  catalog().apply(e, where(c.name));
 }
 
 void Store::Impl::free_unused_chunks(const std::vector<int64_t>& chunk_ids) {

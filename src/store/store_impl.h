@@ -192,6 +192,10 @@ class Store::Impl {
   // conversation links, as one edit (Catalog::apply: Store::remove, a
   // tenant's retention); returns the ids of its chunks, freed or not.
   std::vector<int64_t> delete_whole(const detail::ConversationRow& c);
+  // The same for a tenant's retention, whose write transaction is rolled back
+  // whole when it fails: no savepoint of its own. `chunks`: c's, as
+  // claim_chunks gave them (no chunk list read again).
+  void delete_idle(const detail::IdleConversation& c, const std::vector<detail::PayloadChunk>& chunks);
   size_t window() const { return pool.size() * 2; }
   // The chain hash before position 0 of this Store's tenant's conversations.
   detail::ChunkHash chain_seed(const std::string& signature, const std::string& precision) const {

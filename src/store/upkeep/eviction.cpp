@@ -128,11 +128,12 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
     // Claimed and counted before the delete: a chunk that only this
     // conversation's entries name goes with it; one another conversation (a
     // fork, a shared prefix) links, or another writer holds, is kept. The
-    // delete is a removal edit, as remove()'s (its generation as read here).
+    // delete is a removal edit, as remove()'s, at the generation read when
+    // the conversation was chosen (and locked: no other writer changes it).
     const std::vector<PayloadChunk> chunks = catalog.claim_chunks(c.id);
-    const std::vector<int64_t> ids = s.delete_whole(s.get_conversation(c.name));
+    s.delete_idle(c, chunks);
     for (const PayloadChunk& p : chunks) {
-      if (!p.users || *p.users > std::count(ids.begin(), ids.end(), p.chunk_id)) continue;  // kept
+      if (!p.users || *p.users > p.own_entries) continue;  // kept
       ++r.chunks;
       r.freed_bytes += p.bytes;
     }

@@ -228,56 +228,33 @@ GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const st
 }  // namespace detail
 
 EvictionReport Store::gc(int64_t max_bytes) {
-  detail::StoreCall call(*impl_);
-  try {
-    return detail::run_gc(*impl_, max_bytes, ProgressFn());
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return detail::run_gc(s, max_bytes, ProgressFn());
+  });
 }
 
 ExpiryReport Store::expire(int64_t max_idle_ms) {
-  detail::StoreCall call(*impl_);
-  try {
-    return detail::run_expire(*impl_, max_idle_ms, ProgressFn());
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return detail::run_expire(s, max_idle_ms, ProgressFn());
+  });
 }
 
 EvictionReport gc(Store& store, int64_t max_bytes, const ProgressFn& progress) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::run_gc(s, max_bytes, progress);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 ExpiryReport expire(Store& store, int64_t max_idle_ms, const ProgressFn& progress) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::run_expire(s, max_idle_ms, progress);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 GcPlan plan_gc(Store& store, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::plan_gc(s, max_bytes, max_idle_ms);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

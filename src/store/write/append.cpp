@@ -533,9 +533,7 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     detail::StoreCounters::add(s.counters.appends, 1);
     detail::AppendRequest req;
     req.id = id;
@@ -546,17 +544,12 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
     req.metadata = metadata;
     if (!s.is_json(metadata)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
     s.append(req);  // row, title and metadata in one transaction
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     detail::StoreCounters::add(s.counters.appends, 1);
     const detail::LatencyTimer timer(s.counters.append_seconds);
     model.validate();
@@ -574,10 +567,7 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
                                          out.precision, &out.stored_digests);
     };
     s.append(req);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 namespace {

@@ -113,8 +113,8 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
   }
   r.stored_bytes_after = total;
   r.freed_bytes = r.stored_bytes_before - total;
-  s.pending.evictions += r.conversations.size();  // committed with the call (StoreCall)
-  s.pending.evicted_bytes += static_cast<uint64_t>(r.freed_bytes);
+  s.pending().evictions += r.conversations.size();  // committed with the call (StoreCall)
+  s.pending().evicted_bytes += static_cast<uint64_t>(r.freed_bytes);
   r.fits = total <= max_bytes;
   return r;
 }
@@ -140,7 +140,7 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
     if (progress && *progress)
       (*progress)(static_cast<int64_t>(r.conversations.size()), static_cast<int64_t>(idle.size()));
   }
-  s.pending.expirations += r.conversations.size();  // committed with the call (StoreCall)
+  s.pending().expirations += r.conversations.size();  // committed with the call (StoreCall)
   return r;
 }
 

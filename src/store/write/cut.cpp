@@ -159,6 +159,7 @@ class PieceChunk : public detail::TurnChunks {
     return true;
   }
   detail::NewChunkLink store(detail::ChunkWriter& writer, int64_t, detail::ChunkRecord* record) override {
+    s_.assert_in_call();  // called back by the catalog inside the piece's apply_turn
     return {w_.seq, put_chunk(s_, writer, st_.model, w_, st_.conv.precision, here_, record != nullptr, record)};
   }
   void stored() override {}
@@ -221,7 +222,7 @@ void Store::remove(const std::string& id) {
     const ConversationRow c = s.get_conversation(id);
     s.delete_whole(c);
     txn->commit();
-    ++s.pending.erases;
+    ++s.pending().erases;
     s.catalog().erase_deleted(here);  // its bytes, out of the store's files too
   });
 }

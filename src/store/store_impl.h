@@ -280,6 +280,8 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
 // white-box tests; not part of the public header.
 struct StoreAccess {
   static Store::Impl& impl(Store& store) { return *store.impl_; }
+  // Store::Impl::append as one call of store (append.cpp).
+  static void append(Store& store, const AppendRequest& req);
 };
 
 }  // namespace detail

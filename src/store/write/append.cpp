@@ -526,6 +526,10 @@ class Appender : private detail::TurnChunks {
 
 }  // namespace
 
+void detail::StoreAccess::append(Store& store, const AppendRequest& req) {
+  StoreCall::run(impl(store), [&](Store::Impl& s) REQUIRES(s.mu) { s.append(req); });
+}
+
 void Store::Impl::append(const detail::AppendRequest& req) {
   detail::require_no_nul(req.id, "conversation id", where());
   detail::require_no_nul(req.title, "title", where());

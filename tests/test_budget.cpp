@@ -142,7 +142,7 @@ TEST_CASE_METHOD(BudgetStore, "an eviction by another connection while an append
     out.encoded = colikv::detail::encode_chunk(n, out.tokens.data(), colikv::detail::engine_planes(m, kv, first), 1,
                                                out.precision, &out.stored_digests);
   };
-  colikv::detail::StoreAccess::impl(s).append(req);
+  colikv::detail::StoreAccess::append(s, req);  // as one call of s
   CHECK(gcs >= 1);
   CHECK(s.count("a") == 13);
   CHECK(s.tokens("a") == std::vector<int32_t>(b.tokens.begin(), b.tokens.begin() + 13));

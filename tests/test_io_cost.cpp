@@ -91,7 +91,7 @@ std::set<std::thread::id> encoding_threads(Store& s, const std::string& id, cons
     out.encoded = colikv::detail::encode_chunk(count, out.tokens.data(), colikv::detail::engine_planes(b.model, kv, first),
                                                1, out.precision, &out.stored_digests);
   };
-  colikv::detail::StoreAccess::impl(s).append(req);
+  colikv::detail::StoreAccess::append(s, req);  // as one call of s
   return threads;
 }
 

@@ -22,6 +22,7 @@
 #define ACQUIRE(...) COLIKV_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) COLIKV_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
 #define EXCLUDES(...) COLIKV_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
+#define ASSERT_CAPABILITY(x) COLIKV_THREAD_ANNOTATION(assert_capability(x))
 #define RETURN_CAPABILITY(x) COLIKV_THREAD_ANNOTATION(lock_returned(x))
 #define NO_THREAD_SAFETY_ANALYSIS COLIKV_THREAD_ANNOTATION(no_thread_safety_analysis)
 

@@ -16,24 +16,16 @@ using detail::ModelRow;
 using detail::now_ms;
 
 int64_t Store::count(const std::string& id) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    auto c = impl_->find_conversation(id);
+  return detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
+    auto c = s.find_conversation(id);
     return c ? c->count : 0;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 bool Store::exists(const std::string& id) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    return impl_->find_conversation(id).has_value();
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return s.find_conversation(id).has_value();
+  });
 }
 
 namespace {
@@ -53,9 +45,7 @@ void update_text_column(Store::Impl& s, const std::string& id, detail::Conversat
 }  // namespace
 
 void Store::rename(const std::string& old_id, const std::string& new_id) {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     if (new_id.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(old_id) + ": the new id is empty");
     if (old_id == new_id) {
       s.get_conversation(old_id);
@@ -67,32 +57,20 @@ void Store::rename(const std::string& old_id, const std::string& new_id) {
     if (s.find_conversation(new_id))
       throw Error(ErrorCode::kConflict, s.where(new_id) + ": cannot rename '" + old_id + "' to it: the id is taken");
     update_text_column(s, old_id, detail::ConversationText::kName, new_id);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::set_title(const std::string& id, const std::string& title) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    update_text_column(*impl_, id, detail::ConversationText::kTitle, title);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
+    update_text_column(s, id, detail::ConversationText::kTitle, title);
+  });
 }
 
 void Store::set_metadata(const std::string& id, const std::string& metadata_json) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     if (!s.is_json(metadata_json)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
     update_text_column(s, id, detail::ConversationText::kMetadata, metadata_json);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 namespace {
@@ -137,50 +115,34 @@ ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) 
 }  // namespace
 
 ConversationInfo Store::info(const std::string& id) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     detail::require_no_nul(id, "conversation id", s.where());
     // No transaction (one statement reads the row): the conversation names its errors.
     const detail::ErrorContext::Scope named(s.catalog().errors(), s.where(id), detail::Reading::kStoredRows);
     std::optional<detail::ConversationInfoRow> row = s.catalog().conversation_info(id);
     if (!row) throw Error(ErrorCode::kNotFound, s.where(id) + ": no such conversation");
     return info_from_row(s, std::move(*row));
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 std::vector<ConversationInfo> Store::list(const ListOptions& options) {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const detail::ErrorContext::Scope named(s.catalog().errors(), s.where(), detail::Reading::kStoredRows);
     std::vector<ConversationInfo> out;
     for (auto& row : s.catalog().list_conversations(options.limit, std::max<int64_t>(0, options.offset)))
       out.push_back(info_from_row(s, std::move(row)));
     return out;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 int64_t Store::conversation_count() {
-  detail::StoreCall call(*impl_);
-  try {
-    return impl_->catalog().conversation_count();
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return s.catalog().conversation_count();
+  });
 }
 
 StoreStats Store::stats() {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     StoreStats out;
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where());
     const detail::TenantUsage usage = s.catalog().usage();
@@ -211,10 +173,7 @@ StoreStats Store::stats() {
     out.evicted_conversations = usage.evicted_conversations;
     out.file_bytes = s.catalog().file_bytes();  // a server's query can fail
     return out;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

@@ -20,9 +20,7 @@ Metrics Store::metrics() {
 }
 
 Gauges Store::gauges() {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where() + ": gauges";
     Gauges g;
     g.store = detail::shown_location(s.path);
@@ -38,10 +36,7 @@ Gauges Store::gauges() {
     g.wal_bytes = usage.wal_bytes;
     g.file_bytes = usage.file_bytes - usage.wal_bytes;
     return g;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

@@ -31,13 +31,9 @@ const std::string& Store::path() const { return impl_->path; }
 const Options& Store::options() const { return impl_->options; }
 
 int Store::schema_version() const {
-  detail::StoreCall call(*impl_, detail::StoreCall::NoWait{});  // reads no conversation
-  try {
-    return impl_->catalog().schema_version();
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, detail::StoreCall::NoWait{}, [&](Store::Impl& s) REQUIRES(s.mu) {  // reads no conversation
+    return s.catalog().schema_version();
+  });
 }
 
 void Store::publish() {

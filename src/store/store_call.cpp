@@ -74,13 +74,13 @@ void StoreHold::failed() noexcept {
 StoreHold::~StoreHold() {
   if (--s_.calls_in_ == 0) {  // this Store's outermost call on this thread
     if (std::uncaught_exceptions() > exceptions_) {
-      s_.pending = PendingCounts();  // its transactions rolled back
+      s_.pending_ = PendingCounts();  // its transactions rolled back
       if (counts_errors_)
         s_.counters.count_error(thrown_);
       else if (thrown_ == ErrorCode::kConflict)
         StoreCounters::add(s_.counters.conflicts, 1);  // a queued turn's: wait() counts the error
     } else {
-      s_.counters.commit(s_.pending);
+      s_.counters.commit(s_.pending_);
     }
     // What a tenant's retention deleted inside this call's transactions, erased
     // from the files once the outermost of them has committed (an append may be

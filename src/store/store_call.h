@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "colikv/error.h"
 #include "colikv/store.h"
@@ -37,9 +38,9 @@ class GateTicket {
 // ends it, counting the error by its code (colikv/metrics.h) unless
 // counts_errors is false (then only a conflict is counted), and erases what
 // a tenant's retention deleted in it (Store::Impl::erase_if_due).
-// The code is the one failed() saw: the call's own catch handler tells it
-// what the call throws, which may have been made on another thread (a pool
-// worker's) or be no colikv::Error (then kInternal).
+// The code is the one failed() saw: the call's catch handler (StoreCall::run)
+// tells it what the call throws, which may have been made on another thread
+// (a pool worker's) or be no colikv::Error (then kInternal).
 class SCOPED_CAPABILITY StoreHold {
  public:
   StoreHold(Store::Impl& s, bool counts_errors) ACQUIRE(s.mu);
@@ -73,27 +74,46 @@ bool in_call(const Store::Impl& s) noexcept;
 // did, and waiting while holding the Store's lock would deadlock the writer.
 // A call on another Store from inside it is that Store's outermost call.
 //
-// A call's body runs in a try block whose catch (...) calls failed() and
-// rethrows: the Store counts the error its call throws by the exception
-// itself. Only the outermost call's count is kept, so a nested call's error
-// is counted once, as its outer call's if it escapes that one too.
+// A call is made by run() only, which runs its body in a try block whose
+// catch (...) tells the hold what the call throws before it rethrows: the
+// Store counts the error its call throws by the exception itself. Only the
+// outermost call's count is kept, so a nested call's error is counted once,
+// as its outer call's if it escapes that one too.
 class SCOPED_CAPABILITY StoreCall {
  public:
-  StoreCall(Store::Impl& s, const std::string* id) ACQUIRE(s.mu);  // null: every conversation
-  StoreCall(Store::Impl& s, const std::string& id) ACQUIRE(s.mu) : StoreCall(s, &id) {}
-  explicit StoreCall(Store::Impl& s) ACQUIRE(s.mu) : StoreCall(s, nullptr) {}
+  // For the writer thread: lock without waiting.
+  struct NoWait {};
+
+  // Runs body(s) as one call of s, locked as the constructor named by `where`
+  // locks it: a conversation's id (const std::string& or a pointer, null for
+  // every conversation) or NoWait; run(s, body) waits for every conversation.
+  // body is a lambda taking the Store::Impl it runs under the lock of, which
+  // says so (REQUIRES(s.mu)); it is called as body.operator()(s) because
+  // clang's analysis maps a lambda's arguments one place off in body(s).
+  template <class Where, class F>
+  static decltype(auto) run(Store::Impl& s, const Where& where, F&& body) {
+    StoreCall call(s, where);
+    try {
+      return body.operator()(s);
+    } catch (...) {
+      call.hold_.failed();
+      throw;
+    }
+  }
+  template <class F>
+  static decltype(auto) run(Store::Impl& s, F&& body) {
+    return run(s, static_cast<const std::string*>(nullptr), std::forward<F>(body));
+  }
+
   ~StoreCall() RELEASE() = default;
   StoreCall(const StoreCall&) = delete;
   StoreCall& operator=(const StoreCall&) = delete;
 
-  // For the writer thread: lock without waiting.
-  struct NoWait {};
+ private:
+  StoreCall(Store::Impl& s, const std::string* id) ACQUIRE(s.mu);  // null: every conversation
+  StoreCall(Store::Impl& s, const std::string& id) ACQUIRE(s.mu) : StoreCall(s, &id) {}
   StoreCall(Store::Impl& s, NoWait) ACQUIRE(s.mu);
 
-  // In the call's catch handler, before it rethrows (above).
-  void failed() noexcept { hold_.failed(); }
-
- private:
   GateTicket gate_;  // entered by an outermost call: left last, after the lock
   StoreHold hold_;
 };
@@ -104,17 +124,29 @@ class SCOPED_CAPABILITY StoreCall {
 // are taken in one order, the Stores' addresses', so that two calls in
 // opposite directions cannot each hold one lock and wait for the other; and
 // closing either Store waits for the call. Either Store counts its error.
-class StorePairCall {
+class SCOPED_CAPABILITY StorePairCall {
  public:
-  StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& id);
-  ~StorePairCall() = default;
+  // Runs body(a, b) as one call of both (StoreCall::run).
+  template <class F>
+  static decltype(auto) run(Store::Impl& a, Store::Impl& b, const std::string& id, F&& body) {
+    StorePairCall call(a, b, id);
+    try {
+      return body.operator()(a, b);
+    } catch (...) {
+      call.failed();
+      throw;
+    }
+  }
+
+  ~StorePairCall() RELEASE() = default;
   StorePairCall(const StorePairCall&) = delete;
   StorePairCall& operator=(const StorePairCall&) = delete;
 
-  // In the call's catch handler, before it rethrows (StoreCall::failed).
+ private:
+  StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& id) ACQUIRE(a.mu, b.mu);
+  // In the call's catch handler, before it rethrows (StoreHold::failed).
   void failed() noexcept;
 
- private:
   Store::Impl* first_;
   Store::Impl* second_;
   // Destroyed in reverse: the locks, then the gates (either Store may be

@@ -239,8 +239,8 @@ int64_t Store::Impl::chunk_tokens_of(const ModelSignature& sig) {
 }
 
 void Store::Impl::erase_if_due() noexcept {
-  if (!erase_due) return;
-  erase_due = false;
+  if (!erase_due_) return;
+  erase_due_ = false;
   try {
     if (catalog_) catalog_->erase_deleted(where());
   } catch (...) {  // erase_deleted never throws; where() could only fail to allocate

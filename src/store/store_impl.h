@@ -4,6 +4,7 @@
 #define COLIKV_SRC_STORE_IMPL_H
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -95,15 +96,6 @@ struct ScanStart {
   int64_t n = 0;  // positions that will be delivered
 };
 
-// Appends positions [from, len) of a conversation holding exactly `from`
-// committed tokens, in the caller's transaction if one is open: rows of kv
-// are positions origin, origin + 1, ...; when the append rewrites the tail,
-// its stored rows are re-encoded from the store (store_append.cpp). With
-// expected_count >= 0, a committed count other than it is kConflict
-// (AppendRequest::expected_count).
-void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
-                 int64_t from, int64_t len, const KvSource& kv, int64_t origin, int64_t expected_count = -1);
-
 // The writer of append_async over this store (store_async.cpp).
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s);
 
@@ -120,7 +112,7 @@ class Store::Impl {
   Impl(const std::string& path, const Options& options);
   ~Impl();
 
-  void append(const detail::AppendRequest& req);
+  void append(const detail::AppendRequest& req) REQUIRES(mu);
 
   // Reads the first `limit` positions (all when limit < 0) of a conversation
   // from one read snapshot. on_start runs first; decode(chunk) runs on worker
@@ -141,9 +133,11 @@ class Store::Impl {
   // from a progress callback of another call of the Store.
   detail::RecursiveMutex mu;
   // What this Store counts (colikv/metrics.h), registered with the process's
-  // totals while it is open; counts of the call in progress.
+  // totals while it is open.
   detail::StoreCounters counters;
-  detail::PendingCounts pending GUARDED_BY(mu);
+  // Counts of the call in progress: committed to counters when it returns,
+  // dropped when it throws (StoreHold).
+  detail::PendingCounts& pending() REQUIRES(mu) { return pending_; }
   // The new store's temporary file, with Options::create_staged until
   // publish(); declared before the catalog, so that it is removed only once
   // the catalog's connections to it are closed.
@@ -165,8 +159,12 @@ class Store::Impl {
   // A tenant's retention deleted conversations in this call (apply_limits):
   // the outermost StoreCall erases their bytes once its transactions are done
   // (erase_if_due, which never throws).
-  bool erase_due GUARDED_BY(mu) = false;
+  void erase_when_done() REQUIRES(mu) { erase_due_ = true; }
   void erase_if_due() noexcept REQUIRES(mu);
+  // For code the analysis cannot follow into a call (a catalog's callback
+  // into the call that runs it, on its thread): this thread is in a call of
+  // this Store, so it holds mu.
+  void assert_in_call() const ASSERT_CAPABILITY(mu) { assert(detail::in_call(*this)); }
 
   // The database, SQLite's by default, for a call: it holds mu (StoreCall).
   // None once published, when a call is refused (has_catalog). Not yet
@@ -224,6 +222,8 @@ class Store::Impl {
   // is an outermost call of that Store.
   std::atomic<std::thread::id> call_thread_{};
   int calls_in_ GUARDED_BY(mu) = 0;
+  detail::PendingCounts pending_ GUARDED_BY(mu);  // pending()
+  bool erase_due_ GUARDED_BY(mu) = false;         // erase_when_done()
 
   static constexpr size_t kMaxLinkedChecked = 1 << 16;
   std::map<int64_t, detail::ModelRow> models_by_id_;
@@ -256,6 +256,16 @@ void check_chunk_list(const ConversationRow& conv, const ModelRow& model, const 
 std::vector<int32_t> chunk_tokens_of(Catalog& catalog, int64_t conversation_id, const ChunkSummary& c,
                                      const std::string& where);
 
+// Appends positions [from, len) of a conversation holding exactly `from`
+// committed tokens, in the caller's transaction if one is open: rows of kv
+// are positions origin, origin + 1, ...; when the append rewrites the tail,
+// its stored rows are re-encoded from the store (store_append.cpp). With
+// expected_count >= 0, a committed count other than it is kConflict
+// (AppendRequest::expected_count).
+void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, const int32_t* tokens,
+                 int64_t from, int64_t len, const KvSource& kv, int64_t origin, int64_t expected_count = -1)
+    REQUIRES(s.mu);
+
 // A conversation's row, model and chunk list, from one read snapshot.
 struct ConversationState {
   ConversationRow conv;
@@ -274,6 +284,8 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
 // white-box tests; not part of the public header.
 struct StoreAccess {
   static Store::Impl& impl(Store& store) { return *store.impl_; }
+  // Store::Impl::append as one call of store (append.cpp).
+  static void append(Store& store, const AppendRequest& req);
 };
 
 }  // namespace detail

@@ -37,57 +37,37 @@ void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) {
 }  // namespace
 
 void Store::grant_tenant(const std::string& role) {
-  detail::StoreCall call(*impl_);
-  try {
-    set_tenant_role(*impl_, role, true);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    set_tenant_role(s, role, true);
+  });
 }
 
 void Store::revoke_tenant(const std::string& role) {
-  detail::StoreCall call(*impl_);
-  try {
-    set_tenant_role(*impl_, role, false);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    set_tenant_role(s, role, false);
+  });
 }
 
 std::vector<TenantInfo> Store::tenants() {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where());
     std::vector<TenantInfo> out;
     for (const detail::TenantRow& t : s.catalog().tenant_usage())
       out.push_back({t.name, t.conversations, t.stored_bytes,
                      detail::checked_limits(t.limits, s.where() + ": tenant '" + t.name + "'")});
     return out;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 TenantLimits Store::tenant_limits() {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where());
     return detail::stored_limits(s, s.where());
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where() + ": setting the tenant's limits";
     s.require_writable("set the tenant's limits");
     const bool bytes = (fields & kTenantMaxBytes) != 0, idle = (fields & kTenantMaxIdle) != 0;
@@ -103,10 +83,7 @@ void Store::set_tenant_limits(const TenantLimits& limits, unsigned fields) {
     // with a stale value. A kept value out of range fails the call, undone.
     detail::checked_limits(s.catalog().set_tenant_limits(limits, fields), here);
     txn->commit();
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

@@ -11,9 +11,7 @@ namespace colikv {
 
 PrefixMatch Store::adopt(const ModelSignature& model, const int32_t* prompt, int64_t len, int64_t from,
                          int32_t* tokens, const KvTarget& kv) {
-  detail::StoreCall call(*impl_);  // waits for every queued turn: the match may be any conversation
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {  // waits for every queued turn: the match may be any conversation
     const std::string here = s.where() + ": adopt";
     if (from < 0 || from > len)
       throw Error(ErrorCode::kInvalidArgument, here + ": from " + std::to_string(from) + " is outside [0, " +
@@ -32,10 +30,7 @@ PrefixMatch Store::adopt(const ModelSignature& model, const int32_t* prompt, int
                                              " (run colikv verify)");
     detail::StoreCounters::add(s.counters.adoptions, 1);
     return r;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

@@ -272,10 +272,9 @@ PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, con
                                 bool loadable_only);
 
 // One query, counted inside the call (once it returns the Store may be gone).
-PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
+PrefixMatch find_prefix(Store::Impl& store, const ModelSignature& model, const int32_t* tokens, int64_t len,
                         bool loadable_only) {
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(store, [&](Store::Impl& s) REQUIRES(s.mu) {
     const detail::LatencyTimer timer(s.counters.match_seconds);
     detail::StoreCounters::add(s.counters.match_queries, 1);
     const PrefixMatch found = find_prefix_in_call(s, model, tokens, len, loadable_only);
@@ -284,10 +283,7 @@ PrefixMatch find_prefix(Store::Impl& s, const ModelSignature& model, const int32
       detail::StoreCounters::add(s.counters.match_tokens, static_cast<uint64_t>(found.tokens));
     }
     return found;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,

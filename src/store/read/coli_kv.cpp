@@ -103,9 +103,7 @@ std::string default_conversation_id(const std::string& path) {
 }
 
 ImportResult import_coli_kv(Store& store, const std::string& path, const ImportOptions& options) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     Fd fd = open_for_reading(path);
     ParsedHeader h = parse_header(fd.get(), path);
     require_sound_header(h, path);
@@ -149,10 +147,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
     };
     s.append(req);
     return result;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 namespace detail {
@@ -342,9 +337,7 @@ void move_into_place(const std::string& tmp, const std::string& target, bool rep
 }  // namespace
 
 int64_t export_coli_kv(Store& store, const std::string& id, const std::string& path, const ExportOptions& options) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s, id);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), id, [&](Store::Impl& s) REQUIRES(s.mu) {
     // Else the whole file would be written to a temporary one, then not renamed.
     if (path.empty()) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": export: the output path is empty");
     const std::string target = export_target(s, path, options.force);
@@ -372,25 +365,17 @@ int64_t export_coli_kv(Store& store, const std::string& id, const std::string& p
     // Closing releases the lock only now: a cleanup never sees the file unheld.
     if (::close(fd.release()) != 0) throw_errno(target + ": close", errno);
     return written;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 int64_t export_coli_kv_to_fd(Store& store, const std::string& id, int fd, const ExportOptions& options) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s, id);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), id, [&](Store::Impl& s) REQUIRES(s.mu) {
     struct stat st;
     if (::fstat(fd, &st) != 0) throw_errno("export output", errno);
     const std::string own = store_file_at(s, "", &st);
     if (!own.empty()) throw Error(ErrorCode::kInvalidArgument, "the output is the store's own file " + own + "; not written");
     return write_coli_kv(s, id, fd, "the output", options.progress);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

@@ -187,14 +187,14 @@ void check_same(Store& src, Store& dst, const std::string& id, const detail::Con
 }  // namespace
 
 CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, const CopyOptions& options) {
-  Store::Impl& s = detail::StoreAccess::impl(src);
-  Store::Impl& d = detail::StoreAccess::impl(dst);
-  if (&s == &d) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": cannot copy a conversation into its own store");
+  Store::Impl& source = detail::StoreAccess::impl(src);
+  Store::Impl& target = detail::StoreAccess::impl(dst);
+  if (&source == &target)
+    throw Error(ErrorCode::kInvalidArgument, source.where(id) + ": cannot copy a conversation into its own store");
   // Both stores' queued turns of id first, so that the copy reads and
   // replaces what their callers wrote; both gates, so that closing either
   // store waits for the copy; both locks in the one order every copy takes.
-  detail::StorePairCall call(s, d, id);
-  try {
+  return detail::StorePairCall::run(source, target, id, [&](Store::Impl& s, Store::Impl& d) REQUIRES(s.mu, d.mu) {
     d.require_writable("copy");
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where(id));
     const detail::ConversationRow conv = s.get_conversation(id);
@@ -261,10 +261,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
       throw Error(ErrorCode::kCorrupt, d.where(id) + ": the copy reads back differently from " + s.where(id) +
                                            " (records SHA-256 " + copied + " against " + r.records_sha256 + ")");
     return r;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

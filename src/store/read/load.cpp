@@ -221,22 +221,28 @@ void Store::Impl::scan(const std::string& id, const ModelSignature* expect, int6
 
 namespace {
 
-void count_loaded(Store::Impl& s, const ModelSignature& model, int64_t n) {
-  detail::StoreCounters::add(s.counters.load_tokens, static_cast<uint64_t>(n));
-  detail::StoreCounters::add(s.counters.load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
+// One load of id (load, load_range) as a call of impl: counted and timed to
+// its end, the model checked before body(s, here) reads, and the positions
+// body returns counted as loaded.
+template <class F>
+int64_t load_call(Store::Impl& impl, const std::string& id, const ModelSignature& model, F&& body) {
+  return detail::StoreCall::run(impl, id, [&](Store::Impl& s) REQUIRES(s.mu) {
+    const detail::LatencyTimer timer(s.counters.load_seconds);
+    detail::StoreCounters::add(s.counters.loads, 1);
+    const std::string here = s.where(id);
+    model.validate();
+    const int64_t n = body.operator()(s, here);  // as StoreCall::run calls its body
+    detail::StoreCounters::add(s.counters.load_tokens, static_cast<uint64_t>(n));
+    detail::StoreCounters::add(s.counters.load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
+    return n;
+  });
 }
 
 }  // namespace
 
 int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t* tokens, int64_t max_tokens,
                     const KvTarget& kv, int64_t limit) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
-    const detail::LatencyTimer timer(s.counters.load_seconds);
-    detail::StoreCounters::add(s.counters.loads, 1);
-    const std::string here = s.where(id);
-    model.validate();
+  return load_call(*impl_, id, model, [&](Store::Impl& s, const std::string& here) REQUIRES(s.mu) {
     int64_t n = 0;
     s.scan(
         id, &model, limit,
@@ -274,18 +280,12 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
       // for another writer's lock: it is skipped when the database is busy.
       s.catalog().touch_used_if_idle(id, now_ms());
     }
-    count_loaded(s, model, n);
     return n;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 std::vector<int32_t> Store::tokens(const std::string& id) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where(id);
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
     ConversationRow c = s.get_conversation(id);
@@ -301,10 +301,7 @@ std::vector<int32_t> Store::tokens(const std::string& id) {
       throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(out.size()) + " tokens but its count is " +
                                            std::to_string(c.count));
     return out;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 namespace {
@@ -366,23 +363,12 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
 
 int64_t Store::load_range(const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
                           int32_t* tokens, const KvTarget& kv) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
-    const detail::LatencyTimer timer(s.counters.load_seconds);
-    detail::StoreCounters::add(s.counters.loads, 1);
-    const std::string here = s.where(id);
-    model.validate();
+  return load_call(*impl_, id, model, [&](Store::Impl& s, const std::string& here) REQUIRES(s.mu) {
     require_range(here, from, to);
     if (to > from && (!tokens || !kv.Lc || !kv.Rc || (model.n_indexed > 0 && !kv.Ic)))
       throw Error(ErrorCode::kInvalidArgument, here + ": tokens, Lc, Rc (and Ic for a model with an indexer) must not be null");
-    const int64_t n = load_rows(s, id, model, from, to, tokens, kv, 0);
-    count_loaded(s, model, n);
-    return n;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+    return load_rows(s, id, model, from, to, tokens, kv, 0);
+  });
 }
 
 }  // namespace colikv

@@ -113,8 +113,8 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
   }
   r.stored_bytes_after = total;
   r.freed_bytes = r.stored_bytes_before - total;
-  s.pending.evictions += r.conversations.size();  // committed with the call (StoreCall)
-  s.pending.evicted_bytes += static_cast<uint64_t>(r.freed_bytes);
+  s.pending().evictions += r.conversations.size();  // committed with the call (StoreCall)
+  s.pending().evicted_bytes += static_cast<uint64_t>(r.freed_bytes);
   r.fits = total <= max_bytes;
   return r;
 }
@@ -141,7 +141,7 @@ ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect
     if (progress && *progress)
       (*progress)(static_cast<int64_t>(r.conversations.size()), static_cast<int64_t>(idle.size()));
   }
-  s.pending.expirations += r.conversations.size();  // committed with the call (StoreCall)
+  s.pending().expirations += r.conversations.size();  // committed with the call (StoreCall)
   return r;
 }
 
@@ -229,56 +229,33 @@ GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const st
 }  // namespace detail
 
 EvictionReport Store::gc(int64_t max_bytes) {
-  detail::StoreCall call(*impl_);
-  try {
-    return detail::run_gc(*impl_, max_bytes, ProgressFn());
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return detail::run_gc(s, max_bytes, ProgressFn());
+  });
 }
 
 ExpiryReport Store::expire(int64_t max_idle_ms) {
-  detail::StoreCall call(*impl_);
-  try {
-    return detail::run_expire(*impl_, max_idle_ms, ProgressFn());
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return detail::run_expire(s, max_idle_ms, ProgressFn());
+  });
 }
 
 EvictionReport gc(Store& store, int64_t max_bytes, const ProgressFn& progress) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::run_gc(s, max_bytes, progress);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 ExpiryReport expire(Store& store, int64_t max_idle_ms, const ProgressFn& progress) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::run_expire(s, max_idle_ms, progress);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 GcPlan plan_gc(Store& store, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::plan_gc(s, max_bytes, max_idle_ms);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

@@ -28,7 +28,7 @@ void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens);
 // for none) is never evicted.
 // progress (may be null): bytes evicted so far, of the bytes over the budget.
 EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_id, Catalog::Scope scope,
-                            const ProgressFn* progress = nullptr);
+                            const ProgressFn* progress = nullptr) REQUIRES(s.mu);
 
 // Inside an open write transaction: deletes, whole, the Store's tenant's
 // conversations last used before used_before_ms (but `protect_id`), their
@@ -36,14 +36,14 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
 // bytes (Catalog::erase_deleted) once it has committed.
 // progress (may be null): conversations deleted so far, of those found idle.
 ExpiryReport expire_idle(Store::Impl& s, int64_t used_before_ms, int64_t protect_id,
-                         const ProgressFn* progress = nullptr);
+                         const ProgressFn* progress = nullptr) REQUIRES(s.mu);
 
 // Store::gc and Store::expire, with progress (colikv/maintenance.h).
-EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progress);
-ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& progress);
+EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progress) REQUIRES(s.mu);
+ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& progress) REQUIRES(s.mu);
 // plan_gc (colikv/maintenance.h): run_expire's and run_gc's work, by the same
 // functions, in one write transaction rolled back.
-GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms);
+GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) REQUIRES(s.mu);
 // Store::vacuum, with progress (vacuum.cpp).
 VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress);
 
@@ -53,7 +53,7 @@ VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress);
 // quota (evict_to_fit within the tenant), then the store-wide budget
 // (Options::max_store_bytes, across tenants), each only when set. Returns
 // whether it deleted a conversation: the caller then erases after its commit.
-bool apply_limits(Store::Impl& s, int64_t written);
+bool apply_limits(Store::Impl& s, int64_t written) REQUIRES(s.mu);
 
 // A tenant's stored limits, checked: a negative one is kCorrupt naming `here`.
 TenantLimits checked_limits(const TenantLimits& stored, const std::string& here);

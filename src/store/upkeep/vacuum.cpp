@@ -27,24 +27,15 @@ VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
 }  // namespace detail
 
 VacuumReport Store::vacuum() {
-  detail::StoreCall call(*impl_);
-  try {
-    return detail::run_vacuum(*impl_, ProgressFn());
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
+    return detail::run_vacuum(s, ProgressFn());
+  });
 }
 
 VacuumReport vacuum(Store& store, const ProgressFn& progress) {
-  Store::Impl& s = detail::StoreAccess::impl(store);
-  detail::StoreCall call(s);
-  try {
+  return detail::StoreCall::run(detail::StoreAccess::impl(store), [&](Store::Impl& s) REQUIRES(s.mu) {
     return detail::run_vacuum(s, progress);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

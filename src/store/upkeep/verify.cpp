@@ -305,16 +305,11 @@ void require_exists_for_verify(Store::Impl& s, const std::string& id) {
 }  // namespace
 
 VerifyReport Store::verify(const std::string& id, const ProgressFn& progress) {
-  detail::StoreCall call(*impl_, id.empty() ? nullptr : &id);
-  try {
-    Impl& s = *impl_;
+  return detail::StoreCall::run(*impl_, id.empty() ? nullptr : &id, [&](Store::Impl& s) REQUIRES(s.mu) {
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, s.where(id));
     if (!id.empty()) require_exists_for_verify(s, id);
     return Verifier(s, id, progress).run();
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

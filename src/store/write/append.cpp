@@ -98,12 +98,12 @@ TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::st
   // The tenant's retention and quota, and the store's byte budget, in the
   // edit's committing transaction: never to the conversation it wrote.
   bool expired = false;
-  if (limits) edit.finish = [&](int64_t conversation_id) { expired = apply_limits(s, conversation_id); };
+  if (limits) edit.finish = [&](int64_t conversation_id) REQUIRES(s.mu) { expired = apply_limits(s, conversation_id); };
   TurnResult r = s.catalog().apply(edit, here);
   // A conversation that expired is erased as remove() erases, when the
   // outermost transaction has committed (~StoreCall). Rarely: the evictions
   // are not, which would checkpoint on every append at a budget.
-  if (expired) s.erase_due = true;
+  if (expired) s.erase_when_done();
   return r;
 }
 
@@ -145,20 +145,20 @@ int64_t put_chunk(Store::Impl& s, ChunkWriter& catalog, const ModelRow& model, c
       if (token_only(e)) return stored->chunk_id;
       if (!stored->evicted) {
         check_linked_content(s, stored->chunk_id, model.sig, r, w.produced.tokens, here);
-        s.pending.append_shared_bytes += raw;
+        s.pending().append_shared_bytes += raw;
         return stored->chunk_id;
       }
       if (e.skipped) return 0;  // evicted meanwhile: the caller encodes it
       // The same content evicted: its values come back for every conversation using it.
       set_token_lists(r, w);
       catalog.restore_payload(stored->chunk_id, r);
-      s.pending.append_stored_bytes += e.payload.size();
+      s.pending().append_stored_bytes += e.payload.size();
       return stored->chunk_id;
     }
     if (e.skipped) return 0;  // vanished meanwhile: the caller re-encodes it
     set_token_lists(r, w);
     if (const int64_t id = catalog.insert_chunk(r)) {
-      s.pending.append_stored_bytes += e.payload.size();
+      s.pending().append_stored_bytes += e.payload.size();
       return id;
     }
   }
@@ -180,6 +180,7 @@ class Appender : private detail::TurnChunks {
   Appender(Store::Impl& s, const detail::AppendRequest& req) : s_(s), req_(req), here_(s.where(req.id)) {}
 
   void run() {
+    s_.assert_in_call();  // Store::Impl::append's: the analysis cannot name s_ there
     check_request();
     {
       // One snapshot for the reads and the stored digests' lookup: a read
@@ -411,7 +412,7 @@ class Appender : private detail::TurnChunks {
   // the generation it expects (or the conversation it creates), the entries
   // a rewritten tail drops, the new chunks (this Appender, as their
   // encodings come in), the count, the replaced chunks to free, the limits.
-  void apply_edit() {
+  void apply_edit() REQUIRES(s_.mu) {
     detail::TurnEdit e;
     e.name = req_.id;
     e.now_ms = now_ms();
@@ -431,7 +432,7 @@ class Appender : private detail::TurnChunks {
     e.write_bytes = planned_raw_bytes();
     hashed_ = chain_;
     detail::apply_turn(s_, e, /*limits=*/true, here_);
-    s_.pending.add_turn(req_.len - committed_, req_.model.record_bytes());  // counted when the call returns
+    s_.pending().add_turn(req_.len - committed_, req_.model.record_bytes());  // counted when the call returns
   }
 
   // TurnChunks: the planned chunks in order, as their encodings come in.
@@ -454,6 +455,7 @@ class Appender : private detail::TurnChunks {
   }
 
   detail::NewChunkLink store(detail::ChunkWriter& writer, int64_t model_id, detail::ChunkRecord* record) override {
+    s_.assert_in_call();  // called back by the catalog inside apply_edit
     ModelRow m;
     if (model_) {
       m = *model_;
@@ -484,7 +486,7 @@ class Appender : private detail::TurnChunks {
 
   // With `record` (objects first): the chunk's index row waits for its link.
   int64_t store_chunk(detail::ChunkWriter& writer, const ModelRow& model, WriteChunk& w,
-                      detail::ChunkRecord* record) const {
+                      detail::ChunkRecord* record) const REQUIRES(s_.mu) {
     const bool defer = record != nullptr;
     int64_t id = put_chunk(s_, writer, model, w, precision_, here_, defer, record);
     if (id == 0) {  // a shared chunk was freed or evicted between our read and our lock
@@ -524,6 +526,10 @@ class Appender : private detail::TurnChunks {
 
 }  // namespace
 
+void detail::StoreAccess::append(Store& store, const AppendRequest& req) {
+  StoreCall::run(impl(store), [&](Store::Impl& s) REQUIRES(s.mu) { s.append(req); });
+}
+
 void Store::Impl::append(const detail::AppendRequest& req) {
   detail::require_no_nul(req.id, "conversation id", where());
   detail::require_no_nul(req.title, "title", where());
@@ -533,9 +539,7 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     detail::StoreCounters::add(s.counters.appends, 1);
     detail::AppendRequest req;
     req.id = id;
@@ -546,17 +550,12 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
     req.metadata = metadata;
     if (!s.is_json(metadata)) throw Error(ErrorCode::kInvalidArgument, s.where(id) + ": metadata is not valid JSON text");
     s.append(req);  // row, title and metadata in one transaction
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     detail::StoreCounters::add(s.counters.appends, 1);
     const detail::LatencyTimer timer(s.counters.append_seconds);
     model.validate();
@@ -574,10 +573,7 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
                                          out.precision, &out.stored_digests);
     };
     s.append(req);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 namespace {

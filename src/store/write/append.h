@@ -43,14 +43,14 @@ struct WriteChunk {
 // It runs in the write transaction Catalog::apply stores the chunk in, through `writer`.
 int64_t put_chunk(Store::Impl& s, ChunkWriter& writer, const ModelRow& model, const WriteChunk& w,
                   const std::string& precision, const std::string& here, bool defer_index = false,
-                  ChunkRecord* record = nullptr);
+                  ChunkRecord* record = nullptr) REQUIRES(s.mu);
 
 // Applies a turn's edit (Catalog::apply), with the limits an append applies
 // when `limits` (a turn that stores new bytes): the tenant's retention and
 // quota and the store's byte budget, in its committing transaction, never to
 // the conversation it wrote; a conversation retention deleted is erased once
 // the outermost call has committed.
-TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here);
+TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here) REQUIRES(s.mu);
 
 }  // namespace detail
 }  // namespace colikv

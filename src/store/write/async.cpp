@@ -24,25 +24,20 @@ namespace {
 // A queued turn, on the writer thread: one transaction, as append's, that
 // fails with kConflict unless the conversation holds exactly what the turn
 // was validated against (another writer, or a call of this Store, changed it).
-void commit_queued(Store::Impl& s, const QueuedAppend& job) {
-  StoreCall call(s, StoreCall::NoWait{});
-  try {
+void commit_queued(Store::Impl& store, const QueuedAppend& job) {
+  StoreCall::run(store, StoreCall::NoWait{}, [&](Store::Impl& s) REQUIRES(s.mu) {
     // No outer transaction: the append checks the committed count itself
     // (AppendRequest::expected_count), so that a queued turn of several
     // chunks stores them first, as append does (docs/design.md, "Objects first").
     const QueuedAppend::Source rows = job.source();
     append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from, job.from);
     s.counters.async_durable_seconds.observe_since(job.queued_at);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 // What is stored of a conversation, from one read snapshot: what append_async validates against.
-ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSignature& model) {
-  StoreCall call(s, StoreCall::NoWait{});
-  try {
+ExpectedState read_expected(Store::Impl& store, const std::string& id, const ModelSignature& model) {
+  return StoreCall::run(store, StoreCall::NoWait{}, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where(id);
     const auto snapshot = s.catalog().begin(Catalog::Access::kRead, here);
     ExpectedState st;
@@ -68,10 +63,7 @@ ExpectedState read_expected(Store::Impl& s, const std::string& id, const ModelSi
       throw Error(ErrorCode::kCorrupt, here + ": its chunks hold " + std::to_string(st.tokens.size()) +
                                            " tokens but its count is " + std::to_string(conv->count));
     return st;
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace

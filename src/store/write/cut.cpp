@@ -159,6 +159,7 @@ class PieceChunk : public detail::TurnChunks {
     return true;
   }
   detail::NewChunkLink store(detail::ChunkWriter& writer, int64_t, detail::ChunkRecord* record) override {
+    s_.assert_in_call();  // called back by the catalog inside the piece's apply_turn
     return {w_.seq, put_chunk(s_, writer, st_.model, w_, st_.conv.precision, here_, record != nullptr, record)};
   }
   void stored() override {}
@@ -187,9 +188,7 @@ detail::TurnEdit cut_edit(const ConversationState& st) {
 }  // namespace
 
 void Store::truncate(const std::string& id, int64_t len) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where(id);
     s.require_writable("truncate conversation '" + id + "'");
     ConversationState state = read_state(s, id, here);
@@ -212,34 +211,24 @@ void Store::truncate(const std::string& id, int64_t len) {
     // The piece is new bytes (the chunk it was cut from may stay, linked by
     // a fork): the limits an append applies, never to this conversation.
     detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::remove(const std::string& id) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where(id);
     s.require_writable("delete conversation '" + id + "'");
     const auto txn = s.catalog().begin(detail::Catalog::Access::kWrite, here);
     const ConversationRow c = s.get_conversation(id);
     s.delete_whole(c);
     txn->commit();
-    ++s.pending.erases;
+    ++s.pending().erases;
     s.catalog().erase_deleted(here);  // its bytes, out of the store's files too
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
-  detail::StoreCall call(*impl_);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where(src);
     s.require_writable("fork conversation '" + src + "'");
     if (dst.empty()) throw Error(ErrorCode::kInvalidArgument, here + ": fork target id is empty");
@@ -265,17 +254,12 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
     // limits an append applies (never to the fork itself). One that ends at a
     // chunk boundary only links chunks the tenant holds already.
     detail::apply_turn(s, e, /*limits=*/piece.has_value(), here);
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
                   const KvSource& kv) {
-  detail::StoreCall call(*impl_, id);
-  try {
-    Impl& s = *impl_;
+  detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
     detail::StoreCounters::add(s.counters.appends, 1);
     const detail::LatencyTimer timer(s.counters.append_seconds);
     const std::string here = s.where(id);
@@ -302,10 +286,7 @@ void Store::write(const std::string& id, const ModelSignature& model, const int3
     if (from < committed) truncate(id, from);
     detail::append_rows(s, id, model, tokens, from, len, kv, 0);
     txn->commit();
-  } catch (...) {
-    call.failed();
-    throw;
-  }
+  });
 }
 
 }  // namespace colikv

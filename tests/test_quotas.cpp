@@ -229,6 +229,59 @@ TEST_CASE("retention: expire deletes what was idle longer, at once, in the Store
   CHECK(t1.expire(kDayMs).conversations.empty());
 }
 
+TEST_CASE("retention: a conversation whose chunks lack their chunk_meta rows is expired whole, leaving no stray "
+          "chunk and its fork's shared chunks", "[backends][quotas][hostile]") {
+  const std::string how = GENERATE(as<std::string>{}, "retention", "expire");
+  INFO(how);
+  TempDir dir;
+  const ModelSignature m = colikv_test::tiny_indexed_model();
+  const std::string loc = colikv_test::store_at(dir, "r.db");
+  Store t1(loc, tenant_options(m, "t1"));
+  const EngineBuffers a = history(m, 10, 1), b = history(m, 9, 2), c = history(m, 6, 3);
+  append(t1, "a", a, 10);  // chunks [0,4) [4,8) and the tail [8,10)
+  t1.fork("a", "f", 8);    // shares a's two full chunks
+  append(t1, "b", b, 9);
+  const colikv_test::SqlRows list = colikv_test::store_query(
+      loc, "SELECT cc.chunk_id FROM conversation_chunks cc JOIN conversations c "
+           "ON c.conversation_id = cc.conversation_id WHERE c.name = 'a' ORDER BY cc.seq");
+  REQUIRE(list.size() == 3);
+  const std::string shared = list[0][0], tail = list[2][0];
+  // A hand edit (the sqlite3 shell, psql) drops the index rows of a chunk
+  // only a uses and of one it shares with f.
+  colikv_test::store_exec(loc, "DELETE FROM chunk_meta WHERE chunk_id IN (" + shared + ", " + tail + ")");
+  REQUIRE(sql_int(loc, "SELECT count(*) FROM chunk_meta WHERE chunk_id IN (" + shared + ", " + tail + ")") == 0);
+  const int64_t chunks_before = sql_int(loc, "SELECT count(*) FROM chunks");
+  const std::string f_list_sql =
+      "SELECT cc.seq, cc.chunk_id, length(ch.payload) FROM conversation_chunks cc JOIN conversations c "
+      "ON c.conversation_id = cc.conversation_id JOIN chunks ch ON ch.chunk_id = cc.chunk_id "
+      "WHERE c.name = 'f' ORDER BY cc.seq";
+  const colikv_test::SqlRows f_before = colikv_test::store_query(loc, f_list_sql);
+  REQUIRE(f_before.size() == 2);
+  make_idle(loc, "t1", "a", 2 * kDayMs);
+
+  if (how == "retention") {
+    t1.set_tenant_limits({std::nullopt, kDayMs});
+    append(t1, "c", c, 6);  // c: [0,4) and a tail
+    CHECK(sql_int(loc, "SELECT count(*) FROM chunks") == chunks_before - 1 + 2);
+  } else {
+    const colikv::ExpiryReport r = t1.expire(kDayMs);
+    CHECK(r.conversations == std::vector<std::string>{"a"});
+    CHECK(r.chunks == 1);  // the tail, counted though no chunk_meta row weighs its bytes
+    CHECK(sql_int(loc, "SELECT count(*) FROM chunks") == chunks_before - 1);
+  }
+  CHECK_FALSE(t1.exists("a"));
+  // No chunk is left that no chunk list names: the tail went with a.
+  CHECK(colikv_test::orphan_chunks(loc, false) == 0);
+  CHECK(sql_int(loc, "SELECT count(*) FROM chunks WHERE chunk_id = " + tail) == 0);
+  const colikv::VerifyReport v = t1.verify();
+  for (const auto& p : v.problems) CHECK(p.what.find("not used by any conversation") == std::string::npos);
+  // The chunks f shares stay, with their values (the one without its
+  // chunk_meta row no longer loads: its chain hash is gone), and b loads as
+  // written.
+  CHECK(colikv_test::store_query(loc, f_list_sql) == f_before);
+  CHECK(loads_as(t1, "b", b, 9) == "");
+}
+
 TEST_CASE("quotas: the C API sets, reads and applies a tenant's limits, and a bad value changes nothing",
           "[backends][quotas]") {
   TempDir dir;

@@ -83,12 +83,16 @@ class CatalogMaintenance {
   // Conversations in scope, least recently used first, stepped lazily;
   // chunks (not conversations) may change while it runs.
   virtual void visit_least_recent(Scope scope, const PrefixIndex::ConversationVisitor& f) = 0;
-  // A conversation's chunks, once each, with their payload sizes (0:
-  // evicted) and users (how many chunk-list entries name each, and how many
-  // of them are this conversation's own); none for no such conversation. In
-  // a write transaction each is claimed first, locked where writers run side
-  // by side: until the transaction ends none is linked anew, so its users
-  // stay true. One another writer holds (linking, freeing or evicting it) is
+  // A conversation's chunks, once each: every chunk its chunk list names,
+  // so that an expiry frees them all. Each with its payload size as its
+  // chunk_meta row weighs it (0: evicted; 0 too for a chunk without that row,
+  // which a hand edit deleted: stored_payload_bytes does not count it, so an
+  // eviction, which weighs by that count, leaves it) and its users (how many
+  // chunk-list entries name it, and how many of them are this
+  // conversation's own); none for no such conversation. In a write
+  // transaction each is claimed first, locked where writers run side by
+  // side: until the transaction ends none is linked anew, so its users stay
+  // true. One another writer holds (linking, freeing or evicting it) is
   // not claimed and has no users count: an eviction or an expiry keeps it.
   virtual std::vector<PayloadChunk> claim_chunks(int64_t conversation_id) = 0;
   // Write transaction. Drops a chunk's payload; its row and token ids stay.

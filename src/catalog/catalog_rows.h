@@ -293,7 +293,7 @@ struct IdleConversation {
 // A conversation's chunk, its payload's stored size and its users (eviction, expiry).
 struct PayloadChunk {
   int64_t chunk_id = 0;
-  int64_t bytes = 0;             // 0: evicted
+  int64_t bytes = 0;             // 0: evicted, or no chunk_meta row (claim_chunks)
   std::optional<int64_t> users;  // chunk-list entries naming it; none: another writer holds it
   int64_t own_entries = 0;       // of those, the entries of the conversation asked about
 };

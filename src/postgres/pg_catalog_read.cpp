@@ -350,22 +350,24 @@ void PgCatalog::visit_least_recent(Scope scope, const PrefixIndex::ConversationV
 std::vector<PayloadChunk> PgCatalog::claim_chunks(int64_t conversation_id) {
   PgParams p;
   p.add(conversation_id);
-  // The chunks, and a writer's claim on them, in one round trip. SKIP
-  // LOCKED: a chunk another writer holds is being linked (or freed or
-  // evicted) by it; it is kept rather than waited for. The users counted
+  // Every chunk the list names, with a chunk_meta row or without
+  // (catalog_maintenance.h), and a writer's claim on them, in one round
+  // trip. SKIP LOCKED: a chunk another writer holds is being linked (or
+  // freed or evicted) by it; it is kept rather than waited for. The users counted
   // next, in a new snapshot, stay true: a new link would need the row lock
   // (FOR SHARE, or its foreign key's KEY SHARE).
   const char* sql =
       writing_ ? "SELECT l.chunk_id, l.payload_bytes, l.own, c.chunk_id IS NOT NULL FROM "
-                 "(SELECT k.chunk_id, k.payload_bytes, count(*) AS own FROM conversation_chunks cc JOIN chunk_meta k "
-                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 GROUP BY k.chunk_id, k.payload_bytes) l "
+                 "(SELECT cc.chunk_id, coalesce(max(k.payload_bytes), 0) AS payload_bytes, count(*) AS own "
+                 "FROM conversation_chunks cc LEFT JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+                 "WHERE cc.conversation_id = $1 GROUP BY cc.chunk_id) l "
                  "LEFT JOIN (SELECT chunk_id FROM chunks WHERE chunk_id IN (SELECT chunk_id FROM conversation_chunks "
                  "WHERE conversation_id = $1) ORDER BY chunk_id FOR UPDATE SKIP LOCKED) c ON c.chunk_id = l.chunk_id "
                  "ORDER BY l.chunk_id"
                // A read's snapshot holds still: every chunk counted.
-               : "SELECT k.chunk_id, k.payload_bytes, count(*), true FROM conversation_chunks cc JOIN chunk_meta k "
-                 "ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 GROUP BY k.chunk_id, k.payload_bytes "
-                 "ORDER BY k.chunk_id";
+               : "SELECT cc.chunk_id, coalesce(max(k.payload_bytes), 0), count(*), true FROM conversation_chunks cc "
+                 "LEFT JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 "
+                 "GROUP BY cc.chunk_id ORDER BY cc.chunk_id";
   PgRows r = run(sql, p, writing_ ? "claiming a conversation's chunks" : "reading a conversation's chunks");
   std::vector<PayloadChunk> out;
   std::vector<int64_t> ids;

@@ -540,12 +540,14 @@ std::vector<PayloadChunk> SqliteCatalog::claim_chunks(int64_t conversation_id) {
   // The write transaction holds every other writer's links off; a chunk a
   // writer holds (objects first, sqlite_held.cpp) is about to be linked: an
   // eviction keeps it.
+  // Every chunk the list names, with a chunk_meta row or without
+  // (catalog_maintenance.h).
   auto q = cached(
-      "SELECT k.chunk_id, k.payload_bytes, "
-      " EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = k.chunk_id), "
-      " (SELECT count(*) FROM conversation_chunks u WHERE u.chunk_id = k.chunk_id), count(*) "
-      "FROM conversation_chunks cc JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? "
-      "GROUP BY k.chunk_id ORDER BY k.chunk_id");
+      "SELECT cc.chunk_id, coalesce(k.payload_bytes, 0), "
+      " EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = cc.chunk_id), "
+      " (SELECT count(*) FROM conversation_chunks u WHERE u.chunk_id = cc.chunk_id), count(*) "
+      "FROM conversation_chunks cc LEFT JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = ? "
+      "GROUP BY cc.chunk_id ORDER BY cc.chunk_id");
   q.bind(1, conversation_id);
   std::vector<PayloadChunk> out;
   while (q.executeStep()) {

@@ -288,6 +288,43 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: evict_payload drops a chunk'
   CHECK(row.tokens_json == before->tokens_json);
 }
 
+TEST_CASE_METHOD(Conformance, "catalog conformance: claim_chunks lists a chunk whose chunk_meta row a hand edit "
+                              "deleted, with its users and no bytes, and evict_payload drops its payload",
+                 "[backends][catalog][hostile]") {
+  const auto list = store_a_and_f();
+  const int64_t shared = list[0].chunk_id, tail = list[2].chunk_id;
+  const auto before = catalog().read_chunk(shared);
+  REQUIRE(before);
+  REQUIRE(before->payload);
+  close_catalog();
+  colikv_test::store_exec(path, "DELETE FROM chunk_meta WHERE chunk_id IN (" + std::to_string(shared) + ", " +
+                                    std::to_string(tail) + ")");
+  Catalog& c = catalog();
+  const int64_t a = id_of("a");
+  auto check = [&](const std::vector<colikv::detail::PayloadChunk>& claimed) {
+    REQUIRE(claimed.size() == 3);  // every chunk a's list names
+    CHECK(claim_of(claimed, shared) == "users 2");
+    CHECK(claim_of(claimed, tail) == "users 1");
+    for (const auto& p : claimed) {
+      if (p.chunk_id == shared || p.chunk_id == tail) CHECK(p.bytes == 0);  // no chunk_meta row weighs them
+      CHECK(p.own_entries == 1);
+    }
+  };
+  check(c.claim_chunks(a));
+  {
+    auto txn = c.begin(Access::kWrite, "conformance");
+    check(c.claim_chunks(a));
+    c.evict_payload(shared);
+    txn->commit();
+  }
+  const auto after = c.read_chunk(shared);
+  REQUIRE(after);
+  CHECK_FALSE(after->payload);
+  CHECK(after->tokens_json == before->tokens_json);
+  CHECK(colikv_test::store_int(path, "SELECT count(*) FROM chunk_meta WHERE chunk_id = " + std::to_string(shared)) ==
+        0);
+}
+
 TEST_CASE_METHOD(Conformance, "catalog conformance: file_bytes measures the store, compact and "
                               "release_free_pages give back what a delete freed, erase_deleted completes without "
                               "readers", "[backends][catalog]") {

@@ -82,7 +82,7 @@ EvictionReport evict_to_fit(Store::Impl& s, int64_t max_bytes, int64_t protect_i
       // weighed for an earlier victim keeps the count it has come down to.
       std::vector<PayloadChunk> chunks = catalog.claim_chunks(conv_id);
       chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](const PayloadChunk& c) { return c.bytes <= 0; }),
-                   chunks.end());  // evicted already
+                   chunks.end());  // evicted already, or weighed by no chunk_meta row: not in the total
       for (const PayloadChunk& c : chunks) holders.emplace(c.chunk_id, c.users ? *c.users : INT64_MAX);
       for (const PayloadChunk& c : chunks) {
         v.chunks.push_back(c.chunk_id);

@@ -269,7 +269,7 @@ class BestMatch {
 };
 
 PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
-                                bool loadable_only);
+                                bool loadable_only) REQUIRES(s.mu);
 
 // One query, counted inside the call (once it returns the Store may be gone).
 PrefixMatch find_prefix(Store::Impl& store, const ModelSignature& model, const int32_t* tokens, int64_t len,

@@ -60,6 +60,7 @@ class ChunkScan {
   }
 
   void run() {
+    s_.assert_in_call();  // Store::Impl::scan's: the analysis cannot name s_ there
     // No chunk of the model holds more (a row claiming more is rejected by
     // check_sizes), so a backend that sends payloads with the rows never
     // sends a larger one.
@@ -193,7 +194,7 @@ class ChunkScan {
 
 // A scan's conversation, model and length, checked.
 detail::ScanStart scan_start(Store::Impl& s, const std::string& id, const ModelSignature* expect, int64_t limit,
-                             const std::string& here) {
+                             const std::string& here) REQUIRES(s.mu) {
   detail::ScanStart start;
   start.conv = s.get_conversation(id);
   start.model = s.model_by_id(start.conv.model_id);
@@ -246,7 +247,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
     int64_t n = 0;
     s.scan(
         id, &model, limit,
-        [&](const detail::ScanStart& st) {
+        [&](const detail::ScanStart& st) REQUIRES(s.mu) {  // on_start runs on the call's thread
           n = st.n;
           if (n > max_tokens)
             throw Error(ErrorCode::kTooLarge, here + ": " + std::to_string(n) + " tokens do not fit the caller's maximum of " +
@@ -330,7 +331,7 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
   const std::string here = s.where(id);
   s.scan(
       id, &model, to,
-      [&](const detail::ScanStart& st) {
+      [&](const detail::ScanStart& st) REQUIRES(s.mu) {  // on_start runs on the call's thread
         if (st.n < to)
           throw Error(ErrorCode::kInvalidArgument, here + ": load of positions [" + std::to_string(from) + ", " +
                                                        std::to_string(to) + ") but only " + std::to_string(st.n) +

@@ -10,7 +10,7 @@
 namespace colikv {
 namespace detail {
 
-VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) {
+VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) REQUIRES(s.mu) {
   s.require_writable("vacuum");
   // Outside any transaction (a vacuum runs in none): the operation names its errors.
   const ErrorContext::Scope named(s.catalog().errors(), s.where() + ": vacuum", Reading::kAny);

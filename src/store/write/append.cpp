@@ -62,7 +62,7 @@ void set_token_lists(detail::ChunkRecord& r, const WriteChunk& w) {
 // conversation values it never wrote. So its tokens and decoded digest are
 // compared first; verify names the chunk.
 void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature& sig, const detail::ChunkRecord& r,
-                          const std::vector<int32_t>& tokens, const std::string& here) {
+                          const std::vector<int32_t>& tokens, const std::string& here) REQUIRES(s.mu) {
   if (s.linked_content_checked(chunk_id, r.key)) return;
   detail::Catalog& catalog = s.catalog();
   const std::string what = here + ": stored chunk " + std::to_string(chunk_id) + " under this content's key";
@@ -221,7 +221,7 @@ class Appender : private detail::TurnChunks {
   }
 
   // The conversation's row, model and chunk list, if it exists.
-  void read_committed() {
+  void read_committed() REQUIRES(s_.mu) {
     conv_ = s_.find_conversation(req_.id);
     if (req_.expected_count >= 0 && (conv_ ? conv_->count : 0) != req_.expected_count)
       throw Error(ErrorCode::kConflict, here_ + ": the queued append of positions [" +
@@ -279,7 +279,7 @@ class Appender : private detail::TurnChunks {
 
   // The caller's tokens [0, committed) must be the stored ones: compare chunk
   // hashes, then the tokens of the first chunk that differs.
-  void check_divergence() {
+  void check_divergence() REQUIRES(s_.mu) {
     seed_ = s_.chain_seed(req_.model.to_string(), precision_);
     chain_ = seed_;
     for (size_t k = 0; k < existing_.size(); ++k) {
@@ -292,7 +292,7 @@ class Appender : private detail::TurnChunks {
     }
   }
 
-  [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const {
+  [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const REQUIRES(s_.mu) {
     std::vector<int32_t> stored = chunk_tokens_of(s_.catalog(), conv_->id, c, here_);
     for (int64_t i = 0; i < n; ++i)
       if (stored[i] != req_.tokens[first + i])
@@ -351,7 +351,7 @@ class Appender : private detail::TurnChunks {
 
   // With tokens known up front: hash now, and let the producers skip encoding
   // chunks stored already. In the read snapshot (run).
-  void hash_planned_chunks() {
+  void hash_planned_chunks() REQUIRES(s_.mu) {
     ChunkHash h = chain_;
     for (auto& w : plan_) {
       const int64_t n = w.n;
@@ -603,7 +603,8 @@ struct PackedTarget {
   }
 };
 
-KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t base, int64_t from) {
+KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t base, int64_t from)
+    REQUIRES(s.mu) {
   KeptRows k;
   k.base = base;
   if (base == from) return k;
@@ -630,7 +631,8 @@ void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& mo
   // kept row meanwhile, e.g. the last prompt token's). A new piece reads nothing.
   KeptRows kept;
   detail::AppendRequest req;
-  req.rewrite_tail = [&](int64_t tail_start) { kept = kept_rows(s, id, model, tail_start, from); };
+  // Called back in the append's run, on this call's thread.
+  req.rewrite_tail = [&](int64_t tail_start) REQUIRES(s.mu) { kept = kept_rows(s, id, model, tail_start, from); };
   req.expected_count = expected_count;
   req.id = id;
   req.model = model;

@@ -148,7 +148,7 @@ StoreStats Store::stats() {
     const detail::TenantUsage usage = s.catalog().usage();
     for (const detail::ModelUsageRow& row : usage.models) {
       // Another tenant's model is none of this one's business.
-      if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
+      if (!s.options().tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
       UsageStats u;
       u.model = s.model_by_id(row.model_id).sig;
       u.chunk_tokens = row.chunk_tokens;

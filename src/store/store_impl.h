@@ -127,35 +127,49 @@ class Store::Impl {
   // "store <path>: conversation <id>" and the like, for messages.
   std::string where(const std::string& id = "") const;
 
-  std::string path;
-  Options options;
+  // Where the store is, as given to open: fixed once constructed, read on
+  // any thread without a lock.
+  const std::string& path() const { return path_; }
+  // What the Store was opened with: fixed once constructed, read on any
+  // thread without a lock (Store::options hands it out). The layout of the
+  // conversations a call creates is new_layout()'s.
+  const Options& options() const { return options_; }
   // Serializes calls on this Store (StoreCall); recursive, for a call made
-  // from a progress callback of another call of the Store.
+  // from a progress callback of another call of the Store. Taken only by
+  // StoreHold (StoreCall, StorePairCall) and by publish; public because the
+  // annotations of the library's files name it (REQUIRES(s.mu)), which
+  // clang checks for access.
   detail::RecursiveMutex mu;
   // What this Store counts (colikv/metrics.h), registered with the process's
-  // totals while it is open.
-  detail::StoreCounters counters;
+  // totals while it is open. Atomic counters and histograms: any thread, no lock.
+  detail::StoreCounters& counters() { return counters_; }
   // Counts of the call in progress: committed to counters when it returns,
   // dropped when it throws (StoreHold).
   detail::PendingCounts& pending() REQUIRES(mu) { return pending_; }
-  // The new store's temporary file, with Options::create_staged until
-  // publish(); declared before the catalog, so that it is removed only once
-  // the catalog's connections to it are closed.
-  detail::StagedStorePtr staged;
-
- private:
-  // The database (catalog()): SQLite's by default; null once published.
-  std::unique_ptr<detail::Catalog> catalog_ GUARDED_BY(mu);
-
- public:
+  // The precision and chunk size a conversation created in this call takes:
+  // Options' as opened, unless a copy sets its source's for its call
+  // (copy_conversation). Kept out of options(), which other threads read.
+  struct NewLayout {
+    Precision precision;
+    int64_t chunk_target_bytes;
+  };
+  NewLayout& new_layout() REQUIRES(mu) { return new_layout_; }
+  // The new store's temporary file, with Options::create_staged, which
+  // publish claims (null afterwards, or without create_staged).
+  detail::StagedStorePtr take_staged() REQUIRES(mu) { return std::move(staged_); }
   // Calls in flight (StoreCall, append_async, wait), which destroying the
-  // Store waits for, and the process that opened it (close_store).
-  detail::CallGate gate;
-  detail::ThreadPool pool;
+  // Store waits for, and the process that opened it (close_store). Locks
+  // its own mutex: any thread.
+  detail::CallGate& gate() { return gate_; }
+  // The workers of this Store's encoding and decoding: submit from any thread.
+  detail::ThreadPool& pool() { return pool_; }
   // The background writer of append_async (async_writer.h), on a writable
-  // store; ~Impl stops it first, so that it commits what is still queued
-  // before anything it uses is torn down.
-  std::unique_ptr<detail::AsyncWriter> async;
+  // store; null on a read-only one. Used by calls in the gate (gate()):
+  // it is stopped (stop_async) only once the gate is closed.
+  detail::AsyncWriter* async() const { return async_.get(); }
+  // Publish, once the gate is closed and the queue committed: no call can
+  // use the writer any more.
+  void stop_async();
   // A tenant's retention deleted conversations in this call (apply_limits):
   // the outermost StoreCall erases their bytes once its transactions are done
   // (erase_if_due, which never throws).
@@ -194,10 +208,10 @@ class Store::Impl {
   // claim_chunks gave them (no chunk list read again).
   void delete_idle(const detail::IdleConversation& c, const std::vector<detail::PayloadChunk>& chunks)
       REQUIRES(mu);
-  size_t window() const { return pool.size() * 2; }
+  size_t window() { return pool_.size() * 2; }
   // The chain hash before position 0 of this Store's tenant's conversations.
   detail::ChunkHash chain_seed(const std::string& signature, const std::string& precision) const {
-    return detail::chain_seed(signature, precision, options.tenant);
+    return detail::chain_seed(signature, precision, options_.tenant);
   }
 
   // Stored chunks (id, key) whose values this Store checked before linking
@@ -224,6 +238,21 @@ class Store::Impl {
   int calls_in_ GUARDED_BY(mu) = 0;
   detail::PendingCounts pending_ GUARDED_BY(mu);  // pending()
   bool erase_due_ GUARDED_BY(mu) = false;         // erase_when_done()
+
+  const std::string path_;
+  const Options options_;
+  detail::StoreCounters counters_;
+  NewLayout new_layout_ GUARDED_BY(mu);  // new_layout()
+  // Declared before the catalog, so that it is removed only once the
+  // catalog's connections to it are closed.
+  detail::StagedStorePtr staged_ GUARDED_BY(mu);
+  // The database (catalog()): SQLite's by default; null once published.
+  std::unique_ptr<detail::Catalog> catalog_ GUARDED_BY(mu);
+  detail::CallGate gate_;
+  detail::ThreadPool pool_;
+  // ~Impl stops it first, so that it commits what is still queued before
+  // anything it uses is torn down.
+  std::unique_ptr<detail::AsyncWriter> async_;
 
   static constexpr size_t kMaxLinkedChecked = 1 << 16;
   std::map<int64_t, detail::ModelRow> models_by_id_ GUARDED_BY(mu);
@@ -284,6 +313,13 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
 // white-box tests; not part of the public header.
 struct StoreAccess {
   static Store::Impl& impl(Store& store) { return *store.impl_; }
+  // The store's catalog, for the white-box tests: read under the Store's
+  // lock, used while no call of the Store runs on another thread.
+  static Catalog& catalog(Store& store) {
+    Store::Impl& s = *store.impl_;
+    LockGuard<RecursiveMutex> lock(s.mu);
+    return s.catalog();
+  }
   // Store::Impl::append as one call of store (append.cpp).
   static void append(Store& store, const AppendRequest& req);
 };

@@ -125,7 +125,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
     result.ignored_bytes = h.file_bytes - kColiKvHeaderBytes - n * h.record_bytes;
 
     const ModelSignature model = result.model;
-    const int level = s.options.zstd_level;
+    const int level = s.options().zstd_level;
     const int file = fd.get();
     detail::AppendRequest req;
     req.id = result.id;
@@ -136,7 +136,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
     // Encoding may run this far ahead of the writer: a few chunks, so that an
     // import's memory stays bounded whatever the file's size (its peak resident
     // memory: docs/benchmarks.md, "Figures moved out of code comments").
-    req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
+    req.max_staged_bytes = std::min<int64_t>(s.options().max_staged_bytes, int64_t{16} << 20);
     req.produce = [&, file, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
       // Each worker reuses its own record buffer: memory stays a few chunks.
       thread_local std::vector<uint8_t> records;
@@ -219,7 +219,7 @@ std::vector<std::string> store_files(const Store::Impl& s) REQUIRES(s.mu) {
   std::vector<std::string> out;
   const detail::LocalFiles* files = s.catalog().local_files();
   if (!files) return out;
-  const std::string base = canonical_name(s.path);
+  const std::string base = canonical_name(s.path());
   for (const std::string& suffix : files->file_suffixes()) out.push_back(base + suffix);
   return out;
 }

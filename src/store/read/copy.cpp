@@ -147,18 +147,17 @@ std::string records_sha256(Store::Impl& s, const std::string& id, int64_t limit)
 // forks and shared prompts share chunks there as they did in the source).
 class CopySettings {
  public:
-  CopySettings(Options& o, Precision p, int64_t chunk_bytes) : o_(o), old_(o) {
-    o.new_conversation_precision = p;
-    o.chunk_target_bytes = chunk_bytes;
+  CopySettings(Store::Impl& d, Precision p, int64_t chunk_bytes) REQUIRES(d.mu) : d_(d), old_(d.new_layout()) {
+    d.new_layout() = {p, chunk_bytes};
   }
   ~CopySettings() {
-    o_.new_conversation_precision = old_.new_conversation_precision;
-    o_.chunk_target_bytes = old_.chunk_target_bytes;
+    d_.assert_in_call();  // the copy's: the analysis cannot name d_ there
+    d_.new_layout() = old_;
   }
 
  private:
-  Options& o_;
-  Options old_;
+  Store::Impl& d_;
+  Store::Impl::NewLayout old_;
 };
 
 
@@ -230,8 +229,8 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
     req.title = info->title;
     req.metadata = info->metadata;
     req.progress = options.progress;
-    req.max_staged_bytes = std::min<int64_t>(d.options.max_staged_bytes, int64_t{16} << 20);
-    const int level = d.options.zstd_level;
+    req.max_staged_bytes = std::min<int64_t>(d.options().max_staged_bytes, int64_t{16} << 20);
+    const int level = d.options().zstd_level;
     const ModelSignature sig = model.sig;
     req.produce = [&reader, sig, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
       thread_local std::vector<uint8_t> records;
@@ -244,7 +243,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
                                          out.precision, &out.stored_digests);
     };
     {
-      CopySettings keep(d.options, precision == detail::ChunkPrecision::kBf16 ? Precision::kBf16 : Precision::kF32,
+      CopySettings keep(d, precision == detail::ChunkPrecision::kBf16 ? Precision::kBf16 : Precision::kF32,
                         model.chunk_tokens * model.sig.record_bytes());
       d.append(req);
     }

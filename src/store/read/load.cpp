@@ -167,7 +167,7 @@ class ChunkScan {
     if (start_.n <= chunk_tokens_ || raw->raw_size < (int64_t{256} << 10))
       inflight_.emplace_back(raw, std::async(std::launch::deferred, job));
     else
-      inflight_.emplace_back(raw, s_.pool.submit(job));
+      inflight_.emplace_back(raw, s_.pool().submit(job));
   }
 
   void finish_front() {
@@ -228,13 +228,13 @@ namespace {
 template <class F>
 int64_t load_call(Store::Impl& impl, const std::string& id, const ModelSignature& model, F&& body) {
   return detail::StoreCall::run(impl, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    const detail::LatencyTimer timer(s.counters.load_seconds);
-    detail::StoreCounters::add(s.counters.loads, 1);
+    const detail::LatencyTimer timer(s.counters().load_seconds);
+    detail::StoreCounters::add(s.counters().loads, 1);
     const std::string here = s.where(id);
     model.validate();
     const int64_t n = body.operator()(s, here);  // as StoreCall::run calls its body
-    detail::StoreCounters::add(s.counters.load_tokens, static_cast<uint64_t>(n));
-    detail::StoreCounters::add(s.counters.load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
+    detail::StoreCounters::add(s.counters().load_tokens, static_cast<uint64_t>(n));
+    detail::StoreCounters::add(s.counters().load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
     return n;
   });
 }
@@ -276,7 +276,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
             std::memcpy(dst[p].base, packed[p].base, static_cast<size_t>(c.wanted * packed[p].width) * 4);
         },
         [&](StoredChunk& c) { std::copy(c.tokens.begin(), c.tokens.begin() + c.wanted, tokens + c.first_pos); });
-    if (!s.options.read_only) {
+    if (!s.options().read_only) {
       // Recency for list() and eviction. It must neither fail the load nor wait
       // for another writer's lock: it is skipped when the database is busy.
       s.catalog().touch_used_if_idle(id, now_ms());

@@ -17,7 +17,7 @@ VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) REQUIRES(s.m
   VacuumReport r;
   s.catalog().free_queued_chunks();  // their space is given back too
   r.file_bytes_before = s.catalog().file_bytes();
-  const detail::Catalog::CompactOutcome done = s.catalog().compact(s.where() + ": vacuum", s.options.chunk_target_bytes, progress);
+  const detail::Catalog::CompactOutcome done = s.catalog().compact(s.where() + ": vacuum", s.options().chunk_target_bytes, progress);
   r.file_bytes_after = s.catalog().file_bytes();
   r.reclaimable_bytes = done.reclaimable_bytes;
   r.held_back = done.held_back;

@@ -225,7 +225,7 @@ class Verifier {
     }
     walk.region.insert(walk.region.end(), toks.begin(), toks.end());
     if (!walk.chain_ok || !row.has_index) return;
-    const std::string anchor = region_first == 0 ? detail::tenant_anchor(s_.options.tenant)
+    const std::string anchor = region_first == 0 ? detail::tenant_anchor(s_.options().tenant)
                                                  : std::string(reinterpret_cast<const char*>(walk.anchor.data()),
                                                                walk.anchor.size());
     const int64_t end = row.first_pos + row.n_tokens;

@@ -245,15 +245,15 @@ class Appender : private detail::TurnChunks {
   }
 
   // The chunk size and precision: the stored ones, or those of a new conversation.
-  void choose_layout() {
+  void choose_layout() REQUIRES(s_.mu) {
     committed_ = conv_ ? conv_->count : 0;
     if (req_.len < committed_)
       throw Error(ErrorCode::kInvalidArgument, here_ + ": append of " + std::to_string(req_.len) +
                                                    " tokens is shorter than the " + std::to_string(committed_) +
                                                    " committed; truncate first");
-    chunk_tokens_ = model_ ? model_->chunk_tokens : chunk_tokens_for(req_.model, s_.options.chunk_target_bytes);
+    chunk_tokens_ = model_ ? model_->chunk_tokens : chunk_tokens_for(req_.model, s_.new_layout().chunk_target_bytes);
     precision_ = conv_ ? conv_->precision
-                       : detail::precision_name(s_.options.new_conversation_precision == Precision::kBf16
+                       : detail::precision_name(s_.new_layout().precision == Precision::kBf16
                                                     ? detail::ChunkPrecision::kBf16
                                                     : detail::ChunkPrecision::kF32);
     if (!detail::parse_precision(precision_, chunk_precision_))
@@ -375,12 +375,12 @@ class Appender : private detail::TurnChunks {
   // "bounds"), so the lock is held for about the SQL writes alone.
   void start_encoding() {
     const int64_t chunk_raw = std::max<int64_t>(1, chunk_tokens_ * 4 * req_.model.floats_per_token());
-    const int64_t ahead_bytes = req_.max_staged_bytes >= 0 ? req_.max_staged_bytes : s_.options.max_staged_bytes;
+    const int64_t ahead_bytes = req_.max_staged_bytes >= 0 ? req_.max_staged_bytes : s_.options().max_staged_bytes;
     const size_t ahead =
         std::max<size_t>(s_.window(), static_cast<size_t>(std::max<int64_t>(0, ahead_bytes / chunk_raw)));
     using Jobs = detail::OrderedJobs<detail::ProducedChunk>;
     const bool on_caller = plan_.size() == 1 || planned_raw_bytes() <= kInlineEncodeBytes;
-    encoded_.emplace(s_.pool, plan_.size(), ahead, [this](size_t i) { return produce(i); },
+    encoded_.emplace(s_.pool(), plan_.size(), ahead, [this](size_t i) { return produce(i); },
                      on_caller ? Jobs::Run::kInline : Jobs::Run::kOnPool);
   }
 
@@ -540,7 +540,7 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
   detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    detail::StoreCounters::add(s.counters.appends, 1);
+    detail::StoreCounters::add(s.counters().appends, 1);
     detail::AppendRequest req;
     req.id = id;
     req.model = model;
@@ -556,8 +556,8 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
   detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    detail::StoreCounters::add(s.counters.appends, 1);
-    const detail::LatencyTimer timer(s.counters.append_seconds);
+    detail::StoreCounters::add(s.counters().appends, 1);
+    const detail::LatencyTimer timer(s.counters().append_seconds);
     model.validate();
     if (len > 0)
       check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
@@ -567,7 +567,7 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
     req.model = model;
     req.len = len;
     req.tokens = tokens;
-    const int level = s.options.zstd_level;
+    const int level = s.options().zstd_level;
     req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
       out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
                                          out.precision, &out.stored_digests);
@@ -638,7 +638,7 @@ void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& mo
   req.model = model;
   req.len = len;
   req.tokens = tokens;
-  const int level = s.options.zstd_level;
+  const int level = s.options().zstd_level;
   req.produce = [&](int64_t first, int64_t n, detail::ProducedChunk& out) {
     if (kept.packed.empty() || first != kept.base) {
       // An evicted full chunk before the caller's rows (a queued turn whose

@@ -80,7 +80,7 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
   out.produced.tokens = toks;
   // The packed planes of the first `keep` positions have stride == width.
   out.produced.precision = precision;  // bf16 values widened and rounded again are unchanged
-  out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options.zstd_level, precision);
+  out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options().zstd_level, precision);
   out.hash = detail::chain_next(prev, toks.data(), keep);
   return out;
 }
@@ -260,8 +260,8 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
                   const KvSource& kv) {
   detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    detail::StoreCounters::add(s.counters.appends, 1);
-    const detail::LatencyTimer timer(s.counters.append_seconds);
+    detail::StoreCounters::add(s.counters().appends, 1);
+    const detail::LatencyTimer timer(s.counters().append_seconds);
     const std::string here = s.where(id);
     s.require_writable("write conversation '" + id + "'");
     model.validate();

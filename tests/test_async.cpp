@@ -46,7 +46,7 @@ struct AsyncFixture {
     engine.fill(0, 64, 11);
   }
   colikv::Options options() const { return colikv_test::chunked_options(m, kChunk); }
-  colikv::detail::AsyncWriter& writer(Store& s) { return *colikv::detail::StoreAccess::impl(s).async; }
+  colikv::detail::AsyncWriter& writer(Store& s) { return *colikv::detail::StoreAccess::impl(s).async(); }
   void queue(Store& s, const std::string& id, int64_t len) {
     s.append_async(id, m, engine.tokens.data(), len, engine.source());
   }

@@ -102,7 +102,7 @@ TEST_CASE_METHOD(BudgetStore, "a queued turn whose conversation is evicted befor
   Store& s = store();
   Store other(path, options);  // another process's gc
   write("a", b, 10);
-  colikv::detail::AsyncWriter& writer = *colikv::detail::StoreAccess::impl(s).async;
+  colikv::detail::AsyncWriter& writer = *colikv::detail::StoreAccess::impl(s).async();
   writer.pause(true);
   s.append_async("a", m, b.tokens.data(), 13, b.source());  // staged from 8: nothing was evicted yet
   other.gc(0);

@@ -149,3 +149,35 @@ TEST_CASE("copy: destroying the destination store waits for the copy running int
   Store again(dir.file("b.db"), o);
   CHECK(loads_as(again, "c", h, 64) == "");
 }
+
+// The copy gives a conversation new to the destination its source's precision
+// and chunk size. It used to do so by changing the destination's Options for
+// the copy's call: Store::options() (any thread, no lock) then read the
+// source's layout, and another thread reading it raced with the copy.
+TEST_CASE("copy: the destination's options stay as opened while a copy runs into it", "[copy]") {
+  TempDir dir;
+  const colikv::ModelSignature m = colikv_test::tiny_model();
+  colikv::Options so = colikv_test::chunked_options(m, 4);
+  so.new_conversation_precision = colikv::Precision::kBf16;
+  const colikv::Options dopts = colikv_test::chunked_options(m, 8);
+  Store a(dir.file("a.db"), so), b(dir.file("b.db"), dopts);
+  const EngineBuffers h = history(m, 16, 1);
+  append(a, "c", h, 16);
+
+  int calls = 0, changed = 0;
+  colikv::CopyOptions co;
+  co.progress = [&](int64_t, int64_t) {
+    ++calls;
+    if (b.options().new_conversation_precision != colikv::Precision::kF32 ||
+        b.options().chunk_target_bytes != dopts.chunk_target_bytes)
+      ++changed;
+  };
+  colikv::copy_conversation(a, b, "c", co);
+  REQUIRE(calls > 0);
+  CHECK(changed == 0);
+  // The copy keeps its source's precision; what the destination creates next takes its own.
+  CHECK(b.info("c").precision == "bf16");
+  append(b, "after", h, 16);
+  CHECK(b.info("after").precision == "f32");
+  CHECK(loads_as(b, "after", h, 16) == "");
+}

@@ -192,7 +192,7 @@ TEST_CASE("erase: rm zeroes what it frees on a SQLite whose connections start wi
   REQUIRE(colikv_test::found_in_store_files(path, gone.payload_windows) >= 32);
   {
     colikv::Store s(path, erase_options(c.m));
-    auto& db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog()).database();
+    auto& db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::catalog(s)).database();
     CHECK(pragma_of(db.getHandle(), "PRAGMA secure_delete") == 1);
     s.remove("gone");
     CHECK(colikv_test::found_in_store_files(path, gone.payload_windows) == 0);

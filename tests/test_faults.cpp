@@ -501,7 +501,7 @@ TEST_CASE("faults: a nearly full store refuses an append cleanly and works once 
   append_to(s, "c1", 20);
   const State before{{"c0", 40}, {"c1", 20}};
   SQLite::Database& db =
-      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog()).database();
+      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::catalog(s)).database();
   const int64_t pages = db.execAndGet("PRAGMA page_count").getInt64();
   db.exec("PRAGMA max_page_count = " + std::to_string(pages + 2));
   try {

@@ -113,7 +113,7 @@ TEST_CASE("a small append is encoded on the calling thread with its statement jo
   CHECK(encoding_threads(s, "large", b, 8192).count(std::this_thread::get_id()) == 0);
   // On disk, SQLite opened and unlinked a temporary file for every append.
   SQLite::Database& db =
-      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog()).database();
+      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::catalog(s)).database();
   CHECK(db.execAndGet("PRAGMA temp_store").getInt() == 2);
 }
 
@@ -122,7 +122,7 @@ namespace {
 // How often SQLite has prepared again the statements the store's connection
 // holds (sqlite3_stmt_status, SQLITE_STMTSTATUS_REPREPARE), summed.
 int64_t reprepares(Store& s) {
-  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
+  sqlite3* db = static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::catalog(s))
                     .database()
                     .getHandle();
   int64_t n = 0;
@@ -157,7 +157,7 @@ TEST_CASE("a read transaction refuses a write through a prepared statement too, 
   {
     Store s(path);
     s.append("c", m, b.tokens.data(), 8, b.source());
-    colikv::detail::Catalog& c = colikv::detail::StoreAccess::impl(s).catalog();
+    colikv::detail::Catalog& c = colikv::detail::StoreAccess::catalog(s);
     {
       auto txn = c.begin(colikv::detail::Catalog::Access::kWrite, "test");
       c.free_unused_chunks({999999});  // its DELETE prepared (and cached) outside a read transaction
@@ -182,7 +182,7 @@ TEST_CASE("a read transaction refuses a write through a prepared statement too, 
   r.stats();  // in a read transaction
   // Its end turned PRAGMA query_only off: the read-only store's connection took writes.
   SQLite::Database& db =
-      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(r).catalog()).database();
+      static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::catalog(r)).database();
   CHECK(db.execAndGet("PRAGMA query_only").getInt() == 1);
 }
 
@@ -193,7 +193,7 @@ namespace {
 class StatementLog {
  public:
   explicit StatementLog(Store& s)
-      : db_(static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::impl(s).catalog())
+      : db_(static_cast<colikv::detail::SqliteCatalog&>(colikv::detail::StoreAccess::catalog(s))
                 .database()
                 .getHandle()) {
     sqlite3_trace_v2(db_, SQLITE_TRACE_STMT, &StatementLog::note, &run_);

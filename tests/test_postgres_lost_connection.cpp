@@ -29,7 +29,7 @@ using colikv::detail::PgConnection;
 using colikv::detail::PgParams;
 
 PgConnection& connection_of(colikv::Store& s) {
-  return static_cast<colikv::detail::PgCatalog&>(colikv::detail::StoreAccess::impl(s).catalog()).connection();
+  return static_cast<colikv::detail::PgCatalog&>(colikv::detail::StoreAccess::catalog(s)).connection();
 }
 
 colikv::Options options() {

@@ -27,7 +27,7 @@ using colikv_test::loads_as;
 namespace {
 
 colikv::detail::PgConnection& connection_of(Store& s) {
-  return static_cast<colikv::detail::PgCatalog&>(colikv::detail::StoreAccess::impl(s).catalog()).connection();
+  return static_cast<colikv::detail::PgCatalog&>(colikv::detail::StoreAccess::catalog(s)).connection();
 }
 
 // The round trips one call of f makes on the store's connection.

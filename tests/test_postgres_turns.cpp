@@ -22,7 +22,7 @@ using colikv_test::EngineBuffers;
 namespace {
 
 colikv::detail::PgCatalog& catalog_of(Store& s) {
-  return static_cast<colikv::detail::PgCatalog&>(colikv::detail::StoreAccess::impl(s).catalog());
+  return static_cast<colikv::detail::PgCatalog&>(colikv::detail::StoreAccess::catalog(s));
 }
 
 struct Trips {

@@ -31,7 +31,7 @@ using colikv_test::outcome_of;
 
 namespace {
 
-colikv::detail::AsyncWriter& writer_of(Store& s) { return *colikv::detail::StoreAccess::impl(s).async; }
+colikv::detail::AsyncWriter& writer_of(Store& s) { return *colikv::detail::StoreAccess::impl(s).async(); }
 
 // Lets a paused writer go on once a call waits for its queue, or once the
 // test says so (a call that does not wait): run() from the test's thread.

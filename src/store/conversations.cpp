@@ -31,7 +31,7 @@ bool Store::exists(const std::string& id) {
 namespace {
 
 void update_text_column(Store::Impl& s, const std::string& id, detail::ConversationText column,
-                        const std::string& value) {
+                        const std::string& value) REQUIRES(s.mu) {
   detail::require_no_nul(id, "conversation id", s.where());
   detail::require_no_nul(value, detail::text_column_name(column), s.where());
   const std::string here = s.where(id);
@@ -92,7 +92,7 @@ int64_t checked_sum(int64_t a, int64_t b, const std::string& what) {
   return out;
 }
 
-ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) {
+ConversationInfo info_from_row(Store::Impl& s, detail::ConversationInfoRow&& r) REQUIRES(s.mu) {
   ConversationInfo i;
   i.id = std::move(r.name);
   ModelRow m = s.model_by_id(r.model_id);
@@ -148,7 +148,7 @@ StoreStats Store::stats() {
     const detail::TenantUsage usage = s.catalog().usage();
     for (const detail::ModelUsageRow& row : usage.models) {
       // Another tenant's model is none of this one's business.
-      if (!s.options.tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
+      if (!s.options().tenant.empty() && row.conversations == 0 && row.chunks == 0) continue;
       UsageStats u;
       u.model = s.model_by_id(row.model_id).sig;
       u.chunk_tokens = row.chunk_tokens;

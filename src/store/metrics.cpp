@@ -12,10 +12,10 @@ namespace colikv {
 Metrics Store::metrics() {
   Impl& s = *impl_;
   // In the gate: another thread may be closing the Store.
-  const detail::CallGate::Call in_flight(s.gate, [&] { return s.where(); });
+  const detail::CallGate::Call in_flight(s.gate(), [&] { return s.where(); });
   Metrics m;
-  m.tenant = s.options.tenant;
-  s.counters.add_to(m);
+  m.tenant = s.options().tenant;
+  s.counters().add_to(m);
   return m;
 }
 
@@ -23,7 +23,7 @@ Gauges Store::gauges() {
   return detail::StoreCall::run(*impl_, [&](Store::Impl& s) REQUIRES(s.mu) {
     const std::string here = s.where() + ": gauges";
     Gauges g;
-    g.store = detail::shown_location(s.path);
+    g.store = detail::shown_location(s.path());
     const auto snapshot = s.catalog().begin(detail::Catalog::Access::kRead, here);
     std::map<int64_t, std::string> models;
     const detail::GaugeUsage usage = s.catalog().gauge_usage();

@@ -26,9 +26,9 @@ Store& Store::operator=(Store&& other) noexcept {
   return *this;
 }
 
-const std::string& Store::path() const { return impl_->path; }
+const std::string& Store::path() const { return impl_->path(); }
 
-const Options& Store::options() const { return impl_->options; }
+const Options& Store::options() const { return impl_->options(); }
 
 int Store::schema_version() const {
   return detail::StoreCall::run(*impl_, detail::StoreCall::NoWait{}, [&](Store::Impl& s) REQUIRES(s.mu) {  // reads no conversation
@@ -40,26 +40,26 @@ void Store::publish() {
   Impl& s = *impl_;
   detail::StagedStorePtr staged;
   {
-    detail::CallGate::Call in_flight(s.gate, [&] { return s.where(); });
+    detail::CallGate::Call in_flight(s.gate(), [&] { return s.where(); });
     detail::LockGuard<detail::RecursiveMutex> lock(s.mu);
-    if (!s.options.create_staged)
+    if (!s.options().create_staged)
       throw Error(ErrorCode::kInvalidArgument,
                   s.where() + ": publish: this Store was not opened with Options::create_staged");
-    if (!s.staged) throw Error(ErrorCode::kInvalidArgument, s.where() + ": publish: published already");
-    staged = std::move(s.staged);  // claimed: a publish racing this one finds none
+    staged = s.take_staged();  // claimed: a publish racing this one finds none
+    if (!staged) throw Error(ErrorCode::kInvalidArgument, s.where() + ": publish: published already");
   }
   // Closed as the destructor closes it (close_store), then for good: once
   // the calls in flight have left, nothing more can be queued.
-  if (s.async) s.async->pause(false);
-  s.gate.close("this Store was closed by publish(); open the store again to use it");
+  if (s.async()) s.async()->pause(false);
+  s.gate().close("this Store was closed by publish(); open the store again to use it");
   // The new store is whole only with every turn queued for it.
   std::exception_ptr failed;
   try {
-    if (s.async) s.async->wait(nullptr);
+    if (s.async()) s.async()->wait(nullptr);
   } catch (...) {
     failed = std::current_exception();
   }
-  s.async.reset();
+  s.stop_async();
   {
     detail::LockGuard<detail::RecursiveMutex> lock(s.mu);
     s.close_catalog();  // the last connection's close folds the WAL into the file

@@ -35,8 +35,8 @@ namespace {
 
 // Enters s's gate, for `id`'s messages.
 GateTicket enter_gate(Store::Impl& s, const std::string* id) {
-  s.gate.enter([&] { return s.where(id ? *id : std::string()); });
-  return GateTicket(&s.gate);
+  s.gate().enter([&] { return s.where(id ? *id : std::string()); });
+  return GateTicket(&s.gate());
 }
 
 // An outermost call of s: its gate entered, then its queue of id (of all
@@ -44,12 +44,12 @@ GateTicket enter_gate(Store::Impl& s, const std::string* id) {
 GateTicket enter_unless_nested(Store::Impl& s, const std::string* id) {
   if (in_call(s)) return GateTicket();
   GateTicket t = enter_gate(s, id);
-  if (s.async) s.async->drain(id);  // before the lock: the writer thread takes it to commit
+  if (s.async()) s.async()->drain(id);  // before the lock: the writer thread takes it to commit
   return t;
 }
 
 Store::Impl& unforked(Store::Impl& s) {
-  if (s.gate.forked()) s.gate.refuse(CallGate::Refusal::kForked, s.where());
+  if (s.gate().forked()) s.gate().refuse(CallGate::Refusal::kForked, s.where());
   return s;
 }
 
@@ -76,11 +76,11 @@ StoreHold::~StoreHold() {
     if (std::uncaught_exceptions() > exceptions_) {
       s_.pending_ = PendingCounts();  // its transactions rolled back
       if (counts_errors_)
-        s_.counters.count_error(thrown_);
+        s_.counters().count_error(thrown_);
       else if (thrown_ == ErrorCode::kConflict)
-        StoreCounters::add(s_.counters.conflicts, 1);  // a queued turn's: wait() counts the error
+        StoreCounters::add(s_.counters().conflicts, 1);  // a queued turn's: wait() counts the error
     } else {
-      s_.counters.commit(s_.pending_);
+      s_.counters().commit(s_.pending_);
     }
     // What a tenant's retention deleted inside this call's transactions, erased
     // from the files once the outermost of them has committed (an append may be
@@ -93,7 +93,7 @@ StoreHold::~StoreHold() {
 StoreCall::StoreCall(Store::Impl& s, const std::string* id) : gate_(enter_unless_nested(s, id)), hold_(s, true) {}
 
 StoreCall::StoreCall(Store::Impl& s, NoWait) : hold_(unforked(s), false) {
-  if (!s.has_catalog()) s.gate.refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
+  if (!s.has_catalog()) s.gate().refuse(CallGate::Refusal::kClosing, s.where());  // published (Store::publish)
 }
 
 namespace {
@@ -111,8 +111,8 @@ StorePairCall::StorePairCall(Store::Impl& a, Store::Impl& b, const std::string& 
   if (!in_call(*second_)) second_gate_ = enter_gate(*second_, &id);
   // The queues are drained before either lock is taken: the writer thread
   // of each takes its Store's lock to commit.
-  if (first_gate_ && first_->async) first_->async->drain(&id);
-  if (second_gate_ && second_->async) second_->async->drain(&id);
+  if (first_gate_ && first_->async()) first_->async()->drain(&id);
+  if (second_gate_ && second_->async()) second_->async()->drain(&id);
   first_hold_.emplace(*first_, true);
   second_hold_.emplace(*second_, true);
 }
@@ -124,12 +124,12 @@ void StorePairCall::failed() noexcept {
 
 void close_store(std::unique_ptr<Store::Impl>& impl) noexcept {
   if (!impl) return;
-  if (impl->gate.forked()) {
+  if (impl->gate().forked()) {
     (void)impl.release();  // joining its threads would hang the child, and SQLite must not close there
     return;
   }
-  if (impl->async) impl->async->pause(false);  // a call blocked on the queue bound must be able to finish
-  impl->gate.close();
+  if (impl->async()) impl->async()->pause(false);  // a call blocked on the queue bound must be able to finish
+  impl->gate().close();
   impl.reset();  // commits what is queued (~Impl)
 }
 

@@ -130,30 +130,33 @@ std::unique_ptr<detail::Catalog> open_counted(detail::StoreCounters& counters, c
 }  // namespace
 
 Store::Impl::Impl(const std::string& p, const Options& o)
-    : path(p),
-      options(o),
-      staged(detail::stage_new_store(p, o)),
-      catalog_(open_counted(counters, p, o, staged.get())),
-      pool(o.threads) {
+    : path_(p),
+      options_(o),
+      new_layout_{o.new_conversation_precision, o.chunk_target_bytes},
+      staged_(detail::stage_new_store(p, o)),
+      catalog_(open_counted(counters_, p, o, staged_.get())),
+      pool_(o.threads) {
   catalog_->errors().set_store(where());  // names what the catalog raises outside a transaction
-  if (!options.read_only) {
-    async = detail::make_async_writer(*this);
+  if (!options_.read_only) {
+    async_ = detail::make_async_writer(*this);
     // An engine's first turn after a restart copies into memory already
     // faulted in, whether or not its slot had anything stored to load.
-    if (options.prefault_async_staging) async->prepare();
+    if (options_.prefault_async_staging) async_->prepare();
   }
-  detail::register_counters(&counters, options.tenant);  // last: ~Impl retires it
+  detail::register_counters(&counters_, options_.tenant);  // last: ~Impl retires it
 }
 
 Store::Impl::~Impl() {
-  async.reset();  // what it commits is counted
-  detail::retire_counters(&counters);
+  async_.reset();  // what it commits is counted
+  detail::retire_counters(&counters_);
 }
+
+void Store::Impl::stop_async() { async_.reset(); }
 
 std::string Store::Impl::where(const std::string& id) const {
   // A tenant's name holds no control character (require_tenant_name).
-  const std::string store = "store " + detail::shown_location(path) +
-                            (options.tenant.empty() ? std::string() : " tenant '" + options.tenant + "'");
+  const std::string store = "store " + detail::shown_location(path_) +
+                            (options_.tenant.empty() ? std::string() : " tenant '" + options_.tenant + "'");
   return id.empty() ? store : store + ": conversation '" + id + "'";
 }
 
@@ -162,7 +165,7 @@ bool Store::Impl::is_json(const std::string& text) {
 }
 
 void Store::Impl::require_writable(const std::string& op) const {
-  if (options.read_only)
+  if (options_.read_only)
     throw Error(ErrorCode::kReadOnly, where() + ": " + op + ": the store is opened read-only");
 }
 
@@ -229,13 +232,13 @@ std::optional<ModelRow> Store::Impl::find_model(const ModelSignature& sig) {
 
 ModelRow Store::Impl::ensure_model(const ModelSignature& sig) {
   if (auto m = find_model(sig)) return *m;
-  catalog().insert_model(sig, chunk_tokens_for(sig, options.chunk_target_bytes), now_ms());
+  catalog().insert_model(sig, chunk_tokens_for(sig, new_layout_.chunk_target_bytes), now_ms());
   return *find_model(sig);
 }
 
 int64_t Store::Impl::chunk_tokens_of(const ModelSignature& sig) {
   const std::optional<detail::ModelRow> m = find_model(sig);
-  return m ? m->chunk_tokens : chunk_tokens_for(sig, options.chunk_target_bytes);
+  return m ? m->chunk_tokens : chunk_tokens_for(sig, new_layout_.chunk_target_bytes);
 }
 
 void Store::Impl::erase_if_due() noexcept {

@@ -122,40 +122,54 @@ class Store::Impl {
   void scan(const std::string& id, const ModelSignature* expect, int64_t limit,
             const std::function<void(const detail::ScanStart&)>& on_start,
             const std::function<void(detail::StoredChunk&)>& decode,
-            const std::function<void(detail::StoredChunk&)>& consume);
+            const std::function<void(detail::StoredChunk&)>& consume) REQUIRES(mu);
 
   // "store <path>: conversation <id>" and the like, for messages.
   std::string where(const std::string& id = "") const;
 
-  std::string path;
-  Options options;
+  // Where the store is, as given to open: fixed once constructed, read on
+  // any thread without a lock.
+  const std::string& path() const { return path_; }
+  // What the Store was opened with: fixed once constructed, read on any
+  // thread without a lock (Store::options hands it out). The layout of the
+  // conversations a call creates is new_layout()'s.
+  const Options& options() const { return options_; }
   // Serializes calls on this Store (StoreCall); recursive, for a call made
-  // from a progress callback of another call of the Store.
+  // from a progress callback of another call of the Store. Taken only by
+  // StoreHold (StoreCall, StorePairCall) and by publish; public because the
+  // annotations of the library's files name it (REQUIRES(s.mu)), which
+  // clang checks for access.
   detail::RecursiveMutex mu;
   // What this Store counts (colikv/metrics.h), registered with the process's
-  // totals while it is open.
-  detail::StoreCounters counters;
+  // totals while it is open. Atomic counters and histograms: any thread, no lock.
+  detail::StoreCounters& counters() { return counters_; }
   // Counts of the call in progress: committed to counters when it returns,
   // dropped when it throws (StoreHold).
   detail::PendingCounts& pending() REQUIRES(mu) { return pending_; }
-  // The new store's temporary file, with Options::create_staged until
-  // publish(); declared before the catalog, so that it is removed only once
-  // the catalog's connections to it are closed.
-  detail::StagedStorePtr staged;
-
- private:
-  // The database (catalog()): SQLite's by default; null once published.
-  std::unique_ptr<detail::Catalog> catalog_;
-
- public:
+  // The precision and chunk size a conversation created in this call takes:
+  // Options' as opened, unless a copy sets its source's for its call
+  // (copy_conversation). Kept out of options(), which other threads read.
+  struct NewLayout {
+    Precision precision;
+    int64_t chunk_target_bytes;
+  };
+  NewLayout& new_layout() REQUIRES(mu) { return new_layout_; }
+  // The new store's temporary file, with Options::create_staged, which
+  // publish claims (null afterwards, or without create_staged).
+  detail::StagedStorePtr take_staged() REQUIRES(mu) { return std::move(staged_); }
   // Calls in flight (StoreCall, append_async, wait), which destroying the
-  // Store waits for, and the process that opened it (close_store).
-  detail::CallGate gate;
-  detail::ThreadPool pool;
+  // Store waits for, and the process that opened it (close_store). Locks
+  // its own mutex: any thread.
+  detail::CallGate& gate() { return gate_; }
+  // The workers of this Store's encoding and decoding: submit from any thread.
+  detail::ThreadPool& pool() { return pool_; }
   // The background writer of append_async (async_writer.h), on a writable
-  // store; ~Impl stops it first, so that it commits what is still queued
-  // before anything it uses is torn down.
-  std::unique_ptr<detail::AsyncWriter> async;
+  // store; null on a read-only one. Used by calls in the gate (gate()):
+  // it is stopped (stop_async) only once the gate is closed.
+  detail::AsyncWriter* async() const { return async_.get(); }
+  // Publish, once the gate is closed and the queue committed: no call can
+  // use the writer any more.
+  void stop_async();
   // A tenant's retention deleted conversations in this call (apply_limits):
   // the outermost StoreCall erases their bytes once its transactions are done
   // (erase_if_due, which never throws).
@@ -167,46 +181,46 @@ class Store::Impl {
   void assert_in_call() const ASSERT_CAPABILITY(mu) { assert(detail::in_call(*this)); }
 
   // The database, SQLite's by default, for a call: it holds mu (StoreCall).
-  // None once published, when a call is refused (has_catalog). Not yet
-  // REQUIRES(mu): the helpers a call runs through do not say they hold it.
-  detail::Catalog& catalog() const { return *catalog_; }
-  bool has_catalog() const { return catalog_ != nullptr; }
+  // None once published, when a call is refused (has_catalog).
+  detail::Catalog& catalog() const REQUIRES(mu) { return *catalog_; }
+  bool has_catalog() const REQUIRES(mu) { return catalog_ != nullptr; }
   void close_catalog() REQUIRES(mu) { catalog_.reset(); }
 
   // Helpers used by Store's methods.
-  std::optional<detail::ConversationRow> find_conversation(const std::string& id);
-  detail::ConversationRow get_conversation(const std::string& id);
-  detail::ModelRow model_by_id(int64_t model_id);
-  std::optional<detail::ModelRow> find_model(const ModelSignature& sig);
-  detail::ModelRow ensure_model(const ModelSignature& sig);  // inside a write transaction
+  std::optional<detail::ConversationRow> find_conversation(const std::string& id) REQUIRES(mu);
+  detail::ConversationRow get_conversation(const std::string& id) REQUIRES(mu);
+  detail::ModelRow model_by_id(int64_t model_id) REQUIRES(mu);
+  std::optional<detail::ModelRow> find_model(const ModelSignature& sig) REQUIRES(mu);
+  detail::ModelRow ensure_model(const ModelSignature& sig) REQUIRES(mu);  // inside a write transaction
   // The chunk size of sig's conversations: its stored row's, or the one a
   // first append of it would choose.
-  int64_t chunk_tokens_of(const ModelSignature& sig);
+  int64_t chunk_tokens_of(const ModelSignature& sig) REQUIRES(mu);
   void require_writable(const std::string& op) const;
   bool is_json(const std::string& text);
-  void free_unused_chunks(const std::vector<int64_t>& chunk_ids);  // inside a write transaction
+  void free_unused_chunks(const std::vector<int64_t>& chunk_ids) REQUIRES(mu);  // inside a write transaction
   // Inside a write transaction: deletes conversation c (at its generation,
   // else kConflict), its chunk list and those of its chunks no other
   // conversation links, as one edit (Catalog::apply: Store::remove, a
   // tenant's retention); returns the ids of its chunks, freed or not.
-  std::vector<int64_t> delete_whole(const detail::ConversationRow& c);
+  std::vector<int64_t> delete_whole(const detail::ConversationRow& c) REQUIRES(mu);
   // The same for a tenant's retention, whose write transaction is rolled back
   // whole when it fails: no savepoint of its own. `chunks`: c's, as
   // claim_chunks gave them (no chunk list read again).
-  void delete_idle(const detail::IdleConversation& c, const std::vector<detail::PayloadChunk>& chunks);
-  size_t window() const { return pool.size() * 2; }
+  void delete_idle(const detail::IdleConversation& c, const std::vector<detail::PayloadChunk>& chunks)
+      REQUIRES(mu);
+  size_t window() { return pool_.size() * 2; }
   // The chain hash before position 0 of this Store's tenant's conversations.
   detail::ChunkHash chain_seed(const std::string& signature, const std::string& precision) const {
-    return detail::chain_seed(signature, precision, options.tenant);
+    return detail::chain_seed(signature, precision, options_.tenant);
   }
 
   // Stored chunks (id, key) whose values this Store checked before linking
   // them for new content (store_append.cpp, check_linked_content): checked once,
   // not on every append that shares them. Bounded: forgotten past a limit.
-  bool linked_content_checked(int64_t chunk_id, const detail::ChunkHash& key) const {
+  bool linked_content_checked(int64_t chunk_id, const detail::ChunkHash& key) const REQUIRES(mu) {
     return linked_checked_.count({chunk_id, key}) != 0;
   }
-  void remember_linked_content(int64_t chunk_id, const detail::ChunkHash& key) {
+  void remember_linked_content(int64_t chunk_id, const detail::ChunkHash& key) REQUIRES(mu) {
     if (linked_checked_.size() >= kMaxLinkedChecked) linked_checked_.clear();
     linked_checked_.insert({chunk_id, key});
   }
@@ -225,13 +239,28 @@ class Store::Impl {
   detail::PendingCounts pending_ GUARDED_BY(mu);  // pending()
   bool erase_due_ GUARDED_BY(mu) = false;         // erase_when_done()
 
+  const std::string path_;
+  const Options options_;
+  detail::StoreCounters counters_;
+  NewLayout new_layout_ GUARDED_BY(mu);  // new_layout()
+  // Declared before the catalog, so that it is removed only once the
+  // catalog's connections to it are closed.
+  detail::StagedStorePtr staged_ GUARDED_BY(mu);
+  // The database (catalog()): SQLite's by default; null once published.
+  std::unique_ptr<detail::Catalog> catalog_ GUARDED_BY(mu);
+  detail::CallGate gate_;
+  detail::ThreadPool pool_;
+  // ~Impl stops it first, so that it commits what is still queued before
+  // anything it uses is torn down.
+  std::unique_ptr<detail::AsyncWriter> async_;
+
   static constexpr size_t kMaxLinkedChecked = 1 << 16;
-  std::map<int64_t, detail::ModelRow> models_by_id_;
+  std::map<int64_t, detail::ModelRow> models_by_id_ GUARDED_BY(mu);
   // The catalog's write_rollbacks() when models_by_id_ was last known good: a
   // model row read in a write that was then rolled back may be gone and its
   // id another model's.
-  uint64_t models_rollbacks_ = 0;
-  std::set<std::pair<int64_t, detail::ChunkHash>> linked_checked_;
+  uint64_t models_rollbacks_ GUARDED_BY(mu) = 0;
+  std::set<std::pair<int64_t, detail::ChunkHash>> linked_checked_ GUARDED_BY(mu);
 };
 
 namespace detail {
@@ -273,17 +302,24 @@ struct ConversationState {
   std::vector<ChunkSummary> chunks;
 };
 // Reads it, the chunk list checked (check_chunk_list); kNotFound for no such id.
-ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here);
+ConversationState read_state(Store::Impl& s, const std::string& id, const std::string& here) REQUIRES(s.mu);
 
 // Fills positions [from, to) of a conversation into rows p - origin of the
 // buffers (store_load.cpp): what load_range and a rewritten tail read.
 int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t from, int64_t to,
-                  int32_t* tokens, const KvTarget& kv, int64_t origin);
+                  int32_t* tokens, const KvTarget& kv, int64_t origin) REQUIRES(s.mu);
 
 // A Store's internals, for the library's own modules (coli_kv.cpp) and the
 // white-box tests; not part of the public header.
 struct StoreAccess {
   static Store::Impl& impl(Store& store) { return *store.impl_; }
+  // The store's catalog, for the white-box tests: read under the Store's
+  // lock, used while no call of the Store runs on another thread.
+  static Catalog& catalog(Store& store) {
+    Store::Impl& s = *store.impl_;
+    LockGuard<RecursiveMutex> lock(s.mu);
+    return s.catalog();
+  }
   // Store::Impl::append as one call of store (append.cpp).
   static void append(Store& store, const AppendRequest& req);
 };

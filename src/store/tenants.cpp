@@ -13,10 +13,10 @@ namespace colikv {
 
 namespace {
 
-void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) {
+void set_tenant_role(Store::Impl& s, const std::string& role, bool granted) REQUIRES(s.mu) {
   // where() names the tenant, but not the default one.
   const std::string op = std::string(granted ? "granting" : "revoking") +
-                         (s.options.tenant.empty() ? " the default tenant \"\"" : " the tenant") +
+                         (s.options().tenant.empty() ? " the default tenant \"\"" : " the tenant") +
                          (granted ? " to" : " from") + " role '" + role + "'";
   detail::require_no_nul(role, "role", s.where());
   if (role.empty()) throw Error(ErrorCode::kInvalidArgument, s.where() + ": " + op + ": the role name is empty");

@@ -53,7 +53,7 @@ sqlite3* StoreConnection::handle() const { return impl_->db.getHandle(); }
 
 int64_t round_trips(colikv::Store& store) {
 #if COLIKV_WITH_POSTGRES
-  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(&colikv::detail::StoreAccess::impl(store).catalog()))
+  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(&colikv::detail::StoreAccess::catalog(store)))
     return pg->connection().round_trips();
 #else
   (void)store;
@@ -63,7 +63,7 @@ int64_t round_trips(colikv::Store& store) {
 
 int64_t link_round_trips(colikv::Store& store) {
 #if COLIKV_WITH_POSTGRES
-  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(&colikv::detail::StoreAccess::impl(store).catalog()))
+  if (auto* pg = dynamic_cast<colikv::detail::PgCatalog*>(&colikv::detail::StoreAccess::catalog(store)))
     return pg->link_round_trips();
 #else
   (void)store;

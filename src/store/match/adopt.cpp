@@ -28,7 +28,7 @@ PrefixMatch Store::adopt(const ModelSignature& model, const int32_t* prompt, int
                                              std::to_string(p) + " holds token " + std::to_string(tokens[p]) +
                                              " where the prompt has " + std::to_string(prompt[p]) +
                                              " (run colikv verify)");
-    detail::StoreCounters::add(s.counters.adoptions, 1);
+    detail::StoreCounters::add(s.counters().adoptions, 1);
     return r;
   });
 }

@@ -269,18 +269,18 @@ class BestMatch {
 };
 
 PrefixMatch find_prefix_in_call(Store::Impl& s, const ModelSignature& model, const int32_t* tokens, int64_t len,
-                                bool loadable_only);
+                                bool loadable_only) REQUIRES(s.mu);
 
 // One query, counted inside the call (once it returns the Store may be gone).
 PrefixMatch find_prefix(Store::Impl& store, const ModelSignature& model, const int32_t* tokens, int64_t len,
                         bool loadable_only) {
   return detail::StoreCall::run(store, [&](Store::Impl& s) REQUIRES(s.mu) {
-    const detail::LatencyTimer timer(s.counters.match_seconds);
-    detail::StoreCounters::add(s.counters.match_queries, 1);
+    const detail::LatencyTimer timer(s.counters().match_seconds);
+    detail::StoreCounters::add(s.counters().match_queries, 1);
     const PrefixMatch found = find_prefix_in_call(s, model, tokens, len, loadable_only);
     if (found.tokens > 0) {
-      detail::StoreCounters::add(s.counters.match_answers, 1);
-      detail::StoreCounters::add(s.counters.match_tokens, static_cast<uint64_t>(found.tokens));
+      detail::StoreCounters::add(s.counters().match_answers, 1);
+      detail::StoreCounters::add(s.counters().match_tokens, static_cast<uint64_t>(found.tokens));
     }
     return found;
   });

@@ -125,7 +125,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
     result.ignored_bytes = h.file_bytes - kColiKvHeaderBytes - n * h.record_bytes;
 
     const ModelSignature model = result.model;
-    const int level = s.options.zstd_level;
+    const int level = s.options().zstd_level;
     const int file = fd.get();
     detail::AppendRequest req;
     req.id = result.id;
@@ -136,7 +136,7 @@ ImportResult import_coli_kv(Store& store, const std::string& path, const ImportO
     // Encoding may run this far ahead of the writer: a few chunks, so that an
     // import's memory stays bounded whatever the file's size (its peak resident
     // memory: docs/benchmarks.md, "Figures moved out of code comments").
-    req.max_staged_bytes = std::min<int64_t>(s.options.max_staged_bytes, int64_t{16} << 20);
+    req.max_staged_bytes = std::min<int64_t>(s.options().max_staged_bytes, int64_t{16} << 20);
     req.produce = [&, file, level](int64_t first, int64_t count, detail::ProducedChunk& out) {
       // Each worker reuses its own record buffer: memory stays a few chunks.
       thread_local std::vector<uint8_t> records;
@@ -169,7 +169,7 @@ namespace {
 
 // Streams the conversation's .coli_kv bytes to fd; returns the bytes written.
 int64_t write_coli_kv(Store::Impl& s, const std::string& id, int fd, const std::string& name,
-                      const ProgressFn& progress) {
+                      const ProgressFn& progress) REQUIRES(s.mu) {
   int64_t written = 0;
   int64_t total = 0;
   ModelSignature model;
@@ -215,11 +215,11 @@ std::string canonical_name(const std::string& path) {
 
 // The local files the store keeps (its backend's file_suffixes), named after
 // the file symbolic links lead to; none for a store on a server.
-std::vector<std::string> store_files(const Store::Impl& s) {
+std::vector<std::string> store_files(const Store::Impl& s) REQUIRES(s.mu) {
   std::vector<std::string> out;
   const detail::LocalFiles* files = s.catalog().local_files();
   if (!files) return out;
-  const std::string base = canonical_name(s.path);
+  const std::string base = canonical_name(s.path());
   for (const std::string& suffix : files->file_suffixes()) out.push_back(base + suffix);
   return out;
 }
@@ -229,7 +229,8 @@ bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == 
 // Which of the store's files `out` (stat'ed as out_st, when it exists) is, by
 // device and inode (a hard link has another name) or by name (a companion
 // that does not exist yet); "" if none.
-std::string store_file_at(const Store::Impl& s, const std::string& out_name, const struct stat* out_st) {
+std::string store_file_at(const Store::Impl& s, const std::string& out_name, const struct stat* out_st)
+    REQUIRES(s.mu) {
   for (const auto& f : store_files(s)) {
     struct stat st;
     if (out_st && ::stat(f.c_str(), &st) == 0 && same_file(st, *out_st)) return f;
@@ -241,7 +242,7 @@ std::string store_file_at(const Store::Impl& s, const std::string& out_name, con
 // The file export replaces: path itself, or the file its symbolic links lead
 // to. Refuses the store's own files, anything but a regular file, a dangling
 // link, and (without force) any existing file.
-std::string export_target(const Store::Impl& s, const std::string& path, bool force) {
+std::string export_target(const Store::Impl& s, const std::string& path, bool force) REQUIRES(s.mu) {
   detail::require_no_nul(path, "path", "the export's output file");
   struct stat lst, st;
   if (::lstat(path.c_str(), &lst) != 0) {

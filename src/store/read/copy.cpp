@@ -23,12 +23,15 @@ namespace {
 using detail::ChunkSummary;
 
 // The source conversation's chunks, read from the worker threads of the
-// destination's append (one at a time: a catalog is one connection).
+// destination's append (one at a time: a catalog is one connection). Those
+// threads hold no lock of the source: the reader keeps the source's catalog,
+// taken in the copy's call, which holds the source's lock for as long as the
+// reader lives (copy_conversation), so no other call uses that connection.
 class SourceReader {
  public:
-  SourceReader(Store::Impl& s, const detail::ConversationRow& conv, const ModelSignature& model)
-      : s_(s), conv_(conv), model_(model), here_(s.where(conv.name)) {
-    chunks_ = s_.catalog().chunk_list(conv_.id);
+  SourceReader(Store::Impl& s, const detail::ConversationRow& conv, const ModelSignature& model) REQUIRES(s.mu)
+      : catalog_(s.catalog()), conv_(conv), model_(model), here_(s.where(conv.name)) {
+    chunks_ = catalog_.chunk_list(conv_.id);
     int64_t covered = 0;
     for (const ChunkSummary& c : chunks_) {
       if (c.first_pos != covered)
@@ -76,7 +79,7 @@ class SourceReader {
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
     std::vector<int32_t> t;
     bool read = false;
-    s_.catalog().for_each_token_list(conv_.id, c.seq, detail::saturating_add(c.first_pos, 1),
+    catalog_.for_each_token_list(conv_.id, c.seq, detail::saturating_add(c.first_pos, 1),
                                     [&](int64_t chunk_id, int64_t, std::string_view json) {
                                       if (chunk_id == c.chunk_id)
                                         read = detail::parse_tokens_json(json.data(), json.size(), t) &&
@@ -90,7 +93,7 @@ class SourceReader {
   void decode(const ChunkSummary& c) {
     if (decoded_ == c.chunk_id) return;
     const std::string what = here_ + ": chunk " + std::to_string(c.seq);
-    auto content = s_.catalog().read_chunk(c.chunk_id);
+    auto content = catalog_.read_chunk(c.chunk_id);
     if (!content || !content->payload) throw Error(ErrorCode::kCorrupt, what + ": missing or evicted meanwhile");
     detail::ChunkPrecision precision;
     bool compressed = false;
@@ -109,7 +112,7 @@ class SourceReader {
     decoded_ = c.chunk_id;
   }
 
-  Store::Impl& s_;
+  detail::Catalog& catalog_;
   detail::ConversationRow conv_;
   ModelSignature model_;
   std::string here_;
@@ -123,7 +126,7 @@ class SourceReader {
 
 // SHA-256 of a conversation's first `limit` records (all: limit < 0) as a
 // load reads them (one snapshot).
-std::string records_sha256(Store::Impl& s, const std::string& id, int64_t limit) {
+std::string records_sha256(Store::Impl& s, const std::string& id, int64_t limit) REQUIRES(s.mu) {
   detail::Sha256 h;
   ModelSignature model;
   s.scan(
@@ -144,28 +147,27 @@ std::string records_sha256(Store::Impl& s, const std::string& id, int64_t limit)
 // forks and shared prompts share chunks there as they did in the source).
 class CopySettings {
  public:
-  CopySettings(Options& o, Precision p, int64_t chunk_bytes) : o_(o), old_(o) {
-    o.new_conversation_precision = p;
-    o.chunk_target_bytes = chunk_bytes;
+  CopySettings(Store::Impl& d, Precision p, int64_t chunk_bytes) REQUIRES(d.mu) : d_(d), old_(d.new_layout()) {
+    d.new_layout() = {p, chunk_bytes};
   }
   ~CopySettings() {
-    o_.new_conversation_precision = old_.new_conversation_precision;
-    o_.chunk_target_bytes = old_.chunk_target_bytes;
+    d_.assert_in_call();  // the copy's: the analysis cannot name d_ there
+    d_.new_layout() = old_;
   }
 
  private:
-  Options& o_;
-  Options old_;
+  Store::Impl& d_;
+  Store::Impl::NewLayout old_;
 };
 
 
 // The conversation dst holds under id already, against the source's: equal
 // token ids, model, precision and loadable records (the same positions
 // evicted or fewer), or kConflict naming what differs.
-void check_same(Store& src, Store& dst, const std::string& id, const detail::ConversationRow& conv,
-                const ModelSignature& model, int64_t evicted_from, CopyResult& r) {
-  Store::Impl& s = detail::StoreAccess::impl(src);
-  Store::Impl& d = detail::StoreAccess::impl(dst);
+// s and d: src's and dst's internals.
+void check_same(Store& src, Store& dst, Store::Impl& s, Store::Impl& d, const std::string& id,
+                const detail::ConversationRow& conv, const ModelSignature& model, int64_t evicted_from, CopyResult& r)
+    REQUIRES(s.mu, d.mu) {
   const std::string here = d.where(id);
   const detail::ConversationRow have = d.get_conversation(id);
   const auto differs = [&](const std::string& what) {
@@ -214,7 +216,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
       throw Error(ErrorCode::kConflict, d.where(id) + ": exists already; nothing was written (skip_existing leaves it "
                                                       "when it is the same conversation)");
     if (options.skip_existing && d.find_conversation(id)) {
-      check_same(src, dst, id, conv, model.sig, reader.evicted_from(), r);
+      check_same(src, dst, s, d, id, conv, model.sig, reader.evicted_from(), r);
       r.skipped = true;
       return r;
     }
@@ -227,8 +229,8 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
     req.title = info->title;
     req.metadata = info->metadata;
     req.progress = options.progress;
-    req.max_staged_bytes = std::min<int64_t>(d.options.max_staged_bytes, int64_t{16} << 20);
-    const int level = d.options.zstd_level;
+    req.max_staged_bytes = std::min<int64_t>(d.options().max_staged_bytes, int64_t{16} << 20);
+    const int level = d.options().zstd_level;
     const ModelSignature sig = model.sig;
     req.produce = [&reader, sig, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
       thread_local std::vector<uint8_t> records;
@@ -241,7 +243,7 @@ CopyResult copy_conversation(Store& src, Store& dst, const std::string& id, cons
                                          out.precision, &out.stored_digests);
     };
     {
-      CopySettings keep(d.options, precision == detail::ChunkPrecision::kBf16 ? Precision::kBf16 : Precision::kF32,
+      CopySettings keep(d, precision == detail::ChunkPrecision::kBf16 ? Precision::kBf16 : Precision::kF32,
                         model.chunk_tokens * model.sig.record_bytes());
       d.append(req);
     }

@@ -60,6 +60,7 @@ class ChunkScan {
   }
 
   void run() {
+    s_.assert_in_call();  // Store::Impl::scan's: the analysis cannot name s_ there
     // No chunk of the model holds more (a row claiming more is rejected by
     // check_sizes), so a backend that sends payloads with the rows never
     // sends a larger one.
@@ -166,7 +167,7 @@ class ChunkScan {
     if (start_.n <= chunk_tokens_ || raw->raw_size < (int64_t{256} << 10))
       inflight_.emplace_back(raw, std::async(std::launch::deferred, job));
     else
-      inflight_.emplace_back(raw, s_.pool.submit(job));
+      inflight_.emplace_back(raw, s_.pool().submit(job));
   }
 
   void finish_front() {
@@ -193,7 +194,7 @@ class ChunkScan {
 
 // A scan's conversation, model and length, checked.
 detail::ScanStart scan_start(Store::Impl& s, const std::string& id, const ModelSignature* expect, int64_t limit,
-                             const std::string& here) {
+                             const std::string& here) REQUIRES(s.mu) {
   detail::ScanStart start;
   start.conv = s.get_conversation(id);
   start.model = s.model_by_id(start.conv.model_id);
@@ -227,13 +228,13 @@ namespace {
 template <class F>
 int64_t load_call(Store::Impl& impl, const std::string& id, const ModelSignature& model, F&& body) {
   return detail::StoreCall::run(impl, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    const detail::LatencyTimer timer(s.counters.load_seconds);
-    detail::StoreCounters::add(s.counters.loads, 1);
+    const detail::LatencyTimer timer(s.counters().load_seconds);
+    detail::StoreCounters::add(s.counters().loads, 1);
     const std::string here = s.where(id);
     model.validate();
     const int64_t n = body.operator()(s, here);  // as StoreCall::run calls its body
-    detail::StoreCounters::add(s.counters.load_tokens, static_cast<uint64_t>(n));
-    detail::StoreCounters::add(s.counters.load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
+    detail::StoreCounters::add(s.counters().load_tokens, static_cast<uint64_t>(n));
+    detail::StoreCounters::add(s.counters().load_bytes, static_cast<uint64_t>(n * model.record_bytes()));
     return n;
   });
 }
@@ -246,7 +247,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
     int64_t n = 0;
     s.scan(
         id, &model, limit,
-        [&](const detail::ScanStart& st) {
+        [&](const detail::ScanStart& st) REQUIRES(s.mu) {  // on_start runs on the call's thread
           n = st.n;
           if (n > max_tokens)
             throw Error(ErrorCode::kTooLarge, here + ": " + std::to_string(n) + " tokens do not fit the caller's maximum of " +
@@ -275,7 +276,7 @@ int64_t Store::load(const std::string& id, const ModelSignature& model, int32_t*
             std::memcpy(dst[p].base, packed[p].base, static_cast<size_t>(c.wanted * packed[p].width) * 4);
         },
         [&](StoredChunk& c) { std::copy(c.tokens.begin(), c.tokens.begin() + c.wanted, tokens + c.first_pos); });
-    if (!s.options.read_only) {
+    if (!s.options().read_only) {
       // Recency for list() and eviction. It must neither fail the load nor wait
       // for another writer's lock: it is skipped when the database is busy.
       s.catalog().touch_used_if_idle(id, now_ms());
@@ -330,7 +331,7 @@ int64_t load_rows(Store::Impl& s, const std::string& id, const ModelSignature& m
   const std::string here = s.where(id);
   s.scan(
       id, &model, to,
-      [&](const detail::ScanStart& st) {
+      [&](const detail::ScanStart& st) REQUIRES(s.mu) {  // on_start runs on the call's thread
         if (st.n < to)
           throw Error(ErrorCode::kInvalidArgument, here + ": load of positions [" + std::to_string(from) + ", " +
                                                        std::to_string(to) + ") but only " + std::to_string(st.n) +

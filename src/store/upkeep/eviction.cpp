@@ -167,7 +167,7 @@ bool apply_limits(Store::Impl& s, int64_t written) {
     deleted = !expire_idle(s, now_ms() - *limits.max_idle_ms, written)
                    .conversations.empty();
   if (limits.max_bytes) evict_to_fit(s, *limits.max_bytes, written, Catalog::Scope::kTenant);
-  if (s.options.max_store_bytes > 0) evict_to_fit(s, s.options.max_store_bytes, written, Catalog::Scope::kStore);
+  if (s.options().max_store_bytes > 0) evict_to_fit(s, s.options().max_store_bytes, written, Catalog::Scope::kStore);
   return deleted;
 }
 
@@ -187,7 +187,7 @@ EvictionReport run_gc(Store::Impl& s, int64_t max_bytes, const ProgressFn& progr
   // writers go in between, and the file follows the budget down.
   // A server gives its pages back itself.
   if (detail::LocalFiles* files = s.catalog().local_files())
-    files->release_free_pages(s.where() + ": gc", s.options.chunk_target_bytes, progress);
+    files->release_free_pages(s.where() + ": gc", s.options().chunk_target_bytes, progress);
   // The evicted values, out of the store's files too. Not after the budget's
   // eviction in an append: that would checkpoint on every append at the budget.
   if (r.chunks > 0) s.catalog().erase_deleted(s.where() + ": gc");

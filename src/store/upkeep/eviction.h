@@ -19,7 +19,7 @@ namespace detail {
 // In a load's read snapshot, before any KV byte is written: when KV data of
 // positions [0, st.n) was evicted, fills tokens[0, st.n) (unless null) and
 // throws Error(kEvicted) whose position() is the first position gone.
-void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens);
+void throw_if_evicted(Store::Impl& s, const ScanStart& st, int32_t* tokens) REQUIRES(s.mu);
 
 // Inside an open write transaction: evicts least recently used conversations'
 // KV data until the chunk payloads take at most max_bytes, among the store's
@@ -45,7 +45,7 @@ ExpiryReport run_expire(Store::Impl& s, int64_t max_idle_ms, const ProgressFn& p
 // functions, in one write transaction rolled back.
 GcPlan plan_gc(Store::Impl& s, const std::optional<int64_t>& max_bytes, const std::optional<int64_t>& max_idle_ms) REQUIRES(s.mu);
 // Store::vacuum, with progress (vacuum.cpp).
-VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress);
+VacuumReport run_vacuum(Store::Impl& s, const ProgressFn& progress) REQUIRES(s.mu);
 
 // Inside the write transaction of every call that stores bytes (an append,
 // and with it write, copy and import; a fork's or a truncate's piece), after
@@ -60,7 +60,7 @@ TenantLimits checked_limits(const TenantLimits& stored, const std::string& here)
 
 // This Store's tenant's limits as read in the caller's transaction (or alone),
 // checked as checked_limits does.
-TenantLimits stored_limits(Store::Impl& s, const std::string& here);
+TenantLimits stored_limits(Store::Impl& s, const std::string& here) REQUIRES(s.mu);
 
 }  // namespace detail
 }  // namespace colikv

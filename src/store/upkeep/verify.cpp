@@ -91,6 +91,7 @@ class Verifier {
       : s_(s), only_(only), progress_(progress) {}
 
   VerifyReport run() {
+    s_.assert_in_call();  // Store::verify's: the analysis cannot name s_ there
     check_integrity();
     list_conversations();
     int64_t total_tokens = 0, done_tokens = 0;
@@ -125,18 +126,18 @@ class Verifier {
     report_.problems.push_back({c.name, seq, chunk_id, a, b, what});
   }
 
-  void check_integrity() {
+  void check_integrity() REQUIRES(s_.mu) {
     const detail::IntegrityReport integrity = s_.catalog().check_integrity();
     report_.integrity = integrity.text;
     if (integrity.text != "ok")
       report_.problems.push_back({"", -1, -1, -1, -1, integrity.check + ": " + integrity.text});
   }
 
-  void list_conversations() {
+  void list_conversations() REQUIRES(s_.mu) {
     convs_ = s_.catalog().conversations_to_verify(only_);
   }
 
-  void verify_conversation(const Conv& c) {
+  void verify_conversation(const Conv& c) REQUIRES(s_.mu) {
     if (!c.malformed.empty()) {
       problem(c, -1, -1, -1, -1, c.malformed);
       return;
@@ -224,7 +225,7 @@ class Verifier {
     }
     walk.region.insert(walk.region.end(), toks.begin(), toks.end());
     if (!walk.chain_ok || !row.has_index) return;
-    const std::string anchor = region_first == 0 ? detail::tenant_anchor(s_.options.tenant)
+    const std::string anchor = region_first == 0 ? detail::tenant_anchor(s_.options().tenant)
                                                  : std::string(reinterpret_cast<const char*>(walk.anchor.data()),
                                                                walk.anchor.size());
     const int64_t end = row.first_pos + row.n_tokens;
@@ -272,7 +273,7 @@ class Verifier {
 
   // Chunks no conversation uses, and conversations of no tenant: those
   // named by number, not name, since their names belong to no tenant asking.
-  void find_strays() {
+  void find_strays() REQUIRES(s_.mu) {
     const detail::Strays strays = s_.catalog().strays();
     for (const detail::ChunkPlace& c : strays.unused_chunks)
       report_.problems.push_back({"", -1, c.chunk_id, c.first_pos, detail::saturating_add(c.first_pos, c.n_tokens),
@@ -294,7 +295,7 @@ class Verifier {
 
 // kNotFound for a missing id; a row that exists but cannot be read is the
 // Verifier's to report, not an error.
-void require_exists_for_verify(Store::Impl& s, const std::string& id) {
+void require_exists_for_verify(Store::Impl& s, const std::string& id) REQUIRES(s.mu) {
   try {
     s.get_conversation(id);
   } catch (const Error& e) {

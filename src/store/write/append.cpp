@@ -62,7 +62,7 @@ void set_token_lists(detail::ChunkRecord& r, const WriteChunk& w) {
 // conversation values it never wrote. So its tokens and decoded digest are
 // compared first; verify names the chunk.
 void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature& sig, const detail::ChunkRecord& r,
-                          const std::vector<int32_t>& tokens, const std::string& here) {
+                          const std::vector<int32_t>& tokens, const std::string& here) REQUIRES(s.mu) {
   if (s.linked_content_checked(chunk_id, r.key)) return;
   detail::Catalog& catalog = s.catalog();
   const std::string what = here + ": stored chunk " + std::to_string(chunk_id) + " under this content's key";
@@ -221,7 +221,7 @@ class Appender : private detail::TurnChunks {
   }
 
   // The conversation's row, model and chunk list, if it exists.
-  void read_committed() {
+  void read_committed() REQUIRES(s_.mu) {
     conv_ = s_.find_conversation(req_.id);
     if (req_.expected_count >= 0 && (conv_ ? conv_->count : 0) != req_.expected_count)
       throw Error(ErrorCode::kConflict, here_ + ": the queued append of positions [" +
@@ -245,15 +245,15 @@ class Appender : private detail::TurnChunks {
   }
 
   // The chunk size and precision: the stored ones, or those of a new conversation.
-  void choose_layout() {
+  void choose_layout() REQUIRES(s_.mu) {
     committed_ = conv_ ? conv_->count : 0;
     if (req_.len < committed_)
       throw Error(ErrorCode::kInvalidArgument, here_ + ": append of " + std::to_string(req_.len) +
                                                    " tokens is shorter than the " + std::to_string(committed_) +
                                                    " committed; truncate first");
-    chunk_tokens_ = model_ ? model_->chunk_tokens : chunk_tokens_for(req_.model, s_.options.chunk_target_bytes);
+    chunk_tokens_ = model_ ? model_->chunk_tokens : chunk_tokens_for(req_.model, s_.new_layout().chunk_target_bytes);
     precision_ = conv_ ? conv_->precision
-                       : detail::precision_name(s_.options.new_conversation_precision == Precision::kBf16
+                       : detail::precision_name(s_.new_layout().precision == Precision::kBf16
                                                     ? detail::ChunkPrecision::kBf16
                                                     : detail::ChunkPrecision::kF32);
     if (!detail::parse_precision(precision_, chunk_precision_))
@@ -279,7 +279,7 @@ class Appender : private detail::TurnChunks {
 
   // The caller's tokens [0, committed) must be the stored ones: compare chunk
   // hashes, then the tokens of the first chunk that differs.
-  void check_divergence() {
+  void check_divergence() REQUIRES(s_.mu) {
     seed_ = s_.chain_seed(req_.model.to_string(), precision_);
     chain_ = seed_;
     for (size_t k = 0; k < existing_.size(); ++k) {
@@ -292,7 +292,7 @@ class Appender : private detail::TurnChunks {
     }
   }
 
-  [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const {
+  [[noreturn]] void throw_diverged(const ChunkSummary& c, int64_t first, int64_t n) const REQUIRES(s_.mu) {
     std::vector<int32_t> stored = chunk_tokens_of(s_.catalog(), conv_->id, c, here_);
     for (int64_t i = 0; i < n; ++i)
       if (stored[i] != req_.tokens[first + i])
@@ -351,7 +351,7 @@ class Appender : private detail::TurnChunks {
 
   // With tokens known up front: hash now, and let the producers skip encoding
   // chunks stored already. In the read snapshot (run).
-  void hash_planned_chunks() {
+  void hash_planned_chunks() REQUIRES(s_.mu) {
     ChunkHash h = chain_;
     for (auto& w : plan_) {
       const int64_t n = w.n;
@@ -375,12 +375,12 @@ class Appender : private detail::TurnChunks {
   // "bounds"), so the lock is held for about the SQL writes alone.
   void start_encoding() {
     const int64_t chunk_raw = std::max<int64_t>(1, chunk_tokens_ * 4 * req_.model.floats_per_token());
-    const int64_t ahead_bytes = req_.max_staged_bytes >= 0 ? req_.max_staged_bytes : s_.options.max_staged_bytes;
+    const int64_t ahead_bytes = req_.max_staged_bytes >= 0 ? req_.max_staged_bytes : s_.options().max_staged_bytes;
     const size_t ahead =
         std::max<size_t>(s_.window(), static_cast<size_t>(std::max<int64_t>(0, ahead_bytes / chunk_raw)));
     using Jobs = detail::OrderedJobs<detail::ProducedChunk>;
     const bool on_caller = plan_.size() == 1 || planned_raw_bytes() <= kInlineEncodeBytes;
-    encoded_.emplace(s_.pool, plan_.size(), ahead, [this](size_t i) { return produce(i); },
+    encoded_.emplace(s_.pool(), plan_.size(), ahead, [this](size_t i) { return produce(i); },
                      on_caller ? Jobs::Run::kInline : Jobs::Run::kOnPool);
   }
 
@@ -540,7 +540,7 @@ void Store::Impl::append(const detail::AppendRequest& req) {
 void Store::create(const std::string& id, const ModelSignature& model, const std::string& title,
                    const std::string& metadata) {
   detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    detail::StoreCounters::add(s.counters.appends, 1);
+    detail::StoreCounters::add(s.counters().appends, 1);
     detail::AppendRequest req;
     req.id = id;
     req.model = model;
@@ -556,8 +556,8 @@ void Store::create(const std::string& id, const ModelSignature& model, const std
 void Store::append(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t len,
                    const KvSource& kv) {
   detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    detail::StoreCounters::add(s.counters.appends, 1);
-    const detail::LatencyTimer timer(s.counters.append_seconds);
+    detail::StoreCounters::add(s.counters().appends, 1);
+    const detail::LatencyTimer timer(s.counters().append_seconds);
     model.validate();
     if (len > 0)
       check_kv_pointers(model, reinterpret_cast<const void* const*>(kv.Lc), reinterpret_cast<const void* const*>(kv.Rc),
@@ -567,7 +567,7 @@ void Store::append(const std::string& id, const ModelSignature& model, const int
     req.model = model;
     req.len = len;
     req.tokens = tokens;
-    const int level = s.options.zstd_level;
+    const int level = s.options().zstd_level;
     req.produce = [&model, &kv, level](int64_t first, int64_t n, detail::ProducedChunk& out) {
       out.encoded = detail::encode_chunk(n, out.tokens.data(), detail::engine_planes(model, kv, first), level,
                                          out.precision, &out.stored_digests);
@@ -603,7 +603,8 @@ struct PackedTarget {
   }
 };
 
-KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t base, int64_t from) {
+KeptRows kept_rows(Store::Impl& s, const std::string& id, const ModelSignature& model, int64_t base, int64_t from)
+    REQUIRES(s.mu) {
   KeptRows k;
   k.base = base;
   if (base == from) return k;
@@ -630,13 +631,14 @@ void append_rows(Store::Impl& s, const std::string& id, const ModelSignature& mo
   // kept row meanwhile, e.g. the last prompt token's). A new piece reads nothing.
   KeptRows kept;
   detail::AppendRequest req;
-  req.rewrite_tail = [&](int64_t tail_start) { kept = kept_rows(s, id, model, tail_start, from); };
+  // Called back in the append's run, on this call's thread.
+  req.rewrite_tail = [&](int64_t tail_start) REQUIRES(s.mu) { kept = kept_rows(s, id, model, tail_start, from); };
   req.expected_count = expected_count;
   req.id = id;
   req.model = model;
   req.len = len;
   req.tokens = tokens;
-  const int level = s.options.zstd_level;
+  const int level = s.options().zstd_level;
   req.produce = [&](int64_t first, int64_t n, detail::ProducedChunk& out) {
     if (kept.packed.empty() || first != kept.base) {
       // An evicted full chunk before the caller's rows (a queued turn whose

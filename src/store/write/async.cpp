@@ -31,7 +31,7 @@ void commit_queued(Store::Impl& store, const QueuedAppend& job) {
     // chunks stores them first, as append does (docs/design.md, "Objects first").
     const QueuedAppend::Source rows = job.source();
     append_rows(s, job.id, job.model, job.tokens.data(), job.from, job.len, rows.kv, job.staged_from, job.from);
-    s.counters.async_durable_seconds.observe_since(job.queued_at);
+    s.counters().async_durable_seconds.observe_since(job.queued_at);
   });
 }
 
@@ -77,7 +77,7 @@ constexpr int64_t kReservedStagingBytes = int64_t{128} << 20;
 
 std::unique_ptr<AsyncWriter> make_async_writer(Store::Impl& s) {
   return std::make_unique<AsyncWriter>(
-      s.options.max_queued_bytes, kReservedStagingBytes, s.pool,
+      s.options().max_queued_bytes, kReservedStagingBytes, s.pool(),
       [&s](const QueuedAppend& job) { commit_queued(s, job); },
       [&s](const std::string& id, const ModelSignature& model) { return read_expected(s, id, model); });
 }
@@ -102,16 +102,16 @@ void queue_turn(Store::Impl& s, const std::string& here, const std::string& id, 
                               reinterpret_cast<const void* const*>(kv.Rc), reinterpret_cast<const void* const*>(kv.Ic),
                               here);
   }
-  const size_t depth = s.async->enqueue(id, model, tokens, len, kv, here);
-  if (depth > 0) s.counters.async_queue_depth.observe(static_cast<int64_t>(depth));
+  const size_t depth = s.async()->enqueue(id, model, tokens, len, kv, here);
+  if (depth > 0) s.counters().async_queue_depth.observe(static_cast<int64_t>(depth));
 }
 
 // Errors of queued turns, counted by the call that reports them.
 void counted_wait(Store::Impl& s, const std::string* id) {
   try {
-    s.async->wait(id);
+    s.async()->wait(id);
   } catch (const Error& e) {
-    s.counters.count_error(e.code());
+    s.counters().count_error(e.code());
     throw;
   }
 }
@@ -122,30 +122,30 @@ void Store::append_async(const std::string& id, const ModelSignature& model, con
                          const KvSource& kv) {
   Impl& s = *impl_;
   const std::string here = s.where(id);
-  detail::CallGate::Call in_flight(s.gate, [&] { return here; });
+  detail::CallGate::Call in_flight(s.gate(), [&] { return here; });
   // Counted inside the gate: once it is left another thread may destroy the Store.
   const auto start = std::chrono::steady_clock::now();
-  detail::StoreCounters::add(s.counters.appends, 1);
+  detail::StoreCounters::add(s.counters().appends, 1);
   try {
     queue_turn(s, here, id, model, tokens, len, kv);
   } catch (const Error& e) {
-    s.counters.count_error(e.code());
+    s.counters().count_error(e.code());
     throw;
   } catch (...) {
-    s.counters.count_error(ErrorCode::kInternal);
+    s.counters().count_error(ErrorCode::kInternal);
     throw;
   }
-  s.counters.async_stall_seconds.observe_since(start);
+  s.counters().async_stall_seconds.observe_since(start);
 }
 
 void Store::wait(const std::string& id) {
-  detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(id); });
-  if (impl_->async) counted_wait(*impl_, &id);
+  detail::CallGate::Call in_flight(impl_->gate(), [&] { return impl_->where(id); });
+  if (impl_->async()) counted_wait(*impl_, &id);
 }
 
 void Store::wait() {
-  detail::CallGate::Call in_flight(impl_->gate, [&] { return impl_->where(); });
-  if (impl_->async) counted_wait(*impl_, nullptr);
+  detail::CallGate::Call in_flight(impl_->gate(), [&] { return impl_->where(); });
+  if (impl_->async()) counted_wait(*impl_, nullptr);
 }
 
 }  // namespace colikv

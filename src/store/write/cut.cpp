@@ -42,7 +42,7 @@ struct PrefixChunk {
 };
 
 PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk_id,
-                            int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) {
+                            int64_t seq, int64_t keep, const ChunkHash& prev, const std::string& here) REQUIRES(s.mu) {
   PrefixChunk out;
   const std::optional<detail::ChunkContent> stored = s.catalog().read_chunk(chunk_id);
   if (!stored) throw Error(ErrorCode::kCorrupt, here + ": chunk " + std::to_string(chunk_id) + " is missing");
@@ -80,7 +80,7 @@ PrefixChunk reencode_prefix(Store::Impl& s, const ModelRow& model, int64_t chunk
   out.produced.tokens = toks;
   // The packed planes of the first `keep` positions have stride == width.
   out.produced.precision = precision;  // bf16 values widened and rounded again are unchanged
-  out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options.zstd_level, precision);
+  out.produced.encoded = detail::encode_chunk(keep, toks.data(), packed, s.options().zstd_level, precision);
   out.hash = detail::chain_next(prev, toks.data(), keep);
   return out;
 }
@@ -112,7 +112,7 @@ ChunkHash chain_before(const Store::Impl& s, const ConversationState& st, size_t
 // The tail kept before the piece a cut at `len` makes: the pieces before it
 // (at most kMaxTailPieces, each of fewer than C tokens).
 TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
-                            const std::string& here) {
+                            const std::string& here) REQUIRES(s.mu) {
   TailRegion r;
   const int64_t C = st.model.chunk_tokens;
   r.first = detail::tail_start(len, C);
@@ -128,7 +128,7 @@ TailRegion kept_tail_region(Store::Impl& s, const ConversationState& st, const C
 
 // The first len - cut.covered positions of the entry the cut falls inside, as a piece.
 std::optional<PrefixChunk> cut_piece(Store::Impl& s, const ConversationState& st, const Cut& cut, int64_t len,
-                                     const std::string& here) {
+                                     const std::string& here) REQUIRES(s.mu) {
   if (!cut.inside) return std::nullopt;
   const ChunkHash prev = chain_before(s, st, cut.whole);
   PrefixChunk piece = reencode_prefix(s, st.model, st.chunks[cut.whole].chunk_id, static_cast<int64_t>(cut.whole),
@@ -260,8 +260,8 @@ void Store::fork(const std::string& src, const std::string& dst, int64_t len) {
 void Store::write(const std::string& id, const ModelSignature& model, const int32_t* tokens, int64_t from, int64_t len,
                   const KvSource& kv) {
   detail::StoreCall::run(*impl_, id, [&](Store::Impl& s) REQUIRES(s.mu) {
-    detail::StoreCounters::add(s.counters.appends, 1);
-    const detail::LatencyTimer timer(s.counters.append_seconds);
+    detail::StoreCounters::add(s.counters().appends, 1);
+    const detail::LatencyTimer timer(s.counters().append_seconds);
     const std::string here = s.where(id);
     s.require_writable("write conversation '" + id + "'");
     model.validate();

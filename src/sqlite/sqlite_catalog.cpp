@@ -537,11 +537,10 @@ void SqliteCatalog::visit_least_recent(Scope scope, const PrefixIndex::Conversat
 }
 
 std::vector<PayloadChunk> SqliteCatalog::claim_chunks(int64_t conversation_id) {
-  // The write transaction holds every other writer's links off; a chunk a
-  // writer holds (objects first, sqlite_held.cpp) is about to be linked: an
-  // eviction keeps it.
   // Every chunk the list names, with a chunk_meta row or without
-  // (catalog_maintenance.h).
+  // (catalog_maintenance.h). The write transaction holds every other
+  // writer's links off; a chunk a writer holds (objects first,
+  // sqlite_held.cpp) is about to be linked: an eviction keeps it.
   auto q = cached(
       "SELECT cc.chunk_id, coalesce(k.payload_bytes, 0), "
       " EXISTS (SELECT 1 FROM held_chunks h WHERE h.chunk_id = cc.chunk_id), "

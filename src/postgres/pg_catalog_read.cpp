@@ -355,20 +355,21 @@ std::vector<PayloadChunk> PgCatalog::claim_chunks(int64_t conversation_id) {
   // trip. SKIP LOCKED: a chunk another writer holds is being linked (or
   // freed or evicted) by it; it is kept rather than waited for. The users counted
   // next, in a new snapshot, stay true: a new link would need the row lock
-  // (FOR SHARE, or its foreign key's KEY SHARE).
-  const char* sql =
-      writing_ ? "SELECT l.chunk_id, l.payload_bytes, l.own, c.chunk_id IS NOT NULL FROM "
-                 "(SELECT cc.chunk_id, coalesce(max(k.payload_bytes), 0) AS payload_bytes, count(*) AS own "
-                 "FROM conversation_chunks cc LEFT JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
-                 "WHERE cc.conversation_id = $1 GROUP BY cc.chunk_id) l "
-                 "LEFT JOIN (SELECT chunk_id FROM chunks WHERE chunk_id IN (SELECT chunk_id FROM conversation_chunks "
-                 "WHERE conversation_id = $1) ORDER BY chunk_id FOR UPDATE SKIP LOCKED) c ON c.chunk_id = l.chunk_id "
-                 "ORDER BY l.chunk_id"
+  // (FOR SHARE, or its foreign key's KEY SHARE). `listed` is the one list
+  // both queries read; built per call, not kept in a static: a Store closed
+  // from an atexit handler may run a retention after statics are destroyed.
+  const std::string listed =
+      "(SELECT cc.chunk_id, coalesce(max(k.payload_bytes), 0) AS payload_bytes, count(*) AS own "
+      "FROM conversation_chunks cc LEFT JOIN chunk_meta k ON k.chunk_id = cc.chunk_id "
+      "WHERE cc.conversation_id = $1 GROUP BY cc.chunk_id) l ";
+  const std::string sql =
+      writing_ ? "SELECT l.chunk_id, l.payload_bytes, l.own, c.chunk_id IS NOT NULL FROM " + listed +
+                     "LEFT JOIN (SELECT chunk_id FROM chunks WHERE chunk_id IN (SELECT chunk_id FROM "
+                     "conversation_chunks WHERE conversation_id = $1) ORDER BY chunk_id FOR UPDATE SKIP LOCKED) c "
+                     "ON c.chunk_id = l.chunk_id ORDER BY l.chunk_id"
                // A read's snapshot holds still: every chunk counted.
-               : "SELECT cc.chunk_id, coalesce(max(k.payload_bytes), 0), count(*), true FROM conversation_chunks cc "
-                 "LEFT JOIN chunk_meta k ON k.chunk_id = cc.chunk_id WHERE cc.conversation_id = $1 "
-                 "GROUP BY cc.chunk_id ORDER BY cc.chunk_id";
-  PgRows r = run(sql, p, writing_ ? "claiming a conversation's chunks" : "reading a conversation's chunks");
+               : "SELECT l.chunk_id, l.payload_bytes, l.own, true FROM " + listed + "ORDER BY l.chunk_id";
+  PgRows r = run(sql.c_str(), p, writing_ ? "claiming a conversation's chunks" : "reading a conversation's chunks");
   std::vector<PayloadChunk> out;
   std::vector<int64_t> ids;
   std::map<int64_t, int64_t> users;  // of the claimed ones: 0 until counted

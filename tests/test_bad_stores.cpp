@@ -383,6 +383,44 @@ TEST_CASE("hostile store: a chunk-list row deleted is reported naming the conver
   CHECK(s.exists("c1"));
 }
 
+TEST_CASE("hostile store: a chunk_meta row left for a chunk id not used yet is overwritten by the chunk that gets it",
+          "[hostile][bad_stores]") {
+  TempDir dir;
+  const std::string path = dir.file("stale-meta.db");
+  wl::write_store(path, {{"c0", 40}}, false);
+  // A hand edit with foreign keys off leaves an index row for the id SQLite
+  // gives the next chunk: other tokens, size and hashes than that chunk's.
+  tamper(path, {"PRAGMA foreign_keys=OFF",
+                "INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, "
+                "digest) SELECT max(chunk_id) + 1, (SELECT min(model_id) FROM models), 'f32', X'', '[1,2,3]', 999, "
+                "zeroblob(32), zeroblob(32) FROM chunks"});
+  const int64_t next_id = [&] {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    return db.execAndGet("SELECT max(chunk_id) + 1 FROM chunks").getInt64();
+  }();
+  {
+    Store s(path, wl::options(false));
+    const auto& b = wl::history_of("c1").buffers;
+    s.append("c1", wl::model(), b.tokens.data(), 5, b.source());  // one chunk: it gets next_id
+    CHECK(wl::check_content(s, "c1", 5).empty());
+    const colikv::VerifyReport r = s.verify();
+    for (const auto& p : r.problems) UNSCOPED_INFO(p.what);
+    CHECK(r.ok());
+  }
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  SQLite::Statement q(db,
+                      "SELECT m.tokens = ch.tokens, m.payload_bytes = length(ch.payload), "
+                      "m.chain_hash <> zeroblob(32) AND m.digest <> zeroblob(32) "
+                      "FROM chunk_meta m JOIN chunks ch USING (chunk_id) WHERE chunk_id = ?");
+  q.bind(1, next_id);
+  REQUIRE(q.executeStep());
+  CHECK(q.getColumn(0).getInt() == 1);
+  CHECK(q.getColumn(1).getInt() == 1);
+  CHECK(q.getColumn(2).getInt() == 1);
+  CHECK(db.execAndGet("SELECT count(*) FROM conversation_chunks cc JOIN conversations c USING (conversation_id) "
+                      "WHERE c.name = 'c1' AND cc.chunk_id = " + std::to_string(next_id)).getInt64() == 1);
+}
+
 TEST_CASE("hostile store: a negative count is corrupt for every reader and writer", "[hostile][bad_stores]") {
   colikv_test::RamTmpdir ram;
   TempDir dir;

@@ -51,21 +51,36 @@ struct ChunkMeta {
 
 // Writes the chunk_meta row of a chunk just inserted (replacing any row of a
 // reused chunk_id). Inside the write transaction that inserted the chunk.
+// An INSERT that does nothing on the key's conflict, then an UPDATE only
+// when a row was there: INSERT OR REPLACE takes a small append's row a good
+// part longer to write even when it replaces nothing (docs/benchmarks.md,
+// "Small turns: no INSERT OR REPLACE").
 void record_chunk_meta(StatementCache& statements, const ErrorContext& errors, int64_t chunk_id, const ChunkMeta& meta,
                        const std::string& anchor) {
-  Query q(statements,
-      "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
-      "chain_hash, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+  const auto bind_row = [&](Query& q) {
+    q.bind(1, chunk_id);
+    q.bind(2, meta.model_id);
+    q.bind(3, meta.precision);
+    bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
+    q.bind(5, meta.tokens_json);
+    q.bind(6, meta.payload_bytes);
+    q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
+    q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
+  };
+  {
+    Query insert(statements,
+        "INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, chain_hash, "
+        "digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (chunk_id) DO NOTHING",
+        errors);
+    bind_row(insert);
+    if (insert.exec() != 0) return;
+  }
+  Query replace(statements,
+      "UPDATE chunk_meta SET model_id = ?2, precision = ?3, prev_hash = ?4, tokens = ?5, payload_bytes = ?6, "
+      "chain_hash = ?7, digest = ?8 WHERE chunk_id = ?1",
       errors);
-  q.bind(1, chunk_id);
-  q.bind(2, meta.model_id);
-  q.bind(3, meta.precision);
-  bind_prev(q, 4, meta.index_first == 0 ? nullptr : &meta.prev, anchor);
-  q.bind(5, meta.tokens_json);
-  q.bind(6, meta.payload_bytes);
-  q.bind(7, meta.chain.data(), static_cast<int>(meta.chain.size()));
-  q.bind(8, meta.digest.data(), static_cast<int>(meta.digest.size()));
-  q.exec();
+  bind_row(replace);
+  replace.exec();
 }
 
 // The payload of an existing chunk was (re)written: updates its payload bytes
@@ -422,12 +437,23 @@ void SqliteCatalog::restore_payload(int64_t chunk_id, const ChunkRecord& c) {
 }
 
 void SqliteCatalog::link_chunk(int64_t conversation_id, int64_t seq, int64_t chunk_id) {
-  auto link = cached(
-      "INSERT OR REPLACE INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, ?, ?)");
-  link.bind(1, conversation_id);
-  link.bind(2, seq);
-  link.bind(3, chunk_id);
-  link.exec();
+  // An entry at seq is replaced (an evicted chunk re-saved as new content);
+  // as record_chunk_meta, without INSERT OR REPLACE's cost when there is none.
+  const auto bind_link = [&](Query& q) {
+    q.bind(1, conversation_id);
+    q.bind(2, seq);
+    q.bind(3, chunk_id);
+  };
+  {
+    auto link = cached(
+        "INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?1, ?2, ?3) "
+        "ON CONFLICT (conversation_id, seq) DO NOTHING");
+    bind_link(link);
+    if (link.exec() != 0) return;
+  }
+  auto relink = cached("UPDATE conversation_chunks SET chunk_id = ?3 WHERE conversation_id = ?1 AND seq = ?2");
+  bind_link(relink);
+  relink.exec();
 }
 
 void SqliteCatalog::unlink_from(int64_t conversation_id, int64_t first_seq) {

@@ -230,3 +230,26 @@ TEST_CASE("catalog apply: a cut drops entries, frees what no list names, and a f
   CHECK_FALSE(f.catalog->read_chunk(made.chunk_ids[2]).has_value());
   CHECK(f.catalog->strays().unused_chunks.empty());
 }
+
+TEST_CASE("catalog apply: a new chunk at a seq the list holds replaces that entry, and the replaced chunk is freed",
+          "[backends]") {
+  // An evicted chunk re-saved as other content: the edit stores a chunk at
+  // seq 1 without unlinking, and names the entry's old chunk to free.
+  EditFixture f;
+  TokenChunks chunks(0, 3, 4, 7);
+  const auto made = f.catalog->apply(f.create("a", &chunks, 12), "test");
+  const int64_t generation = f.catalog->find_conversation("a")->generation;
+  TurnEdit resave = f.change("a");
+  TokenChunks other(1, 1, 4, 9);
+  resave.chunks = &other;
+  resave.count = 12;
+  resave.free = {made.chunk_ids[1]};
+  const auto r = f.catalog->apply(resave, "test");
+  REQUIRE(r.chunk_ids.size() == 1);
+  CHECK(r.chunk_ids[0] != made.chunk_ids[1]);
+  CHECK(f.list("a") == std::vector<int64_t>{made.chunk_ids[0], r.chunk_ids[0], made.chunk_ids[2]});
+  CHECK(f.catalog->find_conversation("a")->count == 12);
+  CHECK(f.catalog->find_conversation("a")->generation > generation);
+  CHECK_FALSE(f.catalog->read_chunk(made.chunk_ids[1]).has_value());
+  CHECK(f.catalog->strays().unused_chunks.empty());
+}

@@ -137,13 +137,14 @@ void prefill_store(const std::string& db, const colikv::ModelSignature& m, int64
 
 // SQLite's own cost of the rows one new conversation of `len` tokens (one
 // chunk) adds, without colikv's work (encoding, digests, the reads before the
-// write): the four writing statements an append of it runs (the conversation
-// with its count, its chunk with a payload of the size colikv stored,
-// chunk_meta, the link), prepared once, one transaction each, through a
-// connection set up as colikv's (RawDb); SQLite checkpoints inline, at the
-// WAL size where colikv's background checkpointer starts one. Its store is a
-// copy of colikv's taken before the timed appends, so that both sides write
-// into equal files and grow equal WALs.
+// write): the four rows an append of it writes (the conversation with its
+// count, its chunk with a payload of the size colikv stored, chunk_meta, the
+// link), each by a plain INSERT (none of the conflict clauses colikv needs
+// for a name taken or a row there already), prepared once, one transaction
+// each, through a connection set up as colikv's (RawDb); SQLite checkpoints
+// inline, at the WAL size where colikv's background checkpointer starts one.
+// Its store is a copy of colikv's taken before the timed appends, so that
+// both sides write into equal files and grow equal WALs.
 class SqliteRowsFloor {
  public:
   SqliteRowsFloor(const std::string& db, colikv::Synchronous sync, int64_t len, int64_t vocab)
@@ -169,7 +170,7 @@ class SqliteRowsFloor {
         "INSERT INTO chunks (model_id, hash, first_pos, n_tokens, tokens, precision, compression, raw_size, checksum, "
         "payload) VALUES (?, ?, 0, ?, ?, 'f32', ?, ?, ?, ?)");
     meta_ = raw_.prepare(
-        "INSERT OR REPLACE INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
+        "INSERT INTO chunk_meta (chunk_id, model_id, precision, prev_hash, tokens, payload_bytes, "
         "chain_hash, digest) VALUES (?, ?, 'f32', ?, ?, ?, ?, ?)");
     link_ = raw_.prepare("INSERT INTO conversation_chunks (conversation_id, seq, chunk_id) VALUES (?, 0, ?)");
   }

@@ -166,6 +166,22 @@ void wait_for_pg_lock_waiters(int n) {
   }
 }
 
+std::string with_application_name(const std::string& location, const std::string& name) {
+  if (!colikv::is_postgres_location(location)) return location;
+  return location + (location.find('?') == std::string::npos ? "?" : "&") + "application_name=" + name;
+}
+
+bool wait_for_pg_sessions_to_end(const std::string& name) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (bool left = false;; left = true) {
+    if (store_int(test_pg_uri(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", {name}) == 0)
+      return left;
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw std::runtime_error("the server sessions named " + name + " did not end within a minute");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params) {
   if (colikv::is_postgres_location(location))
     pg_query(location, sql, params);

@@ -48,6 +48,19 @@ void store_exec(const std::string& location, const std::string& sql, const std::
 // (pg_stat_activity); fails the test after a minute.
 void wait_for_pg_lock_waiters(int n);
 
+// The location with its connections named `name` on the server
+// (application_name; the URI's own wins over colikv's "colikv"), so that a
+// test can tell one process's sessions from another's; a SQLite location is
+// returned as it is.
+std::string with_application_name(const std::string& location, const std::string& name);
+
+// Returns once the test server has no session named `name` left. A client
+// SIGKILLed after sending a COMMIT is committed by its server session all the
+// same, which may end after the kill has returned: a test that reads what
+// the killed client left waits for this first. Returns whether any was left
+// when it was called; fails the test after a minute.
+bool wait_for_pg_sessions_to_end(const std::string& name);
+
 // Chunks no chunk list names: what a writer that died between storing a
 // turn's chunks and linking them may leave, and what reclaiming (reopening the
 // store, gc) must remove. A store that parks a writer's chunks until its link

@@ -362,6 +362,8 @@ struct Writer {
   Inflight inflight;
   int64_t ops = 0;
   bool ready = false;  // this life has opened the store ("R")
+  bool postgres = false;
+  int64_t sessions_outlived_kill = 0;  // kills after which the child's server session still ran
   // Every operation announced in this life, for the check of a live writer.
   std::vector<std::pair<std::string, int64_t>> announced;
   Clock::time_point announced_at;  // when the parent read the last "I" line
@@ -369,12 +371,16 @@ struct Writer {
   int64_t turns_timed = 0;
 
   bool running() const { return child != nullptr; }
+  std::string session_name() const { return "colikv-crash-writer-" + prefix; }
 
+  // On PostgreSQL the child's sessions carry a name of their own (see kill()).
   void start(const std::string& location, uint32_t seed, int nconv, bool full) {
     announced.clear();
     inflight = Inflight();
     ready = false;
-    child = std::make_unique<ChildProcess>(std::vector<std::string>{COLIKV_CRASH_CHILD_PATH, "shared", location, prefix,
+    postgres = colikv::is_postgres_location(location);
+    const std::string named = colikv_test::with_application_name(location, session_name());
+    child = std::make_unique<ChildProcess>(std::vector<std::string>{COLIKV_CRASH_CHILD_PATH, "shared", named, prefix,
                                                                     std::to_string(seed), std::to_string(nconv),
                                                                     full ? "full" : "normal"},
                                            false, err_path);
@@ -421,10 +427,14 @@ struct Writer {
 
   std::string died() const { return "writer " + prefix + " ended by itself: " + read_text(err_path); }
 
+  // Kills the child. On PostgreSQL, returns once its server sessions have
+  // ended: a COMMIT it sent before the kill may still be committing, and the
+  // check after the kill must see what it left, not a state it then changes.
   void kill() {
     child->kill_now();
     const int status = child->wait();
     if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) FAIL(died() << " (status " << status << ")");
+    if (postgres) sessions_outlived_kill += colikv_test::wait_for_pg_sessions_to_end(session_name());
     std::istringstream is(child->read_rest());
     for (std::string l; std::getline(is, l);) take(l);
     child.reset();
@@ -587,6 +597,9 @@ TEST_CASE("crash: two writers on one store, one SIGKILLed mid-turn, lose nothing
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("crash two writers: %lld kills of writer a left chunks it held (stored, not linked)\n",
               static_cast<long long>(a_held));
+  if (!sqlite)
+    std::printf("crash two writers: %lld kills of writer a returned while its server session still ran\n",
+                static_cast<long long>(a.sessions_outlived_kill));
   std::printf("crash two writers (%s): %d SIGKILLs of writer a (%lld mid-operation, %lld inside an append of 4+ "
               "chunks, %lld / %lld / %lld in the first, second and last third of a mean turn or after, %lld of those "
               "mid-operation committed, %lld while writer b was mid-operation too, %lld before its store was open), %lld of writer b (%lld mid-operation, %lld committed); %lld + %lld operations "

@@ -7,10 +7,12 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -77,6 +79,13 @@ class OrderedJobs {
   bool done() const { return taken_ == n_; }
   // Requires !done(). Waits for result i (i = 0, 1, ... on successive calls).
   size_t next(R& out) {
+    if (inline_) {
+      Produced p = std::move(produced_.front());
+      produced_.pop_front();
+      if (p.error) std::rethrow_exception(p.error);
+      out = std::move(*p.value);
+      return taken_++;
+    }
     std::future<R> f = std::move(inflight_.front());
     inflight_.pop_front();
     const size_t i = taken_++;
@@ -92,15 +101,17 @@ class OrderedJobs {
 
  private:
   void refill() {
+    // Inline results are kept as they are, not in a std::promise: setting one
+    // costs a futex wake (call_once) per job, and no thread waits on them.
     while (inline_ && submitted_ < n_) {
-      std::promise<R> done;
+      Produced p;
       try {
-        done.set_value(produce_(submitted_));
+        p.value.emplace(produce_(submitted_));
       } catch (...) {
-        done.set_exception(std::current_exception());
+        p.error = std::current_exception();
       }
       ++submitted_;
-      inflight_.push_back(done.get_future());
+      produced_.push_back(std::move(p));
     }
     while (submitted_ < n_ && inflight_.size() < window_) {
       const size_t i = submitted_++;
@@ -112,7 +123,12 @@ class OrderedJobs {
   const size_t n_, window_;
   const std::function<R(size_t)> produce_;
   const bool inline_;
+  struct Produced {  // an inline job's result or what it threw
+    std::optional<R> value;
+    std::exception_ptr error;
+  };
   std::deque<std::future<R>> inflight_;
+  std::deque<Produced> produced_;
   size_t submitted_ = 0, taken_ = 0;
 };
 

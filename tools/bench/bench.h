@@ -36,6 +36,7 @@ void remove_store(const std::string& p);
 
 double median(std::vector<double> v);
 double pct(std::vector<double> v, double q);
+double mean(const std::vector<double>& v);  // 0 for none
 // Each pair's own ratio, baseline time over ours (above 1: ours is faster):
 // "per pair: median 1.14 (quartiles 1.06-1.17), >=1.1 in 6 of 9".
 std::string pair_ratios(const std::vector<double>& baseline, const std::vector<double>& ours);

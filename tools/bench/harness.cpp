@@ -30,6 +30,12 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+double mean(const std::vector<double>& v) {
+  double total = 0;
+  for (double x : v) total += x;
+  return v.empty() ? 0 : total / static_cast<double>(v.size());
+}
+
 double pct(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -153,17 +154,27 @@ int64_t store_int(const std::string& location, const std::string& sql, const std
   return std::stoll(rows[0][0]);
 }
 
-void wait_for_pg_lock_waiters(int n) {
+namespace {
+
+// Polls a count on the test server until done(count); fails the test after a
+// minute, saying `never`. Returns how many polls came before the one that
+// ended it.
+int64_t poll_pg_count(const std::string& sql, const std::vector<std::string>& params,
+                      const std::function<bool(int64_t)>& done, const std::string& never) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    const int64_t waiting = store_int(
-        test_pg_uri(),
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'colikv'");
-    if (waiting >= n) return;
-    if (std::chrono::steady_clock::now() >= give_up)
-      throw std::runtime_error("no " + std::to_string(n) + " colikv connections waited for a lock within a minute");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int64_t polls = 0;; ++polls) {
+    if (done(store_int(test_pg_uri(), sql, params))) return polls;
+    if (std::chrono::steady_clock::now() >= give_up) throw std::runtime_error(never);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+}  // namespace
+
+void wait_for_pg_lock_waiters(int n) {
+  poll_pg_count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'colikv'",
+                {}, [n](int64_t waiting) { return waiting >= n; },
+                "no " + std::to_string(n) + " colikv connections waited for a lock within a minute");
 }
 
 std::string with_application_name(const std::string& location, const std::string& name) {
@@ -172,14 +183,9 @@ std::string with_application_name(const std::string& location, const std::string
 }
 
 bool wait_for_pg_sessions_to_end(const std::string& name) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (bool left = false;; left = true) {
-    if (store_int(test_pg_uri(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", {name}) == 0)
-      return left;
-    if (std::chrono::steady_clock::now() >= give_up)
-      throw std::runtime_error("the server sessions named " + name + " did not end within a minute");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  return poll_pg_count("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", {name},
+                       [](int64_t sessions) { return sessions == 0; },
+                       "the server sessions named " + name + " did not end within a minute") > 0;
 }
 
 void store_exec(const std::string& location, const std::string& sql, const std::vector<std::string>& params) {

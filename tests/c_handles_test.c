@@ -177,6 +177,22 @@ static int fork_mode(const char *path) {
     colikv_store *again;
     if (colikv_open(path, 0, &again) != COLIKV_OK) _exit(5);
     if (colikv_count(again, "forked") != len) _exit(6);
+    /* A grandchild: the child's handle refuses there too, and a handle the
+     * grandchild opens works; the child's keeps working after it. */
+    fflush(NULL);
+    pid_t g = fork();
+    if (g < 0) _exit(7);
+    if (g == 0) {
+      colikv_store *own;
+      if (colikv_count(again, "forked") != COLIKV_ERR_INVALID || !strstr(colikv_errmsg(again), "forked child")) _exit(8);
+      if (colikv_open(path, 0, &own) != COLIKV_OK) _exit(9);
+      if (colikv_count(own, "forked") != len) _exit(10);
+      if (colikv_count(again, "forked") != COLIKV_ERR_INVALID) _exit(11);
+      colikv_close(own);
+      _exit(0);
+    }
+    if (!child_succeeded(g)) _exit(12);
+    if (colikv_count(again, "forked") != len) _exit(13);
     colikv_close(again);
     _exit(0);
   }

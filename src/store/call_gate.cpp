@@ -1,15 +1,53 @@
 #include "store/call_gate.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <new>
 
 #include "colikv/error.h"
 
 namespace colikv {
 namespace detail {
 
-CallGate::CallGate() : pid_(::getpid()) {}
+namespace {
 
-bool CallGate::forked() const { return ::getpid() != pid_; }
+// Which process armed the marker: a word on a page the kernel hands a forked
+// child zeroed (MADV_WIPEONFORK, Linux 4.14), so that forked() reads memory
+// instead of making the getpid system call on every call of every handle.
+// A child arms it again with its own id when it creates its first gate; from
+// then on a gate of its parent's sees another id. Null where the kernel
+// cannot wipe on fork: forked() asks getpid() each time.
+std::atomic<pid_t>* fork_marker() {
+  static std::atomic<pid_t>* const marker = []() -> std::atomic<pid_t>* {
+#if defined(MADV_WIPEONFORK)
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    void* p = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    if (::madvise(p, page, MADV_WIPEONFORK) != 0) {
+      ::munmap(p, page);
+      return nullptr;
+    }
+    return new (p) std::atomic<pid_t>(0);  // the page lives as long as the process
+#else
+    return nullptr;
+#endif
+  }();
+  return marker;
+}
+
+}  // namespace
+
+CallGate::CallGate() : pid_(::getpid()) {
+  // Zero in a child that has created no gate yet, which this one is the first of.
+  if (std::atomic<pid_t>* marker = fork_marker()) marker->store(pid_, std::memory_order_relaxed);
+}
+
+bool CallGate::forked() const {
+  const std::atomic<pid_t>* marker = fork_marker();
+  return (marker ? marker->load(std::memory_order_relaxed) : ::getpid()) != pid_;
+}
 
 CallGate::Refusal CallGate::try_enter() {
   if (forked()) return Refusal::kForked;

@@ -8,6 +8,8 @@
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,16 +65,9 @@ class StatementCache {
 
   // The same statement, for a use that resets it itself (Query).
   SQLite::Statement& statement(std::string_view sql) {
-    auto it = statements_.find(sql);
-    if (it == statements_.end()) {
-      std::string text(sql);
-      saw_write_ = false;  // the authorizer tells, while it is prepared
-      auto q = std::make_unique<SQLite::Statement>(db_, text);
-      it = statements_.emplace(std::move(text), Cached{std::move(q), saw_write_}).first;
-    }
-    if (reading_ && it->second.writes)
-      throw SQLite::Exception("attempt to write in a read transaction", SQLITE_READONLY);
-    return *it->second.statement;
+    const Cached& c = find(sql);
+    if (reading_ && c.writes) throw SQLite::Exception("attempt to write in a read transaction", SQLITE_READONLY);
+    return *c.statement;
   }
 
  private:
@@ -80,6 +75,33 @@ class StatementCache {
     std::unique_ptr<SQLite::Statement> statement;
     bool writes = false;  // changes a table, an index, a view, a trigger, an attachment or a setting
   };
+  using Map = std::map<std::string, Cached, std::less<>>;
+
+  // The map's entry of `sql`, through a small table found by where the text
+  // is: the same literal comes at the same address each time, and one
+  // comparison of it there costs less than the map's walk over texts that
+  // share long beginnings. The comparison keeps any text correct (a string
+  // built again at an address another used).
+  const Cached& find(std::string_view sql) {
+    Recent& r = recent_[(reinterpret_cast<uintptr_t>(sql.data()) >> 3) % kRecent];
+    if (r.entry && r.data == sql.data() && r.entry->first == sql) return r.entry->second;
+    auto it = statements_.find(sql);
+    if (it == statements_.end()) {
+      std::string text(sql);
+      saw_write_ = false;  // the authorizer tells, while it is prepared
+      auto q = std::make_unique<SQLite::Statement>(db_, text);
+      it = statements_.emplace(std::move(text), Cached{std::move(q), saw_write_}).first;
+    }
+    r.data = sql.data();
+    r.entry = &*it;  // a map's entries stay where they are: none is ever erased
+    return it->second;
+  }
+
+  struct Recent {
+    const char* data = nullptr;
+    const Map::value_type* entry = nullptr;
+  };
+  static constexpr size_t kRecent = 64;
 
   // The authorizer: notes a statement that writes as it is prepared, and
   // refuses it while reading (a cached one is checked by use()).
@@ -107,7 +129,8 @@ class StatementCache {
   SQLite::Database& db_;
   bool reading_ = false;
   bool saw_write_ = false;
-  std::map<std::string, Cached, std::less<>> statements_;
+  Map statements_;
+  std::array<Recent, kRecent> recent_{};
 };
 
 }  // namespace detail

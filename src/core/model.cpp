@@ -7,8 +7,12 @@ namespace colikv {
 namespace {
 constexpr int64_t kMaxRecordBytes = int64_t{1} << 30;
 
-void require(bool ok, const std::string& field, const std::string& why, const ModelSignature& m) {
-  if (!ok) throw Error(ErrorCode::kInvalidArgument, "invalid model signature: " + field + " " + why + " (" + m.to_string() + ")");
+// Literals, not strings: every append validates its model, and a string
+// built for each check would cost an allocation when nothing fails.
+void require(bool ok, const char* field, const char* why, const ModelSignature& m) {
+  if (!ok)
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("invalid model signature: ") + field + " " + why + " (" + m.to_string() + ")");
 }
 }  // namespace
 

@@ -127,11 +127,18 @@ std::unique_ptr<detail::Catalog> open_counted(detail::StoreCounters& counters, c
   return detail::open_catalog_staged(path, options, staged, &counters);
 }
 
+// where()'s text for the store.
+std::string where_store(const std::string& path, const Options& o) {
+  // A tenant's name holds no control character (require_tenant_name).
+  return "store " + detail::shown_location(path) + (o.tenant.empty() ? std::string() : " tenant '" + o.tenant + "'");
+}
+
 }  // namespace
 
 Store::Impl::Impl(const std::string& p, const Options& o)
     : path_(p),
       options_(o),
+      where_store_(where_store(p, o)),
       new_layout_{o.new_conversation_precision, o.chunk_target_bytes},
       staged_(detail::stage_new_store(p, o)),
       catalog_(open_counted(counters_, p, o, staged_.get())),
@@ -154,10 +161,7 @@ Store::Impl::~Impl() {
 void Store::Impl::stop_async() { async_.reset(); }
 
 std::string Store::Impl::where(const std::string& id) const {
-  // A tenant's name holds no control character (require_tenant_name).
-  const std::string store = "store " + detail::shown_location(path_) +
-                            (options_.tenant.empty() ? std::string() : " tenant '" + options_.tenant + "'");
-  return id.empty() ? store : store + ": conversation '" + id + "'";
+  return id.empty() ? where_store_ : where_store_ + ": conversation '" + id + "'";
 }
 
 bool Store::Impl::is_json(const std::string& text) {

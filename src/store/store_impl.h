@@ -241,6 +241,8 @@ class Store::Impl {
 
   const std::string path_;
   const Options options_;
+  // where()'s text for the store: built once, not on each of a call's checks.
+  const std::string where_store_;
   detail::StoreCounters counters_;
   NewLayout new_layout_ GUARDED_BY(mu);  // new_layout()
   // Declared before the catalog, so that it is removed only once the

@@ -1,7 +1,8 @@
 // Setting the append's sync point ("append:chunk", test_sync_point.h) for
 // one scope: cleared when the scope ends, also when a failed REQUIRE or an
 // error throws out of it, so that no later test case's appends call a
-// callback whose captures are gone.
+// callback whose captures are gone. And, for one scope, a read snapshot
+// before every append's write transaction (ReadsBeforeWriteLock).
 // In a build without the sync points (COLIKV_TEST_SYNC_POINTS off) the test
 // cases that set one are not registered (tests/CMakeLists.txt, tag [sync]);
 // one run by hand ends the process with 77, skipped, saying why.
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "core/test_sync_point.h"
+#include "store/write/append.h"
 
 namespace colikv_test {
 
@@ -44,6 +46,21 @@ class AppendHook {
 
  private:
   static constexpr const char* kName = "append:chunk";
+};
+
+// For one scope, every append reads what is committed in a read snapshot of
+// its own before it takes its write transaction, however small its
+// conversation (colikv::detail::one_transaction_max_bytes): what another
+// writer does between the two is made on a few tokens.
+class ReadsBeforeWriteLock {
+ public:
+  ReadsBeforeWriteLock() { colikv::detail::one_transaction_max_bytes() = -1; }
+  ~ReadsBeforeWriteLock() { colikv::detail::one_transaction_max_bytes() = saved_; }
+  ReadsBeforeWriteLock(const ReadsBeforeWriteLock&) = delete;
+  ReadsBeforeWriteLock& operator=(const ReadsBeforeWriteLock&) = delete;
+
+ private:
+  const int64_t saved_ = colikv::detail::one_transaction_max_bytes();
 };
 
 }  // namespace colikv_test

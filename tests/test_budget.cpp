@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "append_hook.h"
 #include "colikv/copy.h"
 #include "colikv/store.h"
 #include "store/write/async_writer.h"
@@ -130,6 +131,7 @@ TEST_CASE_METHOD(BudgetStore, "an eviction by another connection while an append
   // An append of [10, 13) through the store's own steps; while it encodes
   // (after it read what is committed, before its write lock), the other
   // connection evicts everything.
+  const colikv_test::ReadsBeforeWriteLock snapshot_first;
   colikv::detail::AppendRequest req;
   req.id = "a";
   req.model = m;

@@ -11,6 +11,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "colikv/coli_kv.h"
 #include "colikv/error.h"
 #include "colikv/store.h"
+#include "chunk_pause.h"
 #include "crash_workload.h"
 #include "proc_util.h"
 #include "test_support.h"
@@ -214,4 +216,43 @@ TEST_CASE("concurrency: of two imports racing to create one id, the loser is tol
   // Not "reload and retry": a retry can only fail again.
   CHECK(failures[0].find("'same': a conversation with this id exists already") != std::string::npos);
   CHECK(first.count("same") == 40);
+}
+
+// A short append reads and writes in one transaction only when it can have
+// the write lock at once (Appender, "run_in_one_transaction"). One that
+// would wait for another writer reads what is committed first, as every
+// append did: the other writer's commit meanwhile makes it kConflict, which
+// a caller retries from a new count. Had it read after its wait, it would
+// find a conversation longer than it appends to, and answer "truncate
+// first", which would lose the other writer's turn.
+TEST_CASE("concurrency: a short append that finds the write lock taken reads before it waits, and a commit meanwhile "
+          "is kConflict",
+          "[concurrency][sync]") {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  colikv::Options o;
+  o.busy_timeout_ms = 60000;
+  const colikv_test::EngineBuffers h = colikv_test::history(colikv_test::tiny_model(), 12, 5);
+  colikv::Store host_a(path, o), host_b(path, o);
+  colikv_test::append(host_a, "c", h, 6);
+  colikv_test::ChunkPause paused("c", 1);  // b's turn 6 -> 12: its piece stored, its transaction open
+  colikv_test::Outcome rb, ra;
+  std::thread tb([&] { rb = colikv_test::outcome_of([&] { colikv_test::append(host_b, "c", h, 12); }); });
+  paused.wait_reached();
+  // a saw 6 tokens and appends to 9 while b holds the write lock.
+  const uint64_t waits = host_a.metrics().busy_waits;
+  std::thread ta([&] { ra = colikv_test::outcome_of([&] { colikv_test::append(host_a, "c", h, 9); }); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (host_a.metrics().busy_waits == waits && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool a_waited = host_a.metrics().busy_waits > waits;
+  paused.release();
+  tb.join();
+  ta.join();
+  CHECK(a_waited);
+  INFO(rb.message << " / " << ra.message);
+  CHECK(rb.code == colikv::ErrorCode::kOk);
+  CHECK(ra.code == colikv::ErrorCode::kConflict);
+  CHECK(host_a.count("c") == 12);
+  CHECK(colikv_test::loads_as(host_a, "c", h, 12) == "");
 }

@@ -68,7 +68,11 @@ class Catalog : public CatalogScans, public CatalogMaintenance {
     // kDiskFull, kIO, and the transaction is then rolled back.
     virtual void commit() = 0;
   };
-  enum class Access { kRead, kWrite };
+  // kWriteIfFree: a kWrite that waits for no writer: null when another
+  // holds the store's write lock (SQLite), and always null where writers
+  // lock rows instead (PostgreSQL: whether one must be waited for shows only
+  // at the row). Nested in an open transaction it is a kWrite.
+  enum class Access { kRead, kWrite, kWriteIfFree };
   // `what` names the operation in error messages. A kWrite, and each lock it
   // takes, waits up to Options::busy_timeout_ms for another writer (then kBusy). Nested calls
   // are savepoints of the open transaction: an inner rollback undoes only

@@ -200,6 +200,10 @@ PgRows PgCatalog::run(const char* sql, const PgParams& params, const char* what)
 }
 
 std::unique_ptr<Catalog::Transaction> PgCatalog::begin(Access access, const std::string& what) {
+  if (access == Access::kWriteIfFree) {
+    if (!conn_.in_transaction()) return nullptr;  // a row lock may be waited for only once it is taken
+    access = Access::kWrite;
+  }
   return std::make_unique<PgTransaction>(*this, conn_, access, what);
 }
 

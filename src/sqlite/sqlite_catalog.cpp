@@ -174,8 +174,23 @@ class SqliteChunkCursor : public ChunkCursor {
 
 std::unique_ptr<Catalog::Transaction> SqliteCatalog::begin(Access access, const std::string& what) {
   const bool outermost = sqlite3_get_autocommit(db_.getHandle()) != 0;
-  auto txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_,
-                                                 outermost ? &errors() : nullptr);
+  // kWriteIfFree: its BEGIN IMMEDIATE fails at once where another writer
+  // holds the lock (and begins nothing), instead of waiting.
+  const bool if_free = access == Access::kWriteIfFree && outermost;
+  if (access == Access::kWriteIfFree) access = Access::kWrite;
+  std::unique_ptr<SqliteTransaction> txn;
+  try {
+    struct FailAtOnce {
+      BusyWait& busy;
+      ~FailAtOnce() { busy.fail_at_once = false; }
+    } scope{busy_};
+    busy_.fail_at_once = if_free;
+    txn = std::make_unique<SqliteTransaction>(db_, statements_, what, access, write_rollbacks_,
+                                              outermost ? &errors() : nullptr);
+  } catch (const Error& e) {
+    if (if_free && e.code() == ErrorCode::kBusy) return nullptr;
+    throw;
+  }
   // First of all in the transaction: a use a load could not record is
   // written before any retention or expiry of this catalog reads last_used_ms.
   if (access == Access::kWrite && outermost && !pending_uses_.empty()) record_pending_uses();

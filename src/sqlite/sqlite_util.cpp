@@ -71,6 +71,7 @@ namespace {
 int retry_until_timeout(void* arg, int tries) {
   using Clock = std::chrono::steady_clock;
   BusyWait& wait = *static_cast<BusyWait*>(arg);
+  if (wait.fail_at_once) return 0;
   const Clock::time_point now = Clock::now();
   // Counted as the connection's Store's (colikv/metrics.h): a lock wait.
   StoreCounters* counters = wait.counters;

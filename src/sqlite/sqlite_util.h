@@ -91,6 +91,9 @@ struct BusyWait {
   int timeout_ms = 0;
   StoreCounters* counters = nullptr;
   std::chrono::steady_clock::time_point first_try;
+  // While set, a statement that finds the database locked fails at once,
+  // and no wait is counted (Catalog::Access::kWriteIfFree).
+  bool fail_at_once = false;
 };
 
 // Sets db's busy handler: a statement that finds the database locked tries

@@ -1,4 +1,6 @@
 // Catalog conformance: transactions (catalog.h, begin and Transaction::commit).
+#include <chrono>
+
 #include "catalog_conformance/conformance.h"
 
 namespace conformance {
@@ -89,6 +91,52 @@ TEST_CASE_METHOD(Conformance, "catalog conformance: nested transactions are save
   }
   CHECK_FALSE(c.find_conversation("inner"));
   CHECK(c.conversation_count() == 2);
+}
+
+TEST_CASE_METHOD(Conformance, "catalog conformance: a write transaction if free waits for no writer: null where it "
+                              "would wait, nested a savepoint", "[backends][catalog]") {
+  // Where writers lock rows (PostgreSQL) no outermost one is given: whether
+  // it would wait shows only at the row.
+  const bool store_lock = !colikv_test::testing_postgres();
+  options.busy_timeout_ms = 20000;
+  Catalog& c = catalog();
+  {
+    auto txn = c.begin(Access::kWriteIfFree, "conformance");
+    CHECK(static_cast<bool>(txn) == store_lock);
+    if (txn) {
+      create_in(c, conversation("free"));
+      txn->commit();
+    }
+  }
+  CHECK(static_cast<bool>(c.find_conversation("free")) == store_lock);
+  const auto other = open(options);
+  {
+    auto writing = other->begin(Access::kWrite, "conformance: another writer");
+    create_in(*other, conversation("other's"));
+    const auto asked = std::chrono::steady_clock::now();
+    CHECK_FALSE(c.begin(Access::kWriteIfFree, "conformance"));
+    // Null at once, not after the busy timeout.
+    CHECK(std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(options.busy_timeout_ms / 2));
+    writing->commit();
+  }
+  {
+    auto txn = c.begin(Access::kWriteIfFree, "conformance");  // free again; nothing was left begun
+    CHECK(static_cast<bool>(txn) == store_lock);
+  }
+  {
+    auto txn = c.begin(Access::kWrite, "conformance");
+    {
+      auto savepoint = c.begin(Access::kWriteIfFree, "conformance: inner");
+      REQUIRE(savepoint);
+      create_in(c, conversation("inner"));
+    }  // rolled back alone
+    CHECK_FALSE(c.find_conversation("inner"));
+    create_in(c, conversation("outer"));
+    txn->commit();
+  }
+  CHECK(c.find_conversation("outer"));
+  CHECK(c.find_conversation("other's"));
+  CHECK_FALSE(c.find_conversation("inner"));
 }
 
 TEST_CASE_METHOD(Conformance, "catalog conformance: a write method in a read transaction is refused and changes "

@@ -94,6 +94,11 @@ void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature
 
 namespace detail {
 
+int64_t& one_transaction_max_bytes() {
+  static int64_t bytes = int64_t{64} << 10;  // as much as an append encodes on its calling thread
+  return bytes;
+}
+
 TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here) {
   // The tenant's retention and quota, and the store's byte budget, in the
   // edit's committing transaction: never to the conversation it wrote.
@@ -174,7 +179,8 @@ namespace {
 // (one read snapshot through the divergence check, so that a chunk it names
 // cannot be freed by another writer before its tokens are compared), plan the
 // chunks to write, hash them when the tokens are known up front, start
-// encoding, and write everything in one transaction.
+// encoding, and write everything in one transaction. A short conversation's
+// append takes every step in that one transaction (run_in_one_transaction).
 class Appender : private detail::TurnChunks {
  public:
   Appender(Store::Impl& s, const detail::AppendRequest& req) : s_(s), req_(req), here_(s.where(req.id)) {}
@@ -182,6 +188,7 @@ class Appender : private detail::TurnChunks {
   void run() {
     s_.assert_in_call();  // Store::Impl::append's: the analysis cannot name s_ there
     check_request();
+    if (small_enough_for_one_transaction() && run_in_one_transaction()) return;
     {
       // One snapshot for the reads and the stored digests' lookup: a read
       // transaction costs a BEGIN, a COMMIT and the WAL's locks (issue 20).
@@ -195,7 +202,45 @@ class Appender : private detail::TurnChunks {
     }
     if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
     start_encoding();
-    apply_edit();
+    apply_edit(/*in_transaction=*/false);
+  }
+
+  // An append whose whole conversation holds at most
+  // one_transaction_max_bytes() (raw), as a new conversation's first turns
+  // do, reads, encodes and writes in one write transaction when it can have
+  // one without waiting for another writer (kWriteIfFree; SQLite): a read
+  // snapshot of its own costs its begin, its end and their locks, more than
+  // holding other writers off while these few kilobytes are read and
+  // encoded (docs/benchmarks.md, "Small turns"). It is then what the steps
+  // in two transactions are when no writer commits between them: as one
+  // that waited for another writer would read that writer's commit and
+  // answer from it (a conversation longer than this append, say, instead of
+  // kConflict), one that would wait takes the two transactions. A turn a
+  // backend would store objects first is never one of these.
+  bool small_enough_for_one_transaction() const {
+    const int64_t max_bytes = std::min(detail::one_transaction_max_bytes(), detail::objects_first_min_bytes() - 1);
+    return max_bytes >= 0 && req_.len <= max_bytes / detail::token_raw_bytes(req_.model);
+  }
+
+  // False, having read nothing, when the write transaction is not to be had
+  // without waiting.
+  bool run_in_one_transaction() REQUIRES(s_.mu) {
+    if (detail::LocalFiles* files = s_.catalog().local_files())
+      files->wait_before_write(req_.len * detail::token_raw_bytes(req_.model));
+    const auto txn = s_.catalog().begin(detail::Catalog::Access::kWriteIfFree, here_);
+    if (!txn) return false;
+    read_committed();
+    choose_layout();
+    check_divergence();
+    if (!nothing_to_write()) {
+      plan_chunks();
+      if (req_.tokens) hash_planned_chunks();
+      if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
+      start_encoding();
+      apply_edit(/*in_transaction=*/true);
+    }
+    txn->commit();  // also with nothing written: a rollback would count as one (Catalog::write_rollbacks)
+    return true;
   }
 
  private:
@@ -385,9 +430,10 @@ class Appender : private detail::TurnChunks {
   }
 
   // One chunk, or chunks of fewer raw bytes than this, are encoded on the
-  // calling thread, before the write lock is taken as on the pool: a hand-off
-  // to the pool and back costs more than encoding a few kilobytes, and one
-  // chunk gains nothing from it.
+  // calling thread, before the write lock is taken as on the pool (unless
+  // the append is in one transaction): a hand-off to the pool and back
+  // costs more than encoding a few kilobytes, and one chunk gains nothing
+  // from it.
   static constexpr int64_t kInlineEncodeBytes = 64 << 10;
 
   int64_t planned_raw_bytes() const {
@@ -412,8 +458,11 @@ class Appender : private detail::TurnChunks {
   // the generation it expects (or the conversation it creates), the entries
   // a rewritten tail drops, the new chunks (this Appender, as their
   // encodings come in), the count, the replaced chunks to free, the limits.
-  void apply_edit() REQUIRES(s_.mu) {
+  // in_transaction: in run_in_one_transaction's, which is rolled back whole
+  // if the edit fails; else the edit commits its own.
+  void apply_edit(bool in_transaction) REQUIRES(s_.mu) {
     detail::TurnEdit e;
+    e.savepoint = !in_transaction;
     e.name = req_.id;
     e.now_ms = now_ms();
     if (conv_) {

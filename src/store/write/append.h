@@ -52,6 +52,13 @@ int64_t put_chunk(Store::Impl& s, ChunkWriter& writer, const ModelRow& model, co
 // the outermost call has committed.
 TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::string& here) REQUIRES(s.mu);
 
+// For tests only, not API: an append whose conversation holds at most this
+// many raw bytes, and fewer than objects_first_min_bytes(), reads, encodes
+// and writes in its write transaction (append.cpp, "run_in_one_transaction");
+// a larger one reads in a snapshot of its own first. A test of what another
+// writer does between an append's read and its write sets it below 0.
+int64_t& one_transaction_max_bytes();
+
 }  // namespace detail
 }  // namespace colikv
 

@@ -219,7 +219,7 @@ TEST_CASE("concurrency: of two imports racing to create one id, the loser is tol
 }
 
 // A short append reads and writes in one transaction only when it can have
-// the write lock at once (Appender, "run_in_one_transaction"). One that
+// the write lock at once (Appender, "one_transaction_if_free"). One that
 // would wait for another writer reads what is committed first, as every
 // append did: the other writer's commit meanwhile makes it kConflict, which
 // a caller retries from a new count. Had it read after its wait, it would

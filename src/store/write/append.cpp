@@ -4,6 +4,7 @@
 #include "store/write/append.h"
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -89,10 +90,20 @@ void check_linked_content(Store::Impl& s, int64_t chunk_id, const ModelSignature
 
 }  // namespace
 
+namespace {
+
+// One chunk, or chunks of fewer raw bytes than this, are encoded on the
+// calling thread, before the write lock is taken as on the pool (unless
+// the append is in one transaction): a hand-off to the pool and back costs
+// more than encoding a few kilobytes, and one chunk gains nothing from it.
+constexpr int64_t kInlineEncodeBytes = 64 << 10;
+
+}  // namespace
+
 namespace detail {
 
 int64_t& one_transaction_max_bytes() {
-  static int64_t bytes = int64_t{64} << 10;  // as much as an append encodes on its calling thread
+  static int64_t bytes = kInlineEncodeBytes;  // as much as an append encodes on its calling thread
   return bytes;
 }
 
@@ -177,7 +188,7 @@ namespace {
 // cannot be freed by another writer before its tokens are compared), plan the
 // chunks to write, hash them when the tokens are known up front, start
 // encoding, and write everything in one transaction. A short conversation's
-// append takes every step in that one transaction (run_in_one_transaction).
+// append takes every step in that one transaction (one_transaction_if_free).
 class Appender : private detail::TurnChunks {
  public:
   Appender(Store::Impl& s, const detail::AppendRequest& req) : s_(s), req_(req), here_(s.where(req.id)) {}
@@ -185,27 +196,32 @@ class Appender : private detail::TurnChunks {
   void run() {
     s_.assert_in_call();  // Store::Impl::append's: the analysis cannot name s_ there
     check_request();
-    if (small_enough_for_one_transaction() && run_in_one_transaction()) return;
+    const auto txn = one_transaction_if_free();
     {
-      // One snapshot for the reads and the stored digests' lookup: a read
+      // Else one snapshot for the reads and the stored digests' lookup: a read
       // transaction costs a BEGIN, a COMMIT and the WAL's locks (issue 20).
-      const auto snapshot = s_.catalog().begin(detail::Catalog::Access::kRead, here_);
+      std::unique_ptr<detail::Catalog::Transaction> snapshot;
+      if (!txn) snapshot = s_.catalog().begin(detail::Catalog::Access::kRead, here_);
       read_committed();
       choose_layout();
       check_divergence();
-      if (nothing_to_write()) return;
+      if (nothing_to_write()) {
+        if (txn) txn->commit();  // a rollback would count as one (Catalog::write_rollbacks)
+        return;
+      }
       plan_chunks();
       if (req_.tokens) hash_planned_chunks();
     }
     if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
     start_encoding();
-    apply_edit(/*in_transaction=*/false);
+    apply_edit(/*in_transaction=*/txn != nullptr);
+    if (txn) txn->commit();
   }
 
   // An append whose whole conversation holds at most
   // one_transaction_max_bytes() (raw), as a new conversation's first turns
-  // do, reads, encodes and writes in one write transaction when it can have
-  // one without waiting for another writer (kWriteIfFree; SQLite): a read
+  // do, takes every step in one write transaction when it can have one
+  // without waiting for another writer (kWriteIfFree; SQLite): a read
   // snapshot of its own costs its begin, its end and their locks, more than
   // holding other writers off while these few kilobytes are read and
   // encoded (docs/benchmarks.md, "Small turns"). It is then what the steps
@@ -213,31 +229,14 @@ class Appender : private detail::TurnChunks {
   // that waited for another writer would read that writer's commit and
   // answer from it (a conversation longer than this append, say, instead of
   // kConflict), one that would wait takes the two transactions. A turn a
-  // backend would store objects first is never one of these.
-  bool small_enough_for_one_transaction() const {
+  // backend would store objects first is never one of these. Null: read in
+  // a snapshot of its own first.
+  std::unique_ptr<detail::Catalog::Transaction> one_transaction_if_free() REQUIRES(s_.mu) {
     const int64_t max_bytes = std::min(detail::one_transaction_max_bytes(), detail::objects_first_min_bytes() - 1);
-    return max_bytes >= 0 && req_.len <= max_bytes / detail::token_raw_bytes(req_.model);
-  }
-
-  // False, having read nothing, when the write transaction is not to be had
-  // without waiting.
-  bool run_in_one_transaction() REQUIRES(s_.mu) {
+    if (max_bytes < 0 || req_.len > max_bytes / detail::token_raw_bytes(req_.model)) return nullptr;
     if (detail::LocalFiles* files = s_.catalog().local_files())
       files->wait_before_write(req_.len * detail::token_raw_bytes(req_.model));
-    const auto txn = s_.catalog().begin(detail::Catalog::Access::kWriteIfFree, here_);
-    if (!txn) return false;
-    read_committed();
-    choose_layout();
-    check_divergence();
-    if (!nothing_to_write()) {
-      plan_chunks();
-      if (req_.tokens) hash_planned_chunks();
-      if (rewrite_tail_ && req_.rewrite_tail) req_.rewrite_tail(tail_start_);
-      start_encoding();
-      apply_edit(/*in_transaction=*/true);
-    }
-    txn->commit();  // also with nothing written: a rollback would count as one (Catalog::write_rollbacks)
-    return true;
+    return s_.catalog().begin(detail::Catalog::Access::kWriteIfFree, here_);
   }
 
  private:
@@ -426,13 +425,6 @@ class Appender : private detail::TurnChunks {
                      on_caller ? Jobs::Run::kInline : Jobs::Run::kOnPool);
   }
 
-  // One chunk, or chunks of fewer raw bytes than this, are encoded on the
-  // calling thread, before the write lock is taken as on the pool (unless
-  // the append is in one transaction): a hand-off to the pool and back
-  // costs more than encoding a few kilobytes, and one chunk gains nothing
-  // from it.
-  static constexpr int64_t kInlineEncodeBytes = 64 << 10;
-
   int64_t planned_raw_bytes() const {
     int64_t tokens = 0;
     for (const WriteChunk& w : plan_) tokens += w.n;
@@ -455,7 +447,7 @@ class Appender : private detail::TurnChunks {
   // the generation it expects (or the conversation it creates), the entries
   // a rewritten tail drops, the new chunks (this Appender, as their
   // encodings come in), the count, the replaced chunks to free, the limits.
-  // in_transaction: in run_in_one_transaction's, which is rolled back whole
+  // in_transaction: in one_transaction_if_free's, which is rolled back whole
   // if the edit fails; else the edit commits its own.
   void apply_edit(bool in_transaction) REQUIRES(s_.mu) {
     detail::TurnEdit e;

@@ -54,7 +54,7 @@ TurnResult apply_turn(Store::Impl& s, TurnEdit& edit, bool limits, const std::st
 
 // For tests only, not API: an append whose conversation holds at most this
 // many raw bytes, and fewer than objects_first_min_bytes(), reads, encodes
-// and writes in its write transaction (append.cpp, "run_in_one_transaction");
+// and writes in its write transaction (append.cpp, "one_transaction_if_free");
 // a larger one reads in a snapshot of its own first. A test of what another
 // writer does between an append's read and its write sets it below 0.
 int64_t& one_transaction_max_bytes();
